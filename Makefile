@@ -1,0 +1,54 @@
+# rnnd: a thin wrapper over meson (DESIGN.md §1).  Every target first makes
+# sure the Debian packages it needs are installed, then builds.
+#
+#   make run     build and serve config/models on 127.0.0.1:8000
+#   make test    build, run every suite (plus a sanitizer build), print a summary
+#   make bench   build and run the benchmarks (tests/bench)
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+MESON_ARGS ?=
+
+DEB_PKGS = gcc libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
+           libjansson-dev libopenblas-dev python3 python3-venv
+
+.PHONY: all deps build run test bench clean format
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "rnnd needs these Debian packages; run:"; \
+	    echo "  sudo apt-get install$$missing"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_ARGS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+run: build
+	@echo "The HTTP daemon arrives with the HTTP front-end issue; nothing to serve yet."; exit 1
+
+test: deps
+	@sh tests/run.sh $(BUILD) $(ASAN_BUILD)
+
+bench: build
+	@sh tests/bench/run.sh $(BUILD)
+
+format:
+	git ls-files '*.c' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,2 @@
+/* cpu.c: placeholder until the CPU engine lands. */
+#include "backend.h"

@@ -1,0 +1,2 @@
+/* repository.c: placeholder until the repository lands. */
+#include "repository.h"

@@ -1,0 +1,2 @@
+/* stfile.c: placeholder until the file reader lands. */
+#include "stfile.h"

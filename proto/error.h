@@ -1,0 +1,70 @@
+/*
+ * error.h: rnnd's error codes and the one table that maps them to HTTP.
+ *
+ * A function that can fail returns int: 0 (or a count) on success, a negative
+ * RNND_E* on failure.  When the caller needs a message, the last parameter is
+ * an rnnd_error_t *reterr, which may be NULL; the caller owns the struct and the
+ * error path never allocates (like jansson's json_error_t).
+ */
+#ifndef RNND_PROTO_ERROR_H
+#define RNND_PROTO_ERROR_H
+
+#include <stddef.h>
+
+/*
+ * The error table: XX(name, value, http status, short message).  This is the
+ * only place that maps an error code to an HTTP status (DESIGN.md §5).
+ */
+#define RNND_ERRNO_MAP(XX)                                                                         \
+        XX(EINVAL, -1, 400, "invalid argument")                                                    \
+        XX(ENOMEM, -2, 500, "out of memory")                                                       \
+        XX(ENOTFOUND, -3, 404, "not found")                                                        \
+        XX(EMETHOD, -4, 405, "method not allowed")                                                 \
+        XX(ELENGTHREQ, -5, 411, "length required")                                                 \
+        XX(ETOOBIG, -6, 413, "payload too large")                                                  \
+        XX(EUNAVAIL, -7, 503, "unavailable")                                                       \
+        XX(ETIMEDOUT, -8, 503, "timed out")                                                        \
+        XX(EIO, -9, 500, "input/output error")                                                     \
+        XX(EMODEL, -10, 400, "invalid model")                                                      \
+        XX(EUNSUPPORTED, -11, 400, "unsupported")                                                  \
+        XX(EGPU, -12, 500, "GPU error")                                                            \
+        XX(EINTERNAL, -13, 500, "internal error")                                                  \
+        XX(ECANCELED, -14, 499, "canceled")                                                        \
+        XX(ELIMIT, -15, 400, "limit exceeded")
+
+enum rnnd_errno {
+#define RNND_ERRNO_ENUM(name, val, status, msg) RNND_##name = (val),
+        RNND_ERRNO_MAP(RNND_ERRNO_ENUM)
+#undef RNND_ERRNO_ENUM
+};
+
+typedef struct rnnd_error {
+        int code;      /* negative RNND_E*, 0 when no error was set */
+        char msg[256]; /* for humans; never secrets */
+} rnnd_error_t;
+
+/*
+ * Fills *e (if non-NULL) with code and the formatted message, truncating it
+ * to fit.  Returns code, so callers can write
+ *   return rnnd_error_set(reterr, RNND_EINVAL, "batch %u > max %u", n, max);
+ * Never allocates.  Thread-safe.
+ */
+int rnnd_error_set(rnnd_error_t *e, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/*
+ * Prepends "prefix: " to the message already in *e (if non-NULL), keeping its
+ * code, and returns that code.  For adding context while propagating.
+ */
+int rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The error's name ("EINVAL"), or "EUNKNOWN".  Borrowed, static.  Thread-safe. */
+const char *rnnd_strerror_name(int code);
+
+/* A short message for code ("invalid argument").  Borrowed, static.  Thread-safe. */
+const char *rnnd_strerror(int code);
+
+/* The HTTP status for code (500 for an unknown code).  Thread-safe. */
+int rnnd_error_http_status(int code);
+
+#endif

@@ -1,0 +1,2 @@
+/* modelcfg.c: placeholder until the config parser lands. */
+#include "modelcfg.h"

@@ -1,0 +1,28 @@
+#!/bin/sh
+# run.sh BUILD ASAN_BUILD: what `make test` does.  Builds and runs every suite
+# in BUILD, then the unit and golden suites again in an address+undefined
+# sanitizer build, and ends with one line "N passed, N failed, N skipped".
+set -u
+build=${1:-build}
+asan=${2:-build-asan}
+rc=0
+
+[ -f "$build/build.ninja" ] || meson setup "$build" || exit 1
+ninja -C "$build" || exit 1
+meson test -C "$build" --print-errorlogs --num-processes 2 || rc=1
+
+[ -f "$asan/build.ninja" ] ||
+  meson setup "$asan" -Db_sanitize=address,undefined -Dbuildtype=debug -Db_lundef=false || exit 1
+ninja -C "$asan" || exit 1
+meson test -C "$asan" --print-errorlogs --num-processes 2 --suite unit --suite golden \
+  --timeout-multiplier 4 || rc=1
+
+# Count the results of both runs from meson's JSON log.
+count() { cat "$build/meson-logs/testlog.json" "$asan/meson-logs/testlog.json" |
+          grep -Ec "\"result\": \"($1)\""; }
+passed=$(count 'OK|EXPECTEDFAIL')
+failed=$(count 'FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS')
+skipped=$(count 'SKIP')
+[ "$failed" -eq 0 ] || rc=1
+echo "$passed passed, $failed failed, $skipped skipped"
+exit $rc

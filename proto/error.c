@@ -18,14 +18,14 @@ int rnnd_error_set(rnnd_error_t *e, int code, const char *fmt, ...)
         return code;
 }
 
-int rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...)
+void rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...)
 {
         char head[sizeof(e->msg)];
         size_t hn, on, cap = sizeof(e->msg) - 1;
         va_list ap;
 
         if (e == NULL)
-                return RNND_EINTERNAL;
+                return;
         va_start(ap, fmt);
         vsnprintf(head, sizeof(head) - 2, fmt, ap);
         va_end(ap);
@@ -40,7 +40,6 @@ int rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...)
         memmove(e->msg + hn, e->msg, on);
         memcpy(e->msg, head, hn);
         e->msg[hn + on] = '\0';
-        return e->code;
 }
 
 const char *rnnd_strerror_name(int code)

@@ -54,9 +54,10 @@ int rnnd_error_set(rnnd_error_t *e, int code, const char *fmt, ...)
 
 /*
  * Prepends "prefix: " to the message already in *e (if non-NULL), keeping its
- * code, and returns that code.  For adding context while propagating.
+ * code.  For adding context while propagating: the caller returns the code it
+ * already holds, since e may be NULL.  Never allocates.  Thread-safe.
  */
-int rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The error's name ("EINVAL"), or "EUNKNOWN".  Borrowed, static.  Thread-safe. */
 const char *rnnd_strerror_name(int code);

@@ -33,9 +33,11 @@ START_TEST(test_set_and_prefix)
 
         ck_assert_int_eq(rnnd_error_set(&e, RNND_EINVAL, "batch %u > max %u", 9u, 8u), RNND_EINVAL);
         ck_assert_str_eq(e.msg, "batch 9 > max 8");
-        ck_assert_int_eq(rnnd_error_prefix(&e, "input '%s'", "x"), RNND_EINVAL);
+        rnnd_error_prefix(&e, "input '%s'", "x");
+        ck_assert_int_eq(e.code, RNND_EINVAL);
         ck_assert_str_eq(e.msg, "input 'x': batch 9 > max 8");
         ck_assert_int_eq(rnnd_error_set(NULL, RNND_ENOMEM, "ignored"), RNND_ENOMEM);
+        rnnd_error_prefix(NULL, "ignored");
         memset(longarg, 'a', sizeof(longarg) - 1);
         longarg[sizeof(longarg) - 1] = '\0';
         rnnd_error_set(&e, RNND_EINVAL, "%s", longarg);

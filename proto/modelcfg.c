@@ -1,2 +1,728 @@
-/* modelcfg.c: placeholder until the config parser lands. */
+/*
+ * modelcfg.c: parses a model's config.json (DESIGN.md §3) into struct
+ * rnnd_model_config.
+ *
+ * Every JSON object of the schema is described by a table of fields (like
+ * Redis's standardConfig): each entry names a key, its type, its range, and
+ * where its value goes.  One walker checks an object against its table:
+ * unknown keys first, so that a typo is reported as such, then each field in
+ * table order, descending into nested objects.  The few shapes a table cannot
+ * say (arrays, version_policy) are custom parsers called by the walker, and
+ * the rules that span fields run once the walk is done.  Every message names
+ * the file and the dotted path of the field, e.g. "instances[1].kind".
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "modelcfg.h"
+
+/* Room for a dotted field path; a longer one (only from unknown keys) is truncated. */
+#define PATH_LEN 128
+
+/* An F_OBJECT field with no "present" flag to set. */
+#define NO_FLAG SIZE_MAX
+
+/* Enum values are stored through an int. */
+static_assert(sizeof(rnnd_cell_t) == sizeof(int), "enum size");
+static_assert(sizeof(rnnd_act_t) == sizeof(int), "enum size");
+static_assert(sizeof(rnnd_head_apply_t) == sizeof(int), "enum size");
+static_assert(sizeof(rnnd_precision_t) == sizeof(int), "enum size");
+static_assert(sizeof(rnnd_instance_kind_t) == sizeof(int), "enum size");
+
+/* Names as config.json spells them, indexed by the enum, NULL-terminated. */
+static const char *const cell_names[] = {"lstm", "gru", "rnn_tanh", "rnn_relu", NULL};
+static const char *const act_names[] = {"none", "sigmoid", "tanh", "relu", "softmax", NULL};
+static const char *const apply_names[] = {"last", "all", NULL};
+static const char *const precision_names[] = {"fp32", "fp16", NULL};
+static const char *const kind_names[] = {"auto", "gpu", "cpu", NULL};
+static const char *const policy_names[] = {"latest", "all", "specific", NULL};
+
+/* What one parse is reporting to. */
+struct ctx {
+        const char *file;  /* for messages */
+        rnnd_error_t *err; /* may be NULL */
+        json_t *root;      /* the whole document */
+};
+
+enum ftype {
+        F_U32,    /* integer in lo..hi, stored as uint32_t */
+        F_U64,    /* integer in lo..hi, stored as uint64_t */
+        F_BOOL,   /* true or false, stored as bool */
+        F_ENUM,   /* one of names, stored as int */
+        F_NAME,   /* string of at most RNND_CFG_NAME_MAX - 1 bytes */
+        F_OBJECT, /* nested object walked with sub, same base */
+        F_CUSTOM, /* handed to parse */
+};
+
+struct field {
+        const char *key;
+        enum ftype type;
+        bool required;
+        size_t off;               /* into base; F_OBJECT: its bool "present" flag, or NO_FLAG */
+        uint64_t lo, hi;          /* F_U32, F_U64 */
+        const char *const *names; /* F_ENUM */
+        const struct field *sub;  /* F_OBJECT, terminated by a NULL key */
+        int (*parse)(struct ctx *c, json_t *v, const char *path, void *base); /* F_CUSTOM */
+};
+
+#define CFG(member) offsetof(struct rnnd_model_config, member)
+#define GRP(member) offsetof(struct rnnd_instance_group, member)
+#define U32(k, req, o, l, h)                                                                       \
+        {                                                                                          \
+                .key = k, .type = F_U32, .required = req, .off = o, .lo = l, .hi = h               \
+        }
+#define U64(k, req, o, l, h)                                                                       \
+        {                                                                                          \
+                .key = k, .type = F_U64, .required = req, .off = o, .lo = l, .hi = h               \
+        }
+#define BOOL(k, o)                                                                                 \
+        {                                                                                          \
+                .key = k, .type = F_BOOL, .off = o                                                 \
+        }
+#define ENUM(k, req, o, n)                                                                         \
+        {                                                                                          \
+                .key = k, .type = F_ENUM, .required = req, .off = o, .names = n                    \
+        }
+#define NAME(k, o)                                                                                 \
+        {                                                                                          \
+                .key = k, .type = F_NAME, .off = o                                                 \
+        }
+#define OBJECT(k, flag, s)                                                                         \
+        {                                                                                          \
+                .key = k, .type = F_OBJECT, .off = flag, .sub = s                                  \
+        }
+#define CUSTOM(k, req, fn)                                                                         \
+        {                                                                                          \
+                .key = k, .type = F_CUSTOM, .required = req, .parse = fn                           \
+        }
+#define END                                                                                        \
+        {                                                                                          \
+                .key = NULL                                                                        \
+        }
+
+static int parse_gpus(struct ctx *c, json_t *v, const char *path, void *base);
+static int parse_instances(struct ctx *c, json_t *v, const char *path, void *base);
+static int parse_versions(struct ctx *c, json_t *v, const char *path, void *base);
+static int parse_version_policy(struct ctx *c, json_t *v, const char *path, void *base);
+
+static const struct field embedding_fields[] = {
+        U32("num_embeddings", true, CFG(embedding.num_embeddings), 1, RNND_CFG_MAX_EMBEDDINGS),
+        U32("dim", true, CFG(embedding.dim), 1, RNND_CFG_MAX_SIZE),
+        END,
+};
+
+static const struct field head_fields[] = {
+        U32("units", true, CFG(head.units), 1, RNND_CFG_MAX_UNITS),
+        ENUM("activation", false, CFG(head.activation), act_names),
+        ENUM("apply", false, CFG(head.apply), apply_names),
+        END,
+};
+
+static const struct field weights_fields[] = {
+        NAME("file", CFG(weights.file)),           NAME("prefix", CFG(weights.prefix)),
+        NAME("embedding", CFG(weights.embedding)), NAME("head_weight", CFG(weights.head_weight)),
+        NAME("head_bias", CFG(weights.head_bias)), END,
+};
+
+static const struct field batching_fields[] = {
+        U32("max_batch_size", false, CFG(batching.max_batch_size), 1, RNND_CFG_MAX_BATCH),
+        U32("max_queue_delay_us", false, CFG(batching.max_queue_delay_us), 0, 10000000),
+        U32("max_queue_size", false, CFG(batching.max_queue_size), 1, 1000000),
+        U32("queue_timeout_us", false, CFG(batching.queue_timeout_us), 0, 3600000000u),
+        U64("max_batch_steps", false, CFG(batching.max_batch_steps), 1, UINT64_C(1) << 32),
+        END,
+};
+
+/* Relative to one struct rnnd_instance_group; gpus comes after kind, which it checks. */
+static const struct field instance_fields[] = {
+        ENUM("kind", false, GRP(kind), kind_names),
+        U32("count", false, GRP(count), 1, RNND_CFG_MAX_INSTANCE_COUNT),
+        CUSTOM("gpus", false, parse_gpus),
+        END,
+};
+
+static const struct field sequence_fields[] = {
+        U32("idle_timeout_ms", false, CFG(sequence.idle_timeout_ms), 1, 86400000),
+        U32("max_sequences", false, CFG(sequence.max_sequences), 1, 10000000),
+        END,
+};
+
+static const struct field latest_fields[] = {
+        U32("num_versions", false, CFG(version_policy.num_versions), 1, RNND_CFG_MAX_VERSIONS),
+        END,
+};
+
+static const struct field all_fields[] = {
+        END,
+};
+
+static const struct field specific_fields[] = {
+        CUSTOM("versions", true, parse_versions),
+        END,
+};
+
+/* In the order of policy_names. */
+static const struct field policy_fields[] = {
+        OBJECT("latest", NO_FLAG, latest_fields),
+        OBJECT("all", NO_FLAG, all_fields),
+        OBJECT("specific", NO_FLAG, specific_fields),
+        END,
+};
+
+static const struct field top_fields[] = {
+        ENUM("cell", true, CFG(cell), cell_names),
+        U32("input_size", true, CFG(input_size), 1, RNND_CFG_MAX_SIZE),
+        U32("hidden_size", true, CFG(hidden_size), 1, RNND_CFG_MAX_SIZE),
+        U32("num_layers", false, CFG(num_layers), 1, RNND_CFG_MAX_LAYERS),
+        BOOL("bidirectional", CFG(bidirectional)),
+        U32("proj_size", false, CFG(proj_size), 0, RNND_CFG_MAX_SIZE),
+        BOOL("gru_linear_before_reset", CFG(gru_linear_before_reset)),
+        OBJECT("embedding", CFG(embedding.present), embedding_fields),
+        OBJECT("head", CFG(head.present), head_fields),
+        OBJECT("weights", NO_FLAG, weights_fields),
+        ENUM("precision", false, CFG(precision), precision_names),
+        U32("max_sequence_length", false, CFG(max_sequence_length), 1, RNND_CFG_MAX_SEQ_LEN),
+        OBJECT("batching", NO_FLAG, batching_fields),
+        CUSTOM("instances", false, parse_instances),
+        OBJECT("sequence", NO_FLAG, sequence_fields),
+        CUSTOM("version_policy", false, parse_version_policy),
+        END,
+};
+
+/* Sets "<file>: <message>" as an RNND_EMODEL and returns it. */
+static int __attribute__((format(printf, 2, 3))) model_error(struct ctx *c, const char *fmt, ...)
+{
+        char msg[sizeof(c->err->msg)];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        return rnnd_error_set(c->err, RNND_EMODEL, "%s: %s", c->file, msg);
+}
+
+/* Sets "<file>: field '<path>': <message>" as an RNND_EMODEL and returns it. */
+static int __attribute__((format(printf, 3, 4)))
+field_error(struct ctx *c, const char *path, const char *fmt, ...)
+{
+        char msg[sizeof(c->err->msg)];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        return rnnd_error_set(c->err, RNND_EMODEL, "%s: field '%s': %s", c->file, path, msg);
+}
+
+/* "parent.key", or "key" at the top level. */
+static void path_join(char *dst, const char *parent, const char *key)
+{
+        snprintf(dst, PATH_LEN, "%s%s%s", parent, parent[0] != '\0' ? "." : "", key);
+}
+
+/* "parent[i]". */
+static void path_index(char *dst, const char *parent, size_t i)
+{
+        snprintf(dst, PATH_LEN, "%s[%zu]", parent, i);
+}
+
+/* A short rendering of a JSON value for "got ..." in messages. */
+static const char *describe(json_t *v, char *buf, size_t n)
+{
+        switch (json_typeof(v)) {
+        case JSON_INTEGER:
+                snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+                break;
+        case JSON_REAL:
+                snprintf(buf, n, "%.15g", json_real_value(v));
+                /* Make 8.0 read as a real, not as the integer 8. */
+                if (buf[strspn(buf, "-0123456789")] == '\0')
+                        strncat(buf, ".0", n - strlen(buf) - 1);
+                break;
+        case JSON_STRING:
+                snprintf(buf, n, "\"%.40s%s\"", json_string_value(v),
+                         json_string_length(v) > 40 ? "..." : "");
+                break;
+        case JSON_TRUE:
+                snprintf(buf, n, "true");
+                break;
+        case JSON_FALSE:
+                snprintf(buf, n, "false");
+                break;
+        case JSON_NULL:
+                snprintf(buf, n, "null");
+                break;
+        case JSON_OBJECT:
+                snprintf(buf, n, "an object");
+                break;
+        case JSON_ARRAY:
+                snprintf(buf, n, "an array of %zu", json_array_size(v));
+                break;
+        }
+        return buf;
+}
+
+/* "a, b, c" from a NULL-terminated name list. */
+static const char *name_list(const char *const *names, char *buf, size_t n)
+{
+        buf[0] = '\0';
+        for (size_t i = 0; names[i] != NULL; i++) {
+                if (i > 0)
+                        strncat(buf, ", ", n - strlen(buf) - 1);
+                strncat(buf, names[i], n - strlen(buf) - 1);
+        }
+        return buf;
+}
+
+static int check_uint(struct ctx *c, json_t *v, const char *path, uint64_t lo, uint64_t hi,
+                      uint64_t *out)
+{
+        char got[64];
+        json_int_t i;
+
+        if (json_is_integer(v)) {
+                i = json_integer_value(v);
+                if (i >= 0 && (uint64_t)i >= lo && (uint64_t)i <= hi) {
+                        *out = (uint64_t)i;
+                        return 0;
+                }
+        }
+        return field_error(c, path, "must be an integer in %" PRIu64 "..%" PRIu64 ", got %s", lo,
+                           hi, describe(v, got, sizeof(got)));
+}
+
+static int check_enum(struct ctx *c, json_t *v, const char *path, const char *const *names,
+                      int *out)
+{
+        char got[64], list[64];
+
+        if (!json_is_string(v))
+                return field_error(c, path, "must be a string (%s), got %s",
+                                   name_list(names, list, sizeof(list)),
+                                   describe(v, got, sizeof(got)));
+        for (int i = 0; names[i] != NULL; i++) {
+                if (strcmp(json_string_value(v), names[i]) == 0) {
+                        *out = i;
+                        return 0;
+                }
+        }
+        return field_error(c, path, "unknown value %s (%s)", describe(v, got, sizeof(got)),
+                           name_list(names, list, sizeof(list)));
+}
+
+/* A string that fits char[RNND_CFG_NAME_MAX] and holds no NUL. */
+static int check_name(struct ctx *c, json_t *v, const char *path, char *out)
+{
+        char got[64];
+        size_t len;
+
+        if (!json_is_string(v))
+                return field_error(c, path, "must be a string, got %s",
+                                   describe(v, got, sizeof(got)));
+        len = json_string_length(v);
+        if (len > RNND_CFG_NAME_MAX - 1)
+                return field_error(c, path, "must be at most %u bytes long, got %zu",
+                                   RNND_CFG_NAME_MAX - 1, len);
+        if (strlen(json_string_value(v)) != len)
+                return field_error(c, path, "must not contain a NUL character");
+        memcpy(out, json_string_value(v), len + 1);
+        return 0;
+}
+
+static int walk(struct ctx *c, json_t *obj, const char *path, const struct field *fields,
+                void *base);
+
+/* Checks v against f and stores it at base + f->off. */
+static int parse_field(struct ctx *c, const struct field *f, json_t *v, const char *path,
+                       void *base)
+{
+        char *dst = (char *)base + f->off;
+        char got[64];
+        uint64_t u = 0;
+        uint32_t u32;
+        bool b;
+        int r, e = 0;
+
+        switch (f->type) {
+        case F_U32:
+        case F_U64:
+                r = check_uint(c, v, path, f->lo, f->hi, &u);
+                if (r < 0)
+                        return r;
+                if (f->type == F_U64) {
+                        memcpy(dst, &u, sizeof(u));
+                } else {
+                        u32 = (uint32_t)u;
+                        memcpy(dst, &u32, sizeof(u32));
+                }
+                return 0;
+        case F_BOOL:
+                if (!json_is_boolean(v))
+                        return field_error(c, path, "must be true or false, got %s",
+                                           describe(v, got, sizeof(got)));
+                b = json_is_true(v);
+                memcpy(dst, &b, sizeof(b));
+                return 0;
+        case F_ENUM:
+                r = check_enum(c, v, path, f->names, &e);
+                if (r < 0)
+                        return r;
+                memcpy(dst, &e, sizeof(e));
+                return 0;
+        case F_NAME:
+                return check_name(c, v, path, dst);
+        case F_OBJECT:
+                r = walk(c, v, path, f->sub, base);
+                if (r < 0)
+                        return r;
+                if (f->off != NO_FLAG) {
+                        b = true;
+                        memcpy(dst, &b, sizeof(b));
+                }
+                return 0;
+        case F_CUSTOM:
+                return f->parse(c, v, path, base);
+        }
+        return rnnd_error_set(c->err, RNND_EINTERNAL, "%s: field '%s': bad field type", c->file,
+                              path);
+}
+
+static const struct field *find_field(const struct field *fields, const char *key)
+{
+        for (; fields->key != NULL; fields++)
+                if (strcmp(fields->key, key) == 0)
+                        return fields;
+        return NULL;
+}
+
+/*
+ * Checks the object obj at path against fields, storing values relative to
+ * base: unknown keys first, then each field in table order.  Absent optional
+ * fields keep what base already holds (the defaults).
+ */
+static int walk(struct ctx *c, json_t *obj, const char *path, const struct field *fields,
+                void *base)
+{
+        char sub[PATH_LEN], got[64];
+        const char *key;
+        json_t *v;
+        int r;
+
+        if (!json_is_object(obj))
+                return field_error(c, path, "must be an object, got %s",
+                                   describe(obj, got, sizeof(got)));
+        json_object_foreach(obj, key, v)
+        {
+                if (find_field(fields, key) == NULL) {
+                        path_join(sub, path, key);
+                        return model_error(c, "unknown field '%s'", sub);
+                }
+        }
+        for (const struct field *f = fields; f->key != NULL; f++) {
+                path_join(sub, path, f->key);
+                v = json_object_get(obj, f->key);
+                if (v == NULL) {
+                        if (f->required)
+                                return model_error(c, "missing required field '%s'", sub);
+                        continue;
+                }
+                r = parse_field(c, f, v, sub, base);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/*
+ * Checks that v is an array of lo..hi elements of unsigned integers in
+ * vlo..vhi with no duplicates, and stores them in out (room for hi).  what
+ * names an element in messages.
+ */
+static int check_uint_set(struct ctx *c, json_t *v, const char *path, size_t lo, size_t hi,
+                          uint64_t vlo, uint64_t vhi, const char *what, uint64_t *out, size_t *n)
+{
+        char sub[PATH_LEN], got[64];
+        size_t i, j;
+        json_t *e;
+        int r;
+
+        if (!json_is_array(v) || json_array_size(v) < lo || json_array_size(v) > hi)
+                return field_error(c, path, "must be an array of %zu..%zu %ss, got %s", lo, hi,
+                                   what, describe(v, got, sizeof(got)));
+        json_array_foreach(v, i, e)
+        {
+                path_index(sub, path, i);
+                r = check_uint(c, e, sub, vlo, vhi, &out[i]);
+                if (r < 0)
+                        return r;
+                for (j = 0; j < i; j++)
+                        if (out[j] == out[i])
+                                return field_error(c, sub, "duplicate %s %" PRIu64, what, out[i]);
+        }
+        *n = json_array_size(v);
+        return 0;
+}
+
+static int parse_gpus(struct ctx *c, json_t *v, const char *path, void *base)
+{
+        struct rnnd_instance_group *g = base;
+        uint64_t gpus[RNND_CFG_MAX_GPUS];
+        size_t n;
+        int r;
+
+        if (g->kind == RNND_INST_CPU)
+                return field_error(c, path, "only allowed when kind is gpu or auto");
+        r = check_uint_set(c, v, path, 0, RNND_CFG_MAX_GPUS, 0, 255, "GPU ordinal", gpus, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                g->gpus[i] = (uint32_t)gpus[i];
+        g->n_gpus = (uint32_t)n;
+        return 0;
+}
+
+static int parse_instances(struct ctx *c, json_t *v, const char *path, void *base)
+{
+        struct rnnd_model_config *cfg = base;
+        struct rnnd_instance_group groups[RNND_CFG_MAX_INSTANCE_GROUPS];
+        char sub[PATH_LEN], got[64];
+        size_t i;
+        json_t *e;
+        int r;
+
+        if (!json_is_array(v) || json_array_size(v) < 1 ||
+            json_array_size(v) > RNND_CFG_MAX_INSTANCE_GROUPS)
+                return field_error(c, path, "must be an array of 1..%u instance groups, got %s",
+                                   RNND_CFG_MAX_INSTANCE_GROUPS, describe(v, got, sizeof(got)));
+        json_array_foreach(v, i, e)
+        {
+                groups[i] = (struct rnnd_instance_group){.kind = RNND_INST_AUTO, .count = 1};
+                path_index(sub, path, i);
+                r = walk(c, e, sub, instance_fields, &groups[i]);
+                if (r < 0)
+                        return r;
+        }
+        memcpy(cfg->instances, groups, json_array_size(v) * sizeof(groups[0]));
+        cfg->n_instances = (uint32_t)json_array_size(v);
+        return 0;
+}
+
+static int parse_versions(struct ctx *c, json_t *v, const char *path, void *base)
+{
+        struct rnnd_model_config *cfg = base;
+        uint64_t versions[RNND_CFG_MAX_VERSIONS];
+        size_t n;
+        int r;
+
+        r = check_uint_set(c, v, path, 1, RNND_CFG_MAX_VERSIONS, 1, INT64_MAX, "version", versions,
+                           &n);
+        if (r < 0)
+                return r;
+        memcpy(cfg->version_policy.versions, versions, n * sizeof(versions[0]));
+        cfg->version_policy.n_versions = (uint32_t)n;
+        return 0;
+}
+
+/* Exactly one of {"latest": {...}}, {"all": {}}, {"specific": {...}}, as Triton has it. */
+static int parse_version_policy(struct ctx *c, json_t *v, const char *path, void *base)
+{
+        struct rnnd_model_config *cfg = base;
+        char got[64];
+        int r, kind;
+
+        if (!json_is_object(v))
+                return field_error(c, path, "must be an object, got %s",
+                                   describe(v, got, sizeof(got)));
+        if (json_object_size(v) != 1)
+                return field_error(c, path,
+                                   "must have exactly one key (latest, all or specific), got %zu",
+                                   json_object_size(v));
+        r = walk(c, v, path, policy_fields, base);
+        if (r < 0)
+                return r;
+        for (kind = 0; policy_names[kind] != NULL; kind++)
+                if (json_object_get(v, policy_names[kind]) != NULL)
+                        break;
+        cfg->version_policy.kind = (rnnd_version_policy_kind_t)kind;
+        return 0;
+}
+
+static bool plain_file_name(const char *s)
+{
+        return s[0] != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 &&
+               strcmp(s, "..") != 0;
+}
+
+/* Whether the object at top-level key has the key sub. */
+static bool has(json_t *root, const char *key, const char *sub)
+{
+        json_t *o = json_object_get(root, key);
+
+        return o != NULL && (sub == NULL || json_object_get(o, sub) != NULL);
+}
+
+/* The rules that span fields, on a config whose fields are each valid. */
+static int check_cross(struct ctx *c, const struct rnnd_model_config *cfg)
+{
+        static const char *const head_names[] = {"head_weight", "head_bias"};
+
+        if (cfg->proj_size != 0 && cfg->cell != RNND_CELL_LSTM)
+                return field_error(c, "proj_size", "only allowed when cell is lstm, got %s",
+                                   cell_names[cfg->cell]);
+        if (cfg->proj_size >= cfg->hidden_size)
+                return field_error(c, "proj_size",
+                                   "must be less than hidden_size (%" PRIu32 "), got %" PRIu32,
+                                   cfg->hidden_size, cfg->proj_size);
+        if (has(c->root, "gru_linear_before_reset", NULL) && cfg->cell != RNND_CELL_GRU)
+                return field_error(c, "gru_linear_before_reset",
+                                   "only allowed when cell is gru, got %s", cell_names[cfg->cell]);
+        if (cfg->embedding.present && cfg->input_size != cfg->embedding.dim)
+                return field_error(c, "input_size",
+                                   "must equal embedding.dim (%" PRIu32 "), got %" PRIu32,
+                                   cfg->embedding.dim, cfg->input_size);
+        if (has(c->root, "weights", "embedding") && !cfg->embedding.present)
+                return field_error(c, "weights.embedding",
+                                   "only allowed when the model has an embedding");
+        for (size_t i = 0; i < 2; i++)
+                if (has(c->root, "weights", head_names[i]) && !cfg->head.present)
+                        return field_error(c, i == 0 ? "weights.head_weight" : "weights.head_bias",
+                                           "only allowed when the model has a head");
+        if (!plain_file_name(cfg->weights.file))
+                return field_error(c, "weights.file",
+                                   "must be a plain file name (no '/', not \".\" or \"..\"), "
+                                   "got \"%.40s\"",
+                                   cfg->weights.file);
+        if (cfg->batching.max_batch_steps < cfg->max_sequence_length)
+                return field_error(c, "batching.max_batch_steps",
+                                   "must be at least max_sequence_length (%" PRIu32
+                                   "), got %" PRIu64 ", or a full-length sequence could never run",
+                                   cfg->max_sequence_length, cfg->batching.max_batch_steps);
+        return 0;
+}
+
+void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
+{
+        *cfg = (struct rnnd_model_config){
+                .cell = RNND_CELL_LSTM,
+                .num_layers = 1,
+                .gru_linear_before_reset = true,
+                .weights =
+                        {
+                                .file = "model.safetensors",
+                                .embedding = "embedding.weight",
+                                .head_weight = "head.weight",
+                                .head_bias = "head.bias",
+                        },
+                .precision = RNND_PREC_FP32,
+                .max_sequence_length = 4096,
+                .batching =
+                        {
+                                .max_batch_size = 64,
+                                .max_queue_delay_us = 200,
+                                .max_queue_size = 4096,
+                                .queue_timeout_us = 0,
+                                .max_batch_steps = 262144,
+                        },
+                .n_instances = 1,
+                .instances = {{.kind = RNND_INST_AUTO, .count = 1}},
+                .sequence = {.idle_timeout_ms = 60000, .max_sequences = 10000},
+                .version_policy = {.kind = RNND_VP_LATEST, .num_versions = 1},
+        };
+}
+
+int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
+                            struct rnnd_model_config *ret, rnnd_error_t *reterr)
+{
+        struct ctx c = {.file = filename != NULL ? filename : "config.json", .err = reterr};
+        struct rnnd_model_config cfg;
+        json_error_t jerr;
+        char got[64];
+        int r;
+
+        if (len > RNND_CFG_MAX_FILE_BYTES)
+                return rnnd_error_set(reterr, RNND_ELIMIT,
+                                      "%s: %zu bytes, more than the %u allowed", c.file, len,
+                                      RNND_CFG_MAX_FILE_BYTES);
+        c.root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (c.root == NULL)
+                return rnnd_error_set(reterr, RNND_EMODEL, "%s:%d:%d: invalid JSON: %s", c.file,
+                                      jerr.line, jerr.column, jerr.text);
+        if (!json_is_object(c.root)) {
+                r = model_error(&c, "must be a JSON object, got %s",
+                                describe(c.root, got, sizeof(got)));
+                goto out;
+        }
+        rnnd_model_config_defaults(&cfg);
+        r = walk(&c, c.root, "", top_fields, &cfg);
+        if (r < 0)
+                goto out;
+        r = check_cross(&c, &cfg);
+        if (r < 0)
+                goto out;
+        *ret = cfg;
+out:
+        json_decref(c.root);
+        return r;
+}
+
+/* names[i], or "unknown" past the end. */
+static const char *name_of(const char *const *names, unsigned i)
+{
+        for (unsigned j = 0; names[j] != NULL; j++)
+                if (j == i)
+                        return names[j];
+        return "unknown";
+}
+
+const char *rnnd_cell_name(rnnd_cell_t c)
+{
+        return name_of(cell_names, (unsigned)c);
+}
+
+const char *rnnd_act_name(rnnd_act_t a)
+{
+        return name_of(act_names, (unsigned)a);
+}
+
+const char *rnnd_head_apply_name(rnnd_head_apply_t a)
+{
+        return name_of(apply_names, (unsigned)a);
+}
+
+const char *rnnd_precision_name(rnnd_precision_t p)
+{
+        return name_of(precision_names, (unsigned)p);
+}
+
+const char *rnnd_instance_kind_name(rnnd_instance_kind_t k)
+{
+        return name_of(kind_names, (unsigned)k);
+}
+
+unsigned rnnd_cell_gates(rnnd_cell_t c)
+{
+        switch (c) {
+        case RNND_CELL_LSTM:
+                return 4;
+        case RNND_CELL_GRU:
+                return 3;
+        case RNND_CELL_RNN_TANH:
+        case RNND_CELL_RNN_RELU:
+                return 1;
+        }
+        return 1;
+}
+
+unsigned rnnd_model_config_dirs(const struct rnnd_model_config *cfg)
+{
+        return cfg->bidirectional ? 2 : 1;
+}
+
+unsigned rnnd_model_config_out_size(const struct rnnd_model_config *cfg)
+{
+        return cfg->proj_size != 0 ? cfg->proj_size : cfg->hidden_size;
+}

@@ -1,2 +1,268 @@
-/* model.c: placeholder until weight import lands. */
+/*
+ * model.c: loads a model version's weights into the canonical layout of
+ * model.h.  Every tensor the config needs is located and its shape checked
+ * before anything is allocated, so the allocation is bounded by what the file
+ * really holds; then each tensor is converted to float32 once.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
 #include "model.h"
+#include "stfile.h"
+
+/* One tensor the config asks for: its name, shape, and where it goes. */
+struct want {
+        char name[RNND_CFG_NAME_MAX * 2];
+        unsigned ndim;
+        uint64_t shape[2];
+        size_t off;         /* offset in wbuf, in floats */
+        const float **dst;  /* where the pointer is stored */
+        bool optional_bias; /* a bias that may be absent (bias=False models) */
+};
+
+static void want_set(struct want *w, unsigned ndim, uint64_t d0, uint64_t d1, const float **dst)
+{
+        w->ndim = ndim;
+        w->shape[0] = d0;
+        w->shape[1] = d1;
+        w->dst = dst;
+}
+
+static uint64_t want_numel(const struct want *w)
+{
+        return w->ndim == 1 ? w->shape[0] : w->shape[0] * w->shape[1];
+}
+
+/*
+ * Lists every tensor of the model: per layer and direction w_ih, w_hh, b_ih,
+ * b_hh (and w_hr), then embedding and head.  Returns the count written to
+ * ws (which has room for max), or a negative error.
+ */
+static int list_tensors(const struct rnnd_model_config *cfg, rnnd_model_t *m, struct want *ws,
+                        size_t max, rnnd_error_t *reterr)
+{
+        const uint64_t gh = (uint64_t)m->gates * cfg->hidden_size;
+        const uint64_t P = m->out_size, H = cfg->hidden_size;
+        static const char *const kinds[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                            "weight_hr"};
+        size_t n = 0;
+
+        for (unsigned l = 0; l < cfg->num_layers; l++) {
+                for (unsigned d = 0; d < m->dirs; d++) {
+                        struct rnnd_layer_weights *lw = &m->layers[l * m->dirs + d];
+                        unsigned nk = cfg->proj_size ? 5 : 4;
+
+                        lw->in = l == 0 ? cfg->input_size : (uint32_t)(m->dirs * P);
+                        for (unsigned k = 0; k < nk; k++) {
+                                struct want *w = &ws[n++];
+
+                                if (n > max)
+                                        return rnnd_error_set(reterr, RNND_EINTERNAL,
+                                                              "too many tensors");
+                                snprintf(w->name, sizeof(w->name), "%s%s_l%u%s",
+                                         cfg->weights.prefix, kinds[k], l, d ? "_reverse" : "");
+                                w->optional_bias = k == 2 || k == 3;
+                                switch (k) {
+                                case 0:
+                                        want_set(w, 2, gh, lw->in, &lw->w_ih);
+                                        break;
+                                case 1:
+                                        want_set(w, 2, gh, P, &lw->w_hh);
+                                        break;
+                                case 2:
+                                        want_set(w, 1, gh, 0, &lw->b_ih);
+                                        break;
+                                case 3:
+                                        want_set(w, 1, gh, 0, &lw->b_hh);
+                                        break;
+                                default:
+                                        want_set(w, 2, P, H, &lw->w_hr);
+                                        break;
+                                }
+                        }
+                }
+        }
+        if (cfg->embedding.present) {
+                struct want *w = &ws[n++];
+
+                snprintf(w->name, sizeof(w->name), "%s", cfg->weights.embedding);
+                want_set(w, 2, cfg->embedding.num_embeddings, cfg->embedding.dim, &m->embedding);
+        }
+        if (cfg->head.present) {
+                struct want *w = &ws[n++];
+
+                snprintf(w->name, sizeof(w->name), "%s", cfg->weights.head_weight);
+                want_set(w, 2, cfg->head.units, m->dirs * P, &m->head_w);
+                w = &ws[n++];
+                snprintf(w->name, sizeof(w->name), "%s", cfg->weights.head_bias);
+                want_set(w, 1, cfg->head.units, 0, &m->head_b);
+        }
+        return (int)n;
+}
+
+/* Formats shape as "[a, b]" into buf. */
+static const char *shape_str(const uint64_t *s, unsigned n, char *buf, size_t len)
+{
+        size_t o = 0;
+
+        o += (size_t)snprintf(buf + o, len - o, "[");
+        for (unsigned i = 0; i < n && o < len; i++)
+                o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? ", " : "",
+                                      (unsigned long long)s[i]);
+        if (o < len)
+                snprintf(buf + o, len - o, "]");
+        return buf;
+}
+
+/*
+ * Checks that every wanted tensor is present with its shape, and that the
+ * model has either all of its biases or none.  Sets *has_bias.
+ */
+static int check_tensors(const rnnd_stfile_t *f, struct want *ws, size_t n, bool *has_bias,
+                         rnnd_error_t *reterr)
+{
+        size_t biases = 0, present = 0;
+        const char *missing_bias = NULL, *present_bias = NULL;
+        char got[96], want[96];
+
+        for (size_t i = 0; i < n; i++) {
+                const struct rnnd_st_tensor *t = rnnd_stfile_find(f, ws[i].name);
+                bool same;
+
+                if (ws[i].optional_bias) {
+                        biases++;
+                        if (t == NULL) {
+                                missing_bias = ws[i].name;
+                                continue;
+                        }
+                        present++;
+                        present_bias = ws[i].name;
+                }
+                if (t == NULL)
+                        return rnnd_error_set(reterr, RNND_EMODEL, "tensor '%s' not found",
+                                              ws[i].name);
+                same = t->ndim == ws[i].ndim;
+                for (unsigned k = 0; same && k < t->ndim; k++)
+                        same = t->shape[k] == ws[i].shape[k];
+                if (!same)
+                        return rnnd_error_set(reterr, RNND_EMODEL,
+                                              "tensor '%s' has shape %s, the config needs %s",
+                                              ws[i].name, shape_str(t->shape, t->ndim, got, 96),
+                                              shape_str(ws[i].shape, ws[i].ndim, want, 96));
+        }
+        if (present != 0 && present != biases)
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s' not found, but '%s' is: a model has all of its "
+                                      "biases or none",
+                                      missing_bias, present_bias);
+        *has_bias = present != 0;
+        return 0;
+}
+
+int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t version,
+                           const struct rnnd_model_config *cfg, rnnd_model_t **ret,
+                           rnnd_error_t *reterr)
+{
+        size_t max_want = (size_t)cfg->num_layers * 2 * 5 + 3;
+        struct want *ws = NULL;
+        rnnd_model_t *m;
+        bool has_bias = false;
+        size_t total = 0;
+        int n, r;
+
+        m = rnnd_calloc(1, sizeof(*m));
+        if (m == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
+        m->cfg = *cfg;
+        snprintf(m->name, sizeof(m->name), "%s", name);
+        m->version = version;
+        m->gates = rnnd_cell_gates(cfg->cell);
+        m->dirs = rnnd_model_config_dirs(cfg);
+        m->out_size = rnnd_model_config_out_size(cfg);
+        atomic_init(&m->refs, 1);
+
+        m->layers = rnnd_calloc((size_t)cfg->num_layers * m->dirs, sizeof(*m->layers));
+        ws = rnnd_calloc(max_want, sizeof(*ws));
+        if (m->layers == NULL || ws == NULL) {
+                r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
+                goto out;
+        }
+        n = list_tensors(cfg, m, ws, max_want, reterr);
+        if (n < 0) {
+                r = n;
+                goto out;
+        }
+        r = check_tensors(f, ws, (size_t)n, &has_bias, reterr);
+        if (r < 0)
+                goto out;
+
+        /* Every size is now backed by the file, so the sum cannot overflow. */
+        for (int i = 0; i < n; i++) {
+                ws[i].off = total;
+                total += want_numel(&ws[i]);
+        }
+        m->wbuf = rnnd_mallocarray(total ? total : 1, sizeof(float));
+        if (m->wbuf == NULL) {
+                r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %zu weights", total);
+                goto out;
+        }
+        m->wlen = total;
+        for (int i = 0; i < n; i++) {
+                float *dst = m->wbuf + ws[i].off;
+
+                *ws[i].dst = dst;
+                if (ws[i].optional_bias && !has_bias) {
+                        memset(dst, 0, want_numel(&ws[i]) * sizeof(float));
+                        continue;
+                }
+                r = rnnd_stfile_read_f32(f, ws[i].name, ws[i].ndim, ws[i].shape, dst, reterr);
+                if (r < 0)
+                        goto out;
+        }
+        rnnd_free(ws);
+        *ret = m;
+        return 0;
+out:
+        rnnd_free(ws);
+        rnnd_model_unref(m);
+        return r;
+}
+
+int rnnd_model_load(const char *model_dir, const char *name, uint64_t version,
+                    const struct rnnd_model_config *cfg, rnnd_model_t **ret, rnnd_error_t *reterr)
+{
+        char path[PATH_MAX];
+        rnnd_stfile_t *f = NULL;
+        int r;
+
+        if ((size_t)snprintf(path, sizeof(path), "%s/%llu/%s", model_dir,
+                             (unsigned long long)version, cfg->weights.file) >= sizeof(path))
+                return rnnd_error_set(reterr, RNND_ELIMIT, "%s: path too long", model_dir);
+        r = rnnd_stfile_open(path, &f, reterr);
+        if (r < 0)
+                return r;
+        r = rnnd_model_from_stfile(f, name, version, cfg, ret, reterr);
+        if (r < 0)
+                rnnd_error_prefix(reterr, "%s", path);
+        rnnd_stfile_close(f);
+        return r;
+}
+
+rnnd_model_t *rnnd_model_ref(rnnd_model_t *m)
+{
+        if (m != NULL)
+                atomic_fetch_add(&m->refs, 1);
+        return m;
+}
+
+rnnd_model_t *rnnd_model_unref(rnnd_model_t *m)
+{
+        if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1)
+                return NULL;
+        rnnd_free(m->wbuf);
+        rnnd_free(m->layers);
+        rnnd_free(m);
+        return NULL;
+}

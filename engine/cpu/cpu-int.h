@@ -1,0 +1,53 @@
+/*
+ * cpu-int.h: the CPU engine's gate kernels, shared by cpu.c and the tests.
+ * Each works on one row of one step: xg holds the input projection W x (no
+ * bias), hg the recurrent projection R h (no bias), both in cuDNN gate order.
+ */
+#ifndef RNND_ENGINE_CPU_INT_H
+#define RNND_ENGINE_CPU_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "modelcfg.h"
+
+/*
+ * LSTM, gates i,f,g,o: c = f*c + i*g; h = o*tanh(c).  Updates c[0..H) in place
+ * and writes h[0..H) (the projection input when the model projects).
+ */
+void rnnd__cpu_lstm_row(uint32_t H, const float *xg, const float *hg, const float *bi,
+                        const float *bh, float *c, float *h);
+
+/*
+ * GRU with linear_before_reset, gates r,z,n:
+ * n = tanh(W_n x + b_in + r*(R_n h + b_hn)); h = (1-z)*n + z*h, in place.
+ */
+void rnnd__cpu_gru_row(uint32_t H, const float *xg, const float *hg, const float *bi,
+                       const float *bh, float *h);
+
+/*
+ * GRU with the reset gate before R_n, first half: computes r and z, stores z
+ * into hg[H..2H) and r*h into rh[0..H).
+ */
+void rnnd__cpu_gru_rz_row(uint32_t H, const float *xg, float *hg, const float *bi, const float *bh,
+                          const float *h, float *rh);
+
+/*
+ * Second half: hg[2H..3H) now holds R_n (r*h).
+ * n = tanh(W_n x + b_in + R_n (r*h) + b_hn); h = (1-z)*n + z*h, in place.
+ */
+void rnnd__cpu_gru_n_row(uint32_t H, const float *xg, const float *hg, const float *bi,
+                         const float *bh, float *h);
+
+/* Elman RNN: h = act(W x + b_ih + R h + b_hh), act tanh or relu. */
+void rnnd__cpu_rnn_row(uint32_t H, bool relu, const float *xg, const float *hg, const float *bi,
+                       const float *bh, float *h);
+
+/* Applies a head activation to v[0..n) in place (softmax over the row). */
+void rnnd__cpu_activate(rnnd_act_t act, uint32_t n, float *v);
+
+/* Vectorisable float sigmoid and tanh (max abs error ~1e-7), over n values. */
+void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y);
+void rnnd__cpu_tanh(uint32_t n, const float *x, float *y);
+
+#endif

@@ -1,0 +1,277 @@
+/*
+ * test_cpu.c: the CPU engine's own behaviour, beyond the goldens: accuracy
+ * of its exp-based kernels, validation of a batch, outputs written only
+ * within each length, scratch reuse across batch sizes, and allocation
+ * failure.  Models come from the golden repository (tests/golden/models).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "check-main.h"
+#include "tensor.h"
+#include "cpu/cpu-int.h"
+#include "repository.h"
+
+static rnnd_model_t *load(const char *name)
+{
+        char dir[4096];
+        struct rnnd_model_config cfg;
+        rnnd_error_t err = {0};
+        rnnd_model_t *m = NULL;
+
+        snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), name);
+        ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
+        ck_assert_msg(rnnd_model_load(dir, name, 1, &cfg, &m, &err) == 0, "%s", err.msg);
+        return m;
+}
+
+static float frand(unsigned *s)
+{
+        *s = *s * 1103515245u + 12345u;
+        return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+START_TEST(test_kernels)
+{
+        static float x[20001], y[20001];
+        double worst_s = 0, worst_t = 0;
+
+        for (int i = 0; i <= 20000; i++)
+                x[i] = (float)(i - 10000) / 500.0f; /* -20 .. 20 */
+        rnnd__cpu_sigmoid(20001, x, y);
+        for (int i = 0; i <= 20000; i++) {
+                double e = fabs(y[i] - 1.0 / (1.0 + exp(-(double)x[i])));
+                worst_s = e > worst_s ? e : worst_s;
+        }
+        rnnd__cpu_tanh(20001, x, y);
+        for (int i = 0; i <= 20000; i++) {
+                double e = fabs(y[i] - tanh((double)x[i]));
+                worst_t = e > worst_t ? e : worst_t;
+        }
+        ck_assert_msg(worst_s < 3e-7, "sigmoid max abs error %g", worst_s);
+        ck_assert_msg(worst_t < 3e-7, "tanh max abs error %g", worst_t);
+
+        /* Saturation and extremes stay finite and exact. */
+        x[0] = -1e30f;
+        x[1] = 1e30f;
+        x[2] = -0.0f;
+        rnnd__cpu_tanh(3, x, y);
+        ck_assert_float_eq(y[0], -1.0f);
+        ck_assert_float_eq(y[1], 1.0f);
+        ck_assert_float_eq(y[2], 0.0f);
+        rnnd__cpu_sigmoid(2, x, y);
+        ck_assert_float_lt(y[0], 1e-30f);
+        ck_assert_float_eq(y[1], 1.0f);
+}
+END_TEST
+
+START_TEST(test_softmax)
+{
+        float v[3] = {1000.0f, 1000.0f, -1000.0f};
+
+        rnnd__cpu_activate(RNND_ACT_SOFTMAX, 3, v);
+        ck_assert_float_eq_tol(v[0], 0.5f, 1e-7f);
+        ck_assert_float_eq_tol(v[1], 0.5f, 1e-7f);
+        ck_assert_float_eq(v[2], 0.0f);
+}
+END_TEST
+
+/* Rows of bad batches: what is wrong, and what the message must say. */
+static const struct {
+        uint32_t len;
+        int64_t token;
+        bool no_input;
+        const char *msg;
+} bad[] = {
+        {0, 1, false, "length 0 is outside 1..4096"},
+        {4097, 1, false, "length 4097 is outside 1..4096"},
+        {3, 11, false, "token 11 at step 0 is outside 0..10"},
+        {3, -1, false, "token -1 at step 0 is outside 0..10"},
+        {3, 1, true, "no tokens"},
+};
+
+START_TEST(test_validate)
+{
+        rnnd_model_t *m = load("rnn_tanh_emb_l1_bi_ragged_h0");
+        static int64_t tokens[4097];
+        struct rnnd_seq q = {0};
+        struct rnnd_batch b = {&q, 1};
+        rnnd_error_t err = {0};
+        void *plan;
+        float y[8 * 16];
+
+        for (int i = 0; i < 4097; i++)
+                tokens[i] = 2;
+        tokens[0] = bad[_i].token;
+        q.len = bad[_i].len;
+        q.tokens = bad[_i].no_input ? NULL : tokens;
+        q.y = bad[_i].len <= 8 ? y : NULL;
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+        ck_assert_int_eq(rnnd_cpu_backend.run(plan, &b, &err), RNND_EINVAL);
+        ck_assert_msg(strstr(err.msg, bad[_i].msg) != NULL, "message '%s'", err.msg);
+        b.n = 0;
+        ck_assert_int_eq(rnnd_cpu_backend.run(plan, &b, &err), RNND_EINVAL);
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
+ * The engine writes y and scores only within each length, leaves other
+ * memory alone, and gives every sequence the same answer whatever batch it
+ * runs in and whatever ran before on the plan (scratch is reused).
+ */
+START_TEST(test_batches)
+{
+        rnnd_model_t *m = load("gru_emb_l2_bi_ragged_noh0_head_softmax_all"); /* head apply all */
+        const uint32_t ow = m->dirs * m->out_size, U = m->cfg.head.units, T = 40, N = 24;
+        static int64_t tokens[24][40];
+        static float y1[24][40 * 16 + 1], s1[24][40 * 8 + 1], hn1[24][64];
+        static float y2[24][40 * 16 + 1], s2[24][40 * 8 + 1], hn2[24][64];
+        struct rnnd_seq seqs[24];
+        struct rnnd_batch b = {seqs, 0};
+        rnnd_error_t err = {0};
+        unsigned seed = 7;
+        void *plan;
+
+        ck_assert_uint_le(ow, 16);
+        ck_assert_uint_le(U, 8);
+        for (uint32_t i = 0; i < N; i++)
+                for (uint32_t t = 0; t < T; t++)
+                        tokens[i][t] = (int64_t)((frand(&seed) + 1.0f) * 5.0f) % 11;
+        for (uint32_t i = 0; i < N; i++)
+                for (uint32_t k = 0; k < RNND_ELEMENTSOF(y1[0]); k++)
+                        y1[i][k] = y2[i][k] = NAN; /* sentinels */
+        for (uint32_t i = 0; i < N; i++)
+                for (uint32_t k = 0; k < RNND_ELEMENTSOF(s1[0]); k++)
+                        s1[i][k] = s2[i][k] = NAN;
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+
+        /* All together, with lengths 1..T in a scrambled order. */
+        for (uint32_t i = 0; i < N; i++) {
+                memset(&seqs[i], 0, sizeof(seqs[i]));
+                seqs[i].len = 1 + (i * 7) % T;
+                seqs[i].tokens = tokens[i];
+                seqs[i].y = y1[i];
+                seqs[i].scores = s1[i];
+                seqs[i].h_n = hn1[i];
+        }
+        b.n = N;
+        ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+
+        /* Then in batches of 1, 5 and 18, on the same (now large) scratch. */
+        for (uint32_t i = 0, size = 1; i < N; i += size, size = size == 1 ? 5 : 18) {
+                b.n = i + size <= N ? size : N - i;
+                for (uint32_t k = 0; k < b.n; k++) {
+                        seqs[k] = (struct rnnd_seq){0};
+                        seqs[k].len = 1 + ((i + k) * 7) % T;
+                        seqs[k].tokens = tokens[i + k];
+                        seqs[k].y = y2[i + k];
+                        seqs[k].scores = s2[i + k];
+                        seqs[k].h_n = hn2[i + k];
+                }
+                ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+        }
+        for (uint32_t i = 0; i < N; i++) {
+                uint32_t len = 1 + (i * 7) % T;
+
+                for (uint32_t k = 0; k < RNND_ELEMENTSOF(y1[0]); k++) {
+                        if (k < len * ow) {
+                                ck_assert(!isnan(y1[i][k]));
+                                ck_assert_float_eq_tol(y1[i][k], y2[i][k], 1e-6f);
+                        } else {
+                                ck_assert_msg(isnan(y1[i][k]) && isnan(y2[i][k]),
+                                              "seq %u: y[%u] written past length %u", i, k, len);
+                        }
+                }
+                for (uint32_t k = 0; k < RNND_ELEMENTSOF(s1[0]); k++)
+                        ck_assert(k < len * U ? fabsf(s1[i][k] - s2[i][k]) < 1e-6f
+                                              : isnan(s1[i][k]) && isnan(s2[i][k]));
+                for (uint32_t k = 0; k < m->cfg.num_layers * ow; k++)
+                        ck_assert_float_eq_tol(hn1[i][k], hn2[i][k], 1e-6f);
+        }
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/* Failing every allocation in turn gives ENOMEM, never a crash or a leak. */
+START_TEST(test_oom)
+{
+        char dir[4096];
+        struct rnnd_model_config cfg;
+        rnnd_error_t err = {0};
+        float x[5 * 30], y[30 * 12], hn[6 * 6];
+        struct rnnd_seq q = {.len = 30, .x = x, .y = y, .h_n = hn};
+        struct rnnd_batch b = {&q, 1};
+        int r = -1;
+
+        memset(x, 0, sizeof(x));
+        snprintf(dir, sizeof(dir), "%s/golden/models/lstm_l3_bi_ragged_h0", rnnd_test_dir());
+        ck_assert_int_eq(rnnd_repository_read_config(dir, &cfg, &err), 0);
+        for (long n = 0; r != 0; n++) {
+                rnnd_model_t *m = NULL;
+                void *plan = NULL;
+
+                ck_assert_int_lt(n, 10000);
+                rnnd_alloc_fail_after(n);
+                r = rnnd_model_load(dir, "m", 1, &cfg, &m, &err);
+                if (r == 0) {
+                        r = rnnd_cpu_backend.open(m, NULL, &plan, &err);
+                        if (r == 0) {
+                                r = rnnd_cpu_backend.run(plan, &b, &err);
+                                rnnd_cpu_backend.close(plan);
+                        }
+                        rnnd_model_unref(m);
+                }
+                rnnd_alloc_fail_after(-1);
+                ck_assert_msg(r == 0 || r == RNND_ENOMEM, "n=%ld: %d %s", n, r, err.msg);
+        }
+}
+END_TEST
+
+START_TEST(test_describe)
+{
+        rnnd_model_t *m = load("gru_rbr_l1_uni_ragged_h0");
+        struct rnnd_backend_desc d;
+        rnnd_error_t err = {0};
+        void *plan;
+
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+        rnnd_cpu_backend.describe(plan, &d);
+        ck_assert_str_eq(d.backend, "cpu");
+        ck_assert_str_eq(d.algo, "packed-gemm");
+        ck_assert_ptr_nonnull(strstr(d.why_not_cudnn, "gru_linear_before_reset=false"));
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+static Suite *cpu_suite(void)
+{
+        Suite *s = suite_create("cpu");
+        TCase *tc;
+
+        tc = tcase_create("kernels");
+        tcase_add_test(tc, test_kernels);
+        tcase_add_test(tc, test_softmax);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("validate");
+        tcase_add_loop_test(tc, test_validate, 0, RNND_ELEMENTSOF(bad));
+        suite_add_tcase(s, tc);
+        tc = tcase_create("batches");
+        tcase_add_test(tc, test_batches);
+        tcase_add_test(tc, test_describe);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("oom");
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_oom);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+RNND_CHECK_MAIN(cpu_suite)

@@ -109,6 +109,11 @@ static void gemm_nt(uint32_t M, uint32_t N, uint32_t K, const float *A, uint32_t
 {
         if (M == 0)
                 return;
+        if (M == 1) { /* one running sequence: a matrix-vector product */
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, 1.0f, B, (int)ldb, A, 1,
+                            beta, C, 1);
+                return;
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, A,
                     (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }

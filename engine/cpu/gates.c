@@ -10,6 +10,19 @@
 #include "cpu/cpu-int.h"
 
 /*
+ * Each exported kernel is compiled twice, for baseline x86-64 and for
+ * Haswell (AVX2 + FMA), and the loader picks one per machine (an ifunc).
+ * This file is built with -O3 -fno-trapping-math (engine/meson.build): the
+ * compare-and-clamp in exp_ps may then be vectorised, and we never read the
+ * floating-point exception flags.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KERNEL __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define KERNEL
+#endif
+
+/*
  * exp(x) for x in [-87.3, 88.7] after clamping, by range reduction
  * x = k ln2 + r with |r| <= ln2/2 and a degree-6 polynomial for e^r (Cephes
  * coefficients); relative error below 2 ulp.  Branch-free so loops vectorise.
@@ -24,7 +37,8 @@ static inline float exp_ps(float x)
 
         x = x > 88.3762626647949f ? 88.3762626647949f : x;
         x = x < -87.3365447504019f ? -87.3365447504019f : x;
-        k = floorf(x * 1.44269504088896341f + 0.5f);
+        /* Round to nearest with the 1.5 * 2^23 trick: vectorises on any SSE2. */
+        k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
         r = x - k * ln2_hi;
         r = r - k * ln2_lo;
         p = 1.9875691500e-4f;
@@ -51,27 +65,35 @@ static inline float sigmoid1(float x)
  */
 static inline float tanh1(float x)
 {
-        float a = fabsf(x), e = exp_ps(-2.0f * a);
-        float t = (1.0f - e) / (1.0f + e);
+        uint32_t xb, tb;
+        float a, e, t;
 
-        return copysignf(t, x);
+        memcpy(&xb, &x, sizeof(xb));
+        tb = xb & 0x7fffffffu; /* |x| */
+        memcpy(&a, &tb, sizeof(a));
+        e = exp_ps(-2.0f * a);
+        t = (1.0f - e) / (1.0f + e);
+        memcpy(&tb, &t, sizeof(tb));
+        tb |= xb & 0x80000000u; /* the sign of x, without a branch */
+        memcpy(&t, &tb, sizeof(t));
+        return t;
 }
 
-void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y)
+KERNEL void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y)
 {
         for (uint32_t j = 0; j < n; j++)
                 y[j] = sigmoid1(x[j]);
 }
 
-void rnnd__cpu_tanh(uint32_t n, const float *x, float *y)
+KERNEL void rnnd__cpu_tanh(uint32_t n, const float *x, float *y)
 {
         for (uint32_t j = 0; j < n; j++)
                 y[j] = tanh1(x[j]);
 }
 
-void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float *restrict hg,
-                        const float *restrict bi, const float *restrict bh, float *restrict c,
-                        float *restrict h)
+KERNEL void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float *restrict hg,
+                               const float *restrict bi, const float *restrict bh,
+                               float *restrict c, float *restrict h)
 {
         for (uint32_t j = 0; j < H; j++) {
                 float gi = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
@@ -85,8 +107,8 @@ void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float *restr
         }
 }
 
-void rnnd__cpu_gru_row(uint32_t H, const float *restrict xg, const float *restrict hg,
-                       const float *restrict bi, const float *restrict bh, float *restrict h)
+KERNEL void rnnd__cpu_gru_row(uint32_t H, const float *restrict xg, const float *restrict hg,
+                              const float *restrict bi, const float *restrict bh, float *restrict h)
 {
         for (uint32_t j = 0; j < H; j++) {
                 float r = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
@@ -98,9 +120,9 @@ void rnnd__cpu_gru_row(uint32_t H, const float *restrict xg, const float *restri
         }
 }
 
-void rnnd__cpu_gru_rz_row(uint32_t H, const float *restrict xg, float *restrict hg,
-                          const float *restrict bi, const float *restrict bh,
-                          const float *restrict h, float *restrict rh)
+KERNEL void rnnd__cpu_gru_rz_row(uint32_t H, const float *restrict xg, float *restrict hg,
+                                 const float *restrict bi, const float *restrict bh,
+                                 const float *restrict h, float *restrict rh)
 {
         for (uint32_t j = 0; j < H; j++) {
                 float r = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
@@ -111,8 +133,9 @@ void rnnd__cpu_gru_rz_row(uint32_t H, const float *restrict xg, float *restrict 
         }
 }
 
-void rnnd__cpu_gru_n_row(uint32_t H, const float *restrict xg, const float *restrict hg,
-                         const float *restrict bi, const float *restrict bh, float *restrict h)
+KERNEL void rnnd__cpu_gru_n_row(uint32_t H, const float *restrict xg, const float *restrict hg,
+                                const float *restrict bi, const float *restrict bh,
+                                float *restrict h)
 {
         for (uint32_t j = 0; j < H; j++) {
                 float z = hg[H + j];
@@ -122,8 +145,9 @@ void rnnd__cpu_gru_n_row(uint32_t H, const float *restrict xg, const float *rest
         }
 }
 
-void rnnd__cpu_rnn_row(uint32_t H, bool relu, const float *restrict xg, const float *restrict hg,
-                       const float *restrict bi, const float *restrict bh, float *restrict h)
+KERNEL void rnnd__cpu_rnn_row(uint32_t H, bool relu, const float *restrict xg,
+                              const float *restrict hg, const float *restrict bi,
+                              const float *restrict bh, float *restrict h)
 {
         if (relu) {
                 for (uint32_t j = 0; j < H; j++) {

@@ -1017,8 +1017,12 @@ void rnnd_infer_response_done(struct rnnd_infer_response *r)
  * TF Serving
  */
 
-/* The dtype TF Serving's untyped JSON gets for a tensor name. */
-static rnnd_dtype_t tfs_dtype(const char *name)
+/*
+ * The dtype TF Serving's untyped JSON gets for a tensor name.  Not inlined:
+ * where a caller passes a literal, GCC's -Wstring-compare flags the
+ * comparison that is constant there.
+ */
+static __attribute__((noinline)) rnnd_dtype_t tfs_dtype(const char *name)
 {
         return strcmp(name, "tokens") == 0 || strcmp(name, "lengths") == 0 ? RNND_DT_I64
                                                                            : RNND_DT_F32;
@@ -1066,7 +1070,7 @@ static int tfs_columns(json_t *inputs, const struct rnnd_model_config *cfg,
         uint64_t shape[RNND_MAX_DIMS];
         struct rnnd_tensor *t;
         const char *name;
-        unsigned ndim;
+        unsigned ndim = 0;
         json_t *v;
         int r;
 
@@ -1148,7 +1152,7 @@ static int tfs_rows(json_t *list, const struct rnnd_model_config *cfg,
         struct rnnd_tensor *ts[ROW_COUNT] = {0}, *lt;
         char path[PATH_LEN], vpath[PATH_LEN], got[64], s1[SHAPE_LEN], s2[SHAPE_LEN];
         uint64_t shape[RNND_MAX_DIMS], B = json_array_size(list);
-        unsigned ndim;
+        unsigned ndim = 0;
         json_t *inst, *v;
         size_t i;
         int r;

@@ -471,7 +471,7 @@ static int parse_gpus(struct ctx *c, json_t *v, const char *path, void *base)
 {
         struct rnnd_instance_group *g = base;
         uint64_t gpus[RNND_CFG_MAX_GPUS];
-        size_t n;
+        size_t n = 0;
         int r;
 
         if (g->kind == RNND_INST_CPU)
@@ -515,7 +515,7 @@ static int parse_versions(struct ctx *c, json_t *v, const char *path, void *base
 {
         struct rnnd_model_config *cfg = base;
         uint64_t versions[RNND_CFG_MAX_VERSIONS];
-        size_t n;
+        size_t n = 0;
         int r;
 
         r = check_uint_set(c, v, path, 1, RNND_CFG_MAX_VERSIONS, 1, INT64_MAX, "version", versions,

@@ -46,6 +46,25 @@ void rnnd__cpu_rnn_row(uint32_t H, bool relu, const float *xg, const float *hg, 
 /* Applies a head activation to v[0..n) in place (softmax over the row). */
 void rnnd__cpu_activate(rnnd_act_t act, uint32_t n, float *v);
 
+/*
+ * The recurrent GEMM with weights packed once.  OpenBLAS repacks its weight
+ * operand on every call, which for one call per step and a few rows was a
+ * third of the time (perf, batch 8); packing at plan open removes it.
+ * Panels of RNND_CPU_NR output columns: P[panel][k][RNND_CPU_NR], the last
+ * panel padded with zeros.
+ */
+#define RNND_CPU_NR 16u
+
+/* Floats needed to pack an [N, K] matrix.  Thread-safe. */
+size_t rnnd__cpu_packed_size(uint32_t N, uint32_t K);
+
+/* Packs W [N, K] (row stride ldw) into P (rnnd__cpu_packed_size floats). */
+void rnnd__cpu_pack(uint32_t N, uint32_t K, const float *W, uint32_t ldw, float *P);
+
+/* C[M, N] (row stride ldc) = A[M, K] (row stride lda) x W^T, W packed in P. */
+void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const float *A, uint32_t lda,
+                           const float *P, float *C, uint32_t ldc);
+
 /* Vectorisable float sigmoid and tanh (max abs error ~1e-7), over n values. */
 void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y);
 void rnnd__cpu_tanh(uint32_t n, const float *x, float *y);

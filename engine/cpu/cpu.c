@@ -32,13 +32,21 @@
 /* Steps per input-projection GEMM: bounds the scratch for gates. */
 #define CHUNK_STEPS 32u
 
+/* One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(). */
+struct packed {
+        const float *rec;  /* W_hh [G*H, H'] (GRU reset-before: its r,z rows [2H, H]) */
+        const float *rec2; /* GRU reset-before: W_hh's n rows [H, H]; LSTM: W_hr [H', H] */
+};
+
 struct cpu_plan {
-        rnnd_model_t *m;  /* a reference; immutable after open */
-        unsigned threads; /* BLAS threads; immutable after open */
-        float *scratch;   /* worker thread only */
-        size_t cap;       /* floats in scratch; worker thread only */
-        uint32_t *ibuf;   /* order, nt, offs; worker thread only */
-        size_t icap;      /* uint32s in ibuf; worker thread only */
+        rnnd_model_t *m;   /* a reference; immutable after open */
+        unsigned threads;  /* BLAS threads; immutable after open */
+        struct packed *pw; /* [num_layers * dirs]; immutable after open */
+        float *pbuf;       /* owns what pw points to */
+        float *scratch;    /* worker thread only */
+        size_t cap;        /* floats in scratch; worker thread only */
+        uint32_t *ibuf;    /* order, nt, offs; worker thread only */
+        size_t icap;       /* uint32s in ibuf; worker thread only */
 };
 
 /* The packed layout of one batch. */
@@ -60,6 +68,65 @@ struct work {
         float *head;     /* [S or n, units] */
 };
 
+static void cpu_close(void *plan);
+
+/*
+ * The shapes of one layer-direction's packed matrices: rec is [n1, k1] from
+ * W_hh rows 0.., rec2 is [n2, k2] (n2 = 0 when absent).
+ */
+static void packed_shapes(const rnnd_model_t *m, uint32_t *n1, uint32_t *k1, uint32_t *n2,
+                          uint32_t *k2)
+{
+        const struct rnnd_model_config *cfg = &m->cfg;
+        const uint32_t H = cfg->hidden_size, P = m->out_size;
+
+        *n1 = m->gates * H;
+        *k1 = P;
+        *n2 = *k2 = 0;
+        if (cfg->cell == RNND_CELL_GRU && !cfg->gru_linear_before_reset) {
+                *n1 = 2 * H;
+                *n2 = H;
+                *k2 = H;
+        } else if (cfg->proj_size != 0) {
+                *n2 = P;
+                *k2 = H;
+        }
+}
+
+static int pack_weights(struct cpu_plan *p)
+{
+        const rnnd_model_t *m = p->m;
+        const unsigned n = m->cfg.num_layers * m->dirs;
+        uint32_t n1, k1, n2, k2;
+        size_t s1, s2;
+        float *at;
+
+        packed_shapes(m, &n1, &k1, &n2, &k2);
+        s1 = rnnd__cpu_packed_size(n1, k1);
+        s2 = n2 ? rnnd__cpu_packed_size(n2, k2) : 0;
+        p->pw = rnnd_calloc(n, sizeof(*p->pw));
+        p->pbuf = rnnd_mallocarray((s1 + s2) * n, sizeof(float));
+        if (p->pw == NULL || p->pbuf == NULL)
+                return RNND_ENOMEM;
+        at = p->pbuf;
+        for (unsigned ld = 0; ld < n; ld++) {
+                const struct rnnd_layer_weights *lw = &m->layers[ld];
+
+                rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
+                p->pw[ld].rec = at;
+                at += s1;
+                if (n2 == 0)
+                        continue;
+                if (lw->w_hr != NULL)
+                        rnnd__cpu_pack(n2, k2, lw->w_hr, k2, at);
+                else /* GRU reset-before: the n rows of W_hh */
+                        rnnd__cpu_pack(n2, k2, lw->w_hh + (size_t)2 * n2 * k2, k2, at);
+                p->pw[ld].rec2 = at;
+                at += s2;
+        }
+        return 0;
+}
+
 static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
                     rnnd_error_t *reterr)
 {
@@ -69,6 +136,10 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a CPU plan");
         p->m = rnnd_model_ref(m);
         p->threads = opts != NULL ? opts->threads : 0;
+        if (pack_weights(p) < 0) {
+                cpu_close(p);
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory packing weights");
+        }
         if (p->threads > 0)
                 openblas_set_num_threads((int)p->threads);
         *ret = p;
@@ -82,6 +153,8 @@ static void cpu_close(void *plan)
         if (p == NULL)
                 return;
         rnnd_model_unref(p->m);
+        rnnd_free(p->pw);
+        rnnd_free(p->pbuf);
         rnnd_free(p->scratch);
         rnnd_free(p->ibuf);
         rnnd_free(p);
@@ -279,46 +352,47 @@ static void load_state(const rnnd_model_t *m, const struct rnnd_batch *b, const 
 }
 
 /* One step of one layer-direction for rows [0, nt): gates in, state updated in place. */
-static void step(const rnnd_model_t *m, const struct rnnd_layer_weights *lw, uint32_t nt,
-                 const float *xg, struct work *w)
+static void step(const rnnd_model_t *m, const struct rnnd_layer_weights *lw,
+                 const struct packed *pw, uint32_t nt, const float *xg, struct work *w)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         const uint32_t H = cfg->hidden_size, P = m->out_size, gh = m->gates * H;
         const float *bi = lw->b_ih, *bh = lw->b_hh;
 
+        if (nt == 0)
+                return;
         switch (cfg->cell) {
         case RNND_CELL_LSTM:
-                gemm_nt(nt, gh, P, w->h, P, lw->w_hh, P, 0.0f, w->hg, gh);
+                rnnd__cpu_gemm_packed(nt, gh, P, w->h, P, pw->rec, w->hg, gh);
                 for (uint32_t i = 0; i < nt; i++)
                         rnnd__cpu_lstm_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
                                            w->c + (size_t)i * H,
                                            lw->w_hr != NULL ? w->tmp + (size_t)i * H
                                                             : w->h + (size_t)i * P);
                 if (lw->w_hr != NULL)
-                        gemm_nt(nt, P, H, w->tmp, H, lw->w_hr, H, 0.0f, w->h, P);
+                        rnnd__cpu_gemm_packed(nt, P, H, w->tmp, H, pw->rec2, w->h, P);
                 break;
         case RNND_CELL_GRU:
                 if (cfg->gru_linear_before_reset) {
-                        gemm_nt(nt, gh, H, w->h, H, lw->w_hh, H, 0.0f, w->hg, gh);
+                        rnnd__cpu_gemm_packed(nt, gh, H, w->h, H, pw->rec, w->hg, gh);
                         for (uint32_t i = 0; i < nt; i++)
                                 rnnd__cpu_gru_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh,
                                                   bi, bh, w->h + (size_t)i * H);
                         break;
                 }
                 /* Reset before: R_n applies to r * h, so r must be known first. */
-                gemm_nt(nt, 2 * H, H, w->h, H, lw->w_hh, H, 0.0f, w->hg, gh);
+                rnnd__cpu_gemm_packed(nt, 2 * H, H, w->h, H, pw->rec, w->hg, gh);
                 for (uint32_t i = 0; i < nt; i++)
                         rnnd__cpu_gru_rz_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
                                              w->h + (size_t)i * H, w->tmp + (size_t)i * H);
-                gemm_nt(nt, H, H, w->tmp, H, lw->w_hh + (size_t)2 * H * H, H, 0.0f, w->hg + 2 * H,
-                        gh);
+                rnnd__cpu_gemm_packed(nt, H, H, w->tmp, H, pw->rec2, w->hg + 2 * H, gh);
                 for (uint32_t i = 0; i < nt; i++)
                         rnnd__cpu_gru_n_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
                                             w->h + (size_t)i * H);
                 break;
         case RNND_CELL_RNN_TANH:
         case RNND_CELL_RNN_RELU:
-                gemm_nt(nt, H, H, w->h, H, lw->w_hh, H, 0.0f, w->hg, H);
+                rnnd__cpu_gemm_packed(nt, H, H, w->h, H, pw->rec, w->hg, H);
                 for (uint32_t i = 0; i < nt; i++)
                         rnnd__cpu_rnn_row(H, cfg->cell == RNND_CELL_RNN_RELU, xg + (size_t)i * H,
                                           w->hg + (size_t)i * H, bi, bh, w->h + (size_t)i * H);
@@ -330,10 +404,12 @@ static void step(const rnnd_model_t *m, const struct rnnd_layer_weights *lw, uin
  * Runs layer-direction (l, d) over the packed rows: w->in holds its input,
  * and its states go to w->out's columns [d*H', (d+1)*H').
  */
-static void run_direction(const rnnd_model_t *m, const struct pack *pk, unsigned l, unsigned d,
+static void run_direction(const struct cpu_plan *p, const struct pack *pk, unsigned l, unsigned d,
                           struct work *w)
 {
+        const rnnd_model_t *m = p->m;
         const struct rnnd_layer_weights *lw = &m->layers[l * m->dirs + d];
+        const struct packed *pw = &p->pw[l * m->dirs + d];
         const uint32_t P = m->out_size, gh = m->gates * m->cfg.hidden_size;
         const uint32_t ow = m->dirs * P, T = pk->T;
         const uint32_t chunks = (T + CHUNK_STEPS - 1) / CHUNK_STEPS;
@@ -348,7 +424,7 @@ static void run_direction(const rnnd_model_t *m, const struct pack *pk, unsigned
                 for (uint32_t k = 0; k < t1 - t0; k++) {
                         uint32_t t = d == 0 ? t0 + k : t1 - 1 - k, nt = pk->nt[t];
 
-                        step(m, lw, nt, w->xg + (size_t)(pk->offs[t] - r0) * gh, w);
+                        step(m, lw, pw, nt, w->xg + (size_t)(pk->offs[t] - r0) * gh, w);
                         for (uint32_t i = 0; i < nt; i++)
                                 memcpy(w->out + (size_t)(pk->offs[t] + i) * ow + (size_t)d * P,
                                        w->h + (size_t)i * P, P * sizeof(float));
@@ -440,7 +516,7 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         for (uint32_t l = 0; l < L; l++) {
                 for (uint32_t d = 0; d < D; d++) {
                         load_state(m, b, &pk, l * D + d, &w);
-                        run_direction(m, &pk, l, d, &w);
+                        run_direction(p, &pk, l, d, &w);
                         store_state(m, b, &pk, l * D + d, &w);
                         if (l == L - 1)
                                 for (uint32_t i = 0; i < pk.n; i++)

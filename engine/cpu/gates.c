@@ -10,14 +10,16 @@
 #include "cpu/cpu-int.h"
 
 /*
- * Each exported kernel is compiled twice, for baseline x86-64 and for
- * Haswell (AVX2 + FMA), and the loader picks one per machine (an ifunc).
+ * Each exported kernel is compiled for the x86-64 feature levels v4
+ * (AVX-512), v3 (AVX2 + FMA) and the baseline, and the loader picks one per
+ * machine by its features (an ifunc).  ("arch=haswell" would select by CPU
+ * model, and so never on AMD or on newer Intel parts.)
  * This file is built with -O3 -fno-trapping-math (engine/meson.build): the
  * compare-and-clamp in exp_ps may then be vectorised, and we never read the
  * floating-point exception flags.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define KERNEL __attribute__((target_clones("arch=haswell", "default")))
+#define KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define KERNEL
 #endif
@@ -81,13 +83,13 @@ static inline float tanh1(float x)
 
 KERNEL void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y)
 {
-        for (uint32_t j = 0; j < n; j++)
+        for (size_t j = 0; j < n; j++)
                 y[j] = sigmoid1(x[j]);
 }
 
 KERNEL void rnnd__cpu_tanh(uint32_t n, const float *x, float *y)
 {
-        for (uint32_t j = 0; j < n; j++)
+        for (size_t j = 0; j < n; j++)
                 y[j] = tanh1(x[j]);
 }
 
@@ -95,11 +97,17 @@ KERNEL void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float
                                const float *restrict bi, const float *restrict bh,
                                float *restrict c, float *restrict h)
 {
-        for (uint32_t j = 0; j < H; j++) {
-                float gi = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
-                float gf = sigmoid1(xg[H + j] + bi[H + j] + hg[H + j] + bh[H + j]);
-                float gg = tanh1(xg[2 * H + j] + bi[2 * H + j] + hg[2 * H + j] + bh[2 * H + j]);
-                float go = sigmoid1(xg[3 * H + j] + bi[3 * H + j] + hg[3 * H + j] + bh[3 * H + j]);
+        const size_t n = H;
+        const float *restrict xi = xg, *restrict xf = xg + n, *restrict xc = xg + 2 * n,
+                              *restrict xo = xg + 3 * n;
+        const float *restrict hi = hg, *restrict hf = hg + n, *restrict hc = hg + 2 * n,
+                              *restrict ho = hg + 3 * n;
+
+        for (size_t j = 0; j < n; j++) {
+                float gi = sigmoid1(xi[j] + bi[j] + hi[j] + bh[j]);
+                float gf = sigmoid1(xf[j] + bi[n + j] + hf[j] + bh[n + j]);
+                float gg = tanh1(xc[j] + bi[2 * n + j] + hc[j] + bh[2 * n + j]);
+                float go = sigmoid1(xo[j] + bi[3 * n + j] + ho[j] + bh[3 * n + j]);
                 float cn = gf * c[j] + gi * gg;
 
                 c[j] = cn;
@@ -110,7 +118,7 @@ KERNEL void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float
 KERNEL void rnnd__cpu_gru_row(uint32_t H, const float *restrict xg, const float *restrict hg,
                               const float *restrict bi, const float *restrict bh, float *restrict h)
 {
-        for (uint32_t j = 0; j < H; j++) {
+        for (size_t j = 0; j < H; j++) {
                 float r = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
                 float z = sigmoid1(xg[H + j] + bi[H + j] + hg[H + j] + bh[H + j]);
                 float n =
@@ -124,7 +132,7 @@ KERNEL void rnnd__cpu_gru_rz_row(uint32_t H, const float *restrict xg, float *re
                                  const float *restrict bi, const float *restrict bh,
                                  const float *restrict h, float *restrict rh)
 {
-        for (uint32_t j = 0; j < H; j++) {
+        for (size_t j = 0; j < H; j++) {
                 float r = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
                 float z = sigmoid1(xg[H + j] + bi[H + j] + hg[H + j] + bh[H + j]);
 
@@ -137,7 +145,7 @@ KERNEL void rnnd__cpu_gru_n_row(uint32_t H, const float *restrict xg, const floa
                                 const float *restrict bi, const float *restrict bh,
                                 float *restrict h)
 {
-        for (uint32_t j = 0; j < H; j++) {
+        for (size_t j = 0; j < H; j++) {
                 float z = hg[H + j];
                 float n = tanh1(xg[2 * H + j] + bi[2 * H + j] + hg[2 * H + j] + bh[2 * H + j]);
 
@@ -150,14 +158,14 @@ KERNEL void rnnd__cpu_rnn_row(uint32_t H, bool relu, const float *restrict xg,
                               const float *restrict bh, float *restrict h)
 {
         if (relu) {
-                for (uint32_t j = 0; j < H; j++) {
+                for (size_t j = 0; j < H; j++) {
                         float v = xg[j] + bi[j] + hg[j] + bh[j];
 
                         h[j] = v > 0.0f ? v : 0.0f;
                 }
                 return;
         }
-        for (uint32_t j = 0; j < H; j++)
+        for (size_t j = 0; j < H; j++)
                 h[j] = tanh1(xg[j] + bi[j] + hg[j] + bh[j]);
 }
 

@@ -1,0 +1,117 @@
+/*
+ * gemm.c: the CPU engine's per-step recurrent product over pre-packed
+ * weights (cpu-int.h).  A register-blocked kernel: 4 rows x 16 columns of
+ * accumulators, one broadcast of A and two vector loads of the packed panel
+ * per k, so each weight panel (K x 16 floats, 16 KiB for K = 256) stays in
+ * L1 while every row block streams over it.  Built with the gate kernels
+ * (-O3, one clone per x86-64 feature level).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/cpu-int.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KERNEL
+#endif
+
+/*
+ * Eight floats; may be unaligned in memory.  The helpers below are always
+ * inlined so that each clone of rnnd__cpu_gemm_packed() compiles them for its
+ * own feature level (a call would run them at the baseline, where 32-byte
+ * vectors are emulated piecewise: 20x slower).
+ */
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+
+#define MR 4u
+
+size_t rnnd__cpu_packed_size(uint32_t N, uint32_t K)
+{
+        size_t panels = ((size_t)N + RNND_CPU_NR - 1) / RNND_CPU_NR;
+
+        return panels * K * RNND_CPU_NR;
+}
+
+void rnnd__cpu_pack(uint32_t N, uint32_t K, const float *W, uint32_t ldw, float *P)
+{
+        for (size_t n0 = 0; n0 < N; n0 += RNND_CPU_NR) {
+                float *panel = P + (n0 / RNND_CPU_NR) * K * RNND_CPU_NR;
+
+                for (size_t k = 0; k < K; k++)
+                        for (size_t c = 0; c < RNND_CPU_NR; c++)
+                                panel[k * RNND_CPU_NR + c] =
+                                        n0 + c < N ? W[(n0 + c) * ldw + k] : 0.0f;
+        }
+}
+
+/* Writes the 16 columns of acc to row c, or only ncols of them. */
+static inline __attribute__((always_inline)) void store_row(float *c, v8 lo, v8 hi, size_t ncols)
+{
+        float tmp[RNND_CPU_NR];
+
+        if (ncols == RNND_CPU_NR) {
+                *(v8 *)c = lo;
+                *(v8 *)(c + 8) = hi;
+                return;
+        }
+        *(v8 *)tmp = lo;
+        *(v8 *)(tmp + 8) = hi;
+        memcpy(c, tmp, ncols * sizeof(float));
+}
+
+/* Four rows of A against one panel. */
+static inline __attribute__((always_inline)) void
+block_4(size_t K, const float *a, size_t lda, const float *p, float *c, size_t ldc, size_t ncols)
+{
+        v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+        const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+
+        for (size_t k = 0; k < K; k++) {
+                v8 w0 = *(const v8 *)(p + k * RNND_CPU_NR);
+                v8 w1 = *(const v8 *)(p + k * RNND_CPU_NR + 8);
+
+                c00 += w0 * a0[k];
+                c01 += w1 * a0[k];
+                c10 += w0 * a1[k];
+                c11 += w1 * a1[k];
+                c20 += w0 * a2[k];
+                c21 += w1 * a2[k];
+                c30 += w0 * a3[k];
+                c31 += w1 * a3[k];
+        }
+        store_row(c, c00, c01, ncols);
+        store_row(c + ldc, c10, c11, ncols);
+        store_row(c + 2 * ldc, c20, c21, ncols);
+        store_row(c + 3 * ldc, c30, c31, ncols);
+}
+
+/* One row of A against one panel. */
+static inline __attribute__((always_inline)) void block_1(size_t K, const float *a, const float *p,
+                                                          float *c, size_t ncols)
+{
+        v8 c0 = {0}, c1 = {0};
+
+        for (size_t k = 0; k < K; k++) {
+                c0 += *(const v8 *)(p + k * RNND_CPU_NR) * a[k];
+                c1 += *(const v8 *)(p + k * RNND_CPU_NR + 8) * a[k];
+        }
+        store_row(c, c0, c1, ncols);
+}
+
+KERNEL void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const float *A, uint32_t lda,
+                                  const float *P, float *C, uint32_t ldc)
+{
+        for (size_t n0 = 0; n0 < N; n0 += RNND_CPU_NR) {
+                const float *panel = P + (n0 / RNND_CPU_NR) * (size_t)K * RNND_CPU_NR;
+                size_t ncols = N - n0 < RNND_CPU_NR ? N - n0 : RNND_CPU_NR;
+                size_t m = 0;
+
+                for (; m + MR <= M; m += MR)
+                        block_4(K, A + m * lda, lda, panel, C + m * ldc + n0, ldc, ncols);
+                for (; m < M; m++)
+                        block_1(K, A + m * lda, panel, C + m * ldc + n0, ncols);
+        }
+}

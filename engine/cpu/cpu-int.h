@@ -12,18 +12,21 @@
 #include "modelcfg.h"
 
 /*
- * LSTM, gates i,f,g,o: c = f*c + i*g; h = o*tanh(c).  Updates c[0..H) in place
- * and writes h[0..H) (the projection input when the model projects).
+ * The row kernels work on n hidden units of one row, gate g's values at
+ * offset g * stride (stride = H for a whole row, or a slice of it).
+ *
+ * LSTM, gates i,f,g,o: c = f*c + i*g; h = o*tanh(c).  Updates c[0..n) in
+ * place and writes h[0..n) (the projection input when the model projects).
  */
-void rnnd__cpu_lstm_row(uint32_t H, const float *xg, const float *hg, const float *bi,
-                        const float *bh, float *c, float *h);
+void rnnd__cpu_lstm_row(uint32_t n, uint32_t stride, const float *xg, const float *hg,
+                        const float *bi, const float *bh, float *c, float *h);
 
 /*
- * GRU with linear_before_reset, gates r,z,n:
- * n = tanh(W_n x + b_in + r*(R_n h + b_hn)); h = (1-z)*n + z*h, in place.
+ * GRU with linear_before_reset, gates r,z,n: reads the old state h_in,
+ * n = tanh(W_n x + b_in + r*(R_n h + b_hn)); h_out = (1-z)*n + z*h_in.
  */
-void rnnd__cpu_gru_row(uint32_t H, const float *xg, const float *hg, const float *bi,
-                       const float *bh, float *h);
+void rnnd__cpu_gru_row(uint32_t n, uint32_t stride, const float *xg, const float *hg,
+                       const float *bi, const float *bh, const float *h_in, float *h_out);
 
 /*
  * GRU with the reset gate before R_n, first half: computes r and z, stores z
@@ -39,8 +42,8 @@ void rnnd__cpu_gru_rz_row(uint32_t H, const float *xg, float *hg, const float *b
 void rnnd__cpu_gru_n_row(uint32_t H, const float *xg, const float *hg, const float *bi,
                          const float *bh, float *h);
 
-/* Elman RNN: h = act(W x + b_ih + R h + b_hh), act tanh or relu. */
-void rnnd__cpu_rnn_row(uint32_t H, bool relu, const float *xg, const float *hg, const float *bi,
+/* Elman RNN: h = act(W x + b_ih + R h + b_hh), act tanh or relu, over n units. */
+void rnnd__cpu_rnn_row(uint32_t n, bool relu, const float *xg, const float *hg, const float *bi,
                        const float *bh, float *h);
 
 /* Applies a head activation to v[0..n) in place (softmax over the row). */

@@ -28,6 +28,7 @@
 #include "alloc.h"
 #include "backend.h"
 #include "cpu/cpu-int.h"
+#include "cpu/team.h"
 
 /* Steps per input-projection GEMM: bounds the scratch for gates. */
 #define CHUNK_STEPS 32u
@@ -43,6 +44,8 @@ struct cpu_plan {
         unsigned threads;  /* BLAS threads; immutable after open */
         struct packed *pw; /* [num_layers * dirs]; immutable after open */
         float *pbuf;       /* owns what pw points to */
+        unsigned slices;   /* participants in the sliced recurrence; immutable */
+        rnnd_team_t *team; /* helpers when slices > 1; worker thread only */
         float *scratch;    /* worker thread only */
         size_t cap;        /* floats in scratch; worker thread only */
         uint32_t *ibuf;    /* order, nt, offs; worker thread only */
@@ -63,6 +66,7 @@ struct work {
         float *xg;       /* [chunk rows, G*H] input projections */
         float *hg;       /* [n, G*H] recurrent projections */
         float *h, *c;    /* [n, H'], [n, H] state */
+        float *h2;       /* [n, H'] the other state buffer of the sliced recurrence */
         float *tmp;      /* [n, H]: o*tanh(c) before projection, or r*h */
         float *feat;     /* [n, D*H'] top layer final states (head last) */
         float *head;     /* [S or n, units] */
@@ -127,6 +131,34 @@ static int pack_weights(struct cpu_plan *p)
         return 0;
 }
 
+/*
+ * Cells whose step needs one full-width product per step can be sliced by
+ * hidden unit: each slice's gates depend only on its own columns.  An LSTM
+ * with a projection, or a GRU with the reset before R_n, needs a second
+ * product over the whole first result, and runs on one thread.
+ */
+static bool sliceable(const rnnd_model_t *m)
+{
+        const struct rnnd_model_config *cfg = &m->cfg;
+
+        if (cfg->cell == RNND_CELL_LSTM)
+                return cfg->proj_size == 0;
+        if (cfg->cell == RNND_CELL_GRU)
+                return cfg->gru_linear_before_reset;
+        return true;
+}
+
+/* Slices of whole packed panels (RNND_CPU_NR units), at most one per thread. */
+static unsigned slice_count(const rnnd_model_t *m, unsigned threads)
+{
+        const uint32_t H = m->cfg.hidden_size;
+        unsigned panels = H / RNND_CPU_NR;
+
+        if (threads <= 1 || !sliceable(m) || H % RNND_CPU_NR != 0 || panels < 2)
+                return 1;
+        return threads < panels ? threads : panels;
+}
+
 static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
                     rnnd_error_t *reterr)
 {
@@ -140,8 +172,20 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
                 cpu_close(p);
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory packing weights");
         }
-        if (p->threads > 0)
-                openblas_set_num_threads((int)p->threads);
+        /*
+         * The engine makes its own threads (the recurrence is sliced across
+         * them), so each BLAS call runs on the thread that makes it.
+         */
+        openblas_set_num_threads(1);
+        p->slices = slice_count(m, p->threads);
+        if (p->slices > 1) {
+                p->team = rnnd__team_new(p->slices);
+                if (p->team == NULL) {
+                        cpu_close(p);
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "cannot start %u engine threads",
+                                              p->slices);
+                }
+        }
         *ret = p;
         return 0;
 }
@@ -152,6 +196,7 @@ static void cpu_close(void *plan)
 
         if (p == NULL)
                 return;
+        rnnd__team_free(p->team);
         rnnd_model_unref(p->m);
         rnnd_free(p->pw);
         rnnd_free(p->pbuf);
@@ -166,7 +211,8 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
 
         memset(d, 0, sizeof(*d));
         snprintf(d->backend, sizeof(d->backend), "cpu");
-        snprintf(d->device, sizeof(d->device), "cpu");
+        snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->slices : 1,
+                 p != NULL && p->slices > 1 ? "s" : "");
         snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
         snprintf(d->versions, sizeof(d->versions), "OpenBLAS %s", openblas_get_config());
@@ -266,13 +312,14 @@ static int reserve(struct cpu_plan *p, const struct pack *pk, uint64_t S, struct
         size_t chunk_rows = (size_t)CHUNK_STEPS * n < S ? (size_t)CHUNK_STEPS * n : S;
         size_t units = cfg->head.present ? cfg->head.units : 0;
         size_t head_rows = cfg->head.apply == RNND_HEAD_ALL ? S : n;
-        size_t sizes[9] = {S * in_w, S * in_w, chunk_rows * gh, n * gh,           n * P,
-                           n * H,    n * H,    n * D * P,       head_rows * units};
-        float **dst[9] = {&w->in, &w->out, &w->xg,   &w->hg,  &w->h,
-                          &w->c,  &w->tmp, &w->feat, &w->head};
+        const size_t sizes[] = {S * in_w, S * in_w,  chunk_rows * gh,   n * gh, n * P, n * H,
+                                n * H,    n * D * P, head_rows * units, n * P};
+        float **const dst[] = {&w->in, &w->out, &w->xg,   &w->hg,   &w->h,
+                               &w->c,  &w->tmp, &w->feat, &w->head, &w->h2};
+        const int nbuf = (int)(sizeof(sizes) / sizeof(sizes[0]));
         size_t total = 0;
 
-        for (int i = 0; i < 9; i++)
+        for (int i = 0; i < nbuf; i++)
                 total += (sizes[i] + 15) & ~(size_t)15; /* keep each buffer 64-byte aligned */
         if (total > p->cap) {
                 float *s = rnnd_realloc(p->scratch, total * sizeof(float));
@@ -284,7 +331,7 @@ static int reserve(struct cpu_plan *p, const struct pack *pk, uint64_t S, struct
                 p->cap = total;
         }
         total = 0;
-        for (int i = 0; i < 9; i++) {
+        for (int i = 0; i < nbuf; i++) {
                 *dst[i] = p->scratch + total;
                 total += (sizes[i] + 15) & ~(size_t)15;
         }
@@ -351,80 +398,70 @@ static void load_state(const rnnd_model_t *m, const struct rnnd_batch *b, const 
         }
 }
 
-/* One step of one layer-direction for rows [0, nt): gates in, state updated in place. */
-static void step(const rnnd_model_t *m, const struct rnnd_layer_weights *lw,
-                 const struct packed *pw, uint32_t nt, const float *xg, struct work *w)
+/*
+ * One step of a cell that is not sliceable, for rows [0, nt), state updated
+ * in place: an LSTM with a projection, or a GRU with the reset before R_n.
+ */
+static void step_serial(const rnnd_model_t *m, const struct rnnd_layer_weights *lw,
+                        const struct packed *pw, uint32_t nt, const float *xg, struct work *w)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         const uint32_t H = cfg->hidden_size, P = m->out_size, gh = m->gates * H;
         const float *bi = lw->b_ih, *bh = lw->b_hh;
 
-        if (nt == 0)
-                return;
-        switch (cfg->cell) {
-        case RNND_CELL_LSTM:
+        if (cfg->cell == RNND_CELL_LSTM) {
                 rnnd__cpu_gemm_packed(nt, gh, P, w->h, P, pw->rec, w->hg, gh);
                 for (uint32_t i = 0; i < nt; i++)
-                        rnnd__cpu_lstm_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
-                                           w->c + (size_t)i * H,
-                                           lw->w_hr != NULL ? w->tmp + (size_t)i * H
-                                                            : w->h + (size_t)i * P);
-                if (lw->w_hr != NULL)
-                        rnnd__cpu_gemm_packed(nt, P, H, w->tmp, H, pw->rec2, w->h, P);
-                break;
-        case RNND_CELL_GRU:
-                if (cfg->gru_linear_before_reset) {
-                        rnnd__cpu_gemm_packed(nt, gh, H, w->h, H, pw->rec, w->hg, gh);
-                        for (uint32_t i = 0; i < nt; i++)
-                                rnnd__cpu_gru_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh,
-                                                  bi, bh, w->h + (size_t)i * H);
-                        break;
-                }
-                /* Reset before: R_n applies to r * h, so r must be known first. */
-                rnnd__cpu_gemm_packed(nt, 2 * H, H, w->h, H, pw->rec, w->hg, gh);
-                for (uint32_t i = 0; i < nt; i++)
-                        rnnd__cpu_gru_rz_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
-                                             w->h + (size_t)i * H, w->tmp + (size_t)i * H);
-                rnnd__cpu_gemm_packed(nt, H, H, w->tmp, H, pw->rec2, w->hg + 2 * H, gh);
-                for (uint32_t i = 0; i < nt; i++)
-                        rnnd__cpu_gru_n_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
-                                            w->h + (size_t)i * H);
-                break;
-        case RNND_CELL_RNN_TANH:
-        case RNND_CELL_RNN_RELU:
-                rnnd__cpu_gemm_packed(nt, H, H, w->h, H, pw->rec, w->hg, H);
-                for (uint32_t i = 0; i < nt; i++)
-                        rnnd__cpu_rnn_row(H, cfg->cell == RNND_CELL_RNN_RELU, xg + (size_t)i * H,
-                                          w->hg + (size_t)i * H, bi, bh, w->h + (size_t)i * H);
-                break;
+                        rnnd__cpu_lstm_row(H, H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi,
+                                           bh, w->c + (size_t)i * H, w->tmp + (size_t)i * H);
+                rnnd__cpu_gemm_packed(nt, P, H, w->tmp, H, pw->rec2, w->h, P);
+                return;
         }
+        /* Reset before: R_n applies to r * h, so r must be known first. */
+        rnnd__cpu_gemm_packed(nt, 2 * H, H, w->h, H, pw->rec, w->hg, gh);
+        for (uint32_t i = 0; i < nt; i++)
+                rnnd__cpu_gru_rz_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
+                                     w->h + (size_t)i * H, w->tmp + (size_t)i * H);
+        rnnd__cpu_gemm_packed(nt, H, H, w->tmp, H, pw->rec2, w->hg + 2 * H, gh);
+        for (uint32_t i = 0; i < nt; i++)
+                rnnd__cpu_gru_n_row(H, xg + (size_t)i * gh, w->hg + (size_t)i * gh, bi, bh,
+                                    w->h + (size_t)i * H);
+}
+
+/* The chunk of steps [t0, t1) that the ci-th chunk of direction d covers. */
+static void chunk_range(const struct pack *pk, unsigned d, uint32_t ci, uint32_t *t0, uint32_t *t1)
+{
+        const uint32_t chunks = (pk->T + CHUNK_STEPS - 1) / CHUNK_STEPS;
+        uint32_t c = d == 0 ? ci : chunks - 1 - ci;
+
+        *t0 = c * CHUNK_STEPS;
+        *t1 = *t0 + CHUNK_STEPS < pk->T ? *t0 + CHUNK_STEPS : pk->T;
 }
 
 /*
- * Runs layer-direction (l, d) over the packed rows: w->in holds its input,
- * and its states go to w->out's columns [d*H', (d+1)*H').
+ * Runs layer-direction (l, d) of a non-sliceable cell: w->in holds its
+ * input, and its states go to w->out's columns [d*H', (d+1)*H').
  */
-static void run_direction(const struct cpu_plan *p, const struct pack *pk, unsigned l, unsigned d,
-                          struct work *w)
+static void run_serial(const struct cpu_plan *p, const struct pack *pk, unsigned l, unsigned d,
+                       struct work *w)
 {
         const rnnd_model_t *m = p->m;
         const struct rnnd_layer_weights *lw = &m->layers[l * m->dirs + d];
         const struct packed *pw = &p->pw[l * m->dirs + d];
         const uint32_t P = m->out_size, gh = m->gates * m->cfg.hidden_size;
-        const uint32_t ow = m->dirs * P, T = pk->T;
-        const uint32_t chunks = (T + CHUNK_STEPS - 1) / CHUNK_STEPS;
+        const uint32_t ow = m->dirs * P, chunks = (pk->T + CHUNK_STEPS - 1) / CHUNK_STEPS;
 
         for (uint32_t ci = 0; ci < chunks; ci++) {
-                uint32_t c = d == 0 ? ci : chunks - 1 - ci;
-                uint32_t t0 = c * CHUNK_STEPS, t1 = t0 + CHUNK_STEPS < T ? t0 + CHUNK_STEPS : T;
-                uint32_t r0 = pk->offs[t0];
+                uint32_t t0, t1, r0;
 
+                chunk_range(pk, d, ci, &t0, &t1);
+                r0 = pk->offs[t0];
                 gemm_nt(pk->offs[t1] - r0, gh, lw->in, w->in + (size_t)r0 * lw->in, lw->in,
                         lw->w_ih, lw->in, 0.0f, w->xg, gh);
                 for (uint32_t k = 0; k < t1 - t0; k++) {
                         uint32_t t = d == 0 ? t0 + k : t1 - 1 - k, nt = pk->nt[t];
 
-                        step(m, lw, pw, nt, w->xg + (size_t)(pk->offs[t] - r0) * gh, w);
+                        step_serial(m, lw, pw, nt, w->xg + (size_t)(pk->offs[t] - r0) * gh, w);
                         for (uint32_t i = 0; i < nt; i++)
                                 memcpy(w->out + (size_t)(pk->offs[t] + i) * ow + (size_t)d * P,
                                        w->h + (size_t)i * P, P * sizeof(float));
@@ -432,6 +469,132 @@ static void run_direction(const struct cpu_plan *p, const struct pack *pk, unsig
         }
 }
 
+/* What the participants of a sliced direction share. */
+struct sliced {
+        const struct cpu_plan *p;
+        const struct pack *pk;
+        struct work *w;
+        unsigned l, d;
+        struct rnnd_spin_barrier barrier;
+};
+
+/*
+ * One participant's part of a sliced direction: hidden units [j0, j1) of
+ * every gate, for every step.  Its input projection, recurrent product and
+ * gate math touch only its own columns, so the participants meet once per
+ * step, when the whole new state is written and the old one no longer read.
+ * The state is double-buffered (w->h, w->h2): step k reads buffer k & 1 and
+ * writes the other.  A row that is not running keeps its state where it was
+ * last written: see final_state().
+ */
+static void sliced_part(void *arg, unsigned s)
+{
+        const struct sliced *sc = arg;
+        const struct cpu_plan *p = sc->p;
+        const struct pack *pk = sc->pk;
+        struct work *w = sc->w;
+        const rnnd_model_t *m = p->m;
+        const unsigned ld = sc->l * m->dirs + sc->d, d = sc->d;
+        const struct rnnd_layer_weights *lw = &m->layers[ld];
+        const struct packed *pw = &p->pw[ld];
+        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
+        const uint32_t ow = m->dirs * H, chunks = (pk->T + CHUNK_STEPS - 1) / CHUNK_STEPS;
+        const uint32_t panels = H / RNND_CPU_NR;
+        const uint32_t j0 = p->slices == 1 ? 0 : panels * s / p->slices * RNND_CPU_NR;
+        const uint32_t j1 = p->slices == 1 ? H : panels * (s + 1) / p->slices * RNND_CPU_NR;
+        const uint32_t width = j1 - j0;
+        const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
+        float *hb[2] = {w->h, w->h2};
+        unsigned sense = 0, k = 0;
+
+        for (uint32_t ci = 0; ci < chunks; ci++) {
+                uint32_t t0, t1, r0, rows;
+
+                chunk_range(pk, d, ci, &t0, &t1);
+                r0 = pk->offs[t0];
+                rows = pk->offs[t1] - r0;
+                if (width == H) /* the gates' columns are contiguous */
+                        gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f,
+                                w->xg, gh);
+                else
+                        for (uint32_t g = 0; g < G; g++)
+                                gemm_nt(rows, width, in, w->in + (size_t)r0 * in, in,
+                                        lw->w_ih + ((size_t)g * H + j0) * in, in, 0.0f,
+                                        w->xg + (size_t)g * H + j0, gh);
+                for (uint32_t kk = 0; kk < t1 - t0; kk++, k++) {
+                        uint32_t t = d == 0 ? t0 + kk : t1 - 1 - kk, nt = pk->nt[t];
+                        const float *hc = hb[k & 1];
+                        float *hn = hb[(k + 1) & 1];
+                        const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
+                        float *hg = w->hg + j0;
+
+                        if (width == H)
+                                rnnd__cpu_gemm_packed(nt, gh, H, hc, H, pw->rec, w->hg, gh);
+                        else
+                                for (uint32_t g = 0; g < G; g++)
+                                        rnnd__cpu_gemm_packed(nt, width, H, hc, H,
+                                                              pw->rec + (size_t)(g * H + j0) * H,
+                                                              hg + (size_t)g * H, gh);
+                        for (size_t i = 0; i < nt; i++) {
+                                const float *xr = xg + i * gh, *hr = hg + i * gh;
+                                float *out = hn + i * H + j0;
+
+                                if (m->cfg.cell == RNND_CELL_LSTM)
+                                        rnnd__cpu_lstm_row(width, H, xr, hr, bi, bh,
+                                                           w->c + i * H + j0, out);
+                                else if (m->cfg.cell == RNND_CELL_GRU)
+                                        rnnd__cpu_gru_row(width, H, xr, hr, bi, bh, hc + i * H + j0,
+                                                          out);
+                                else
+                                        rnnd__cpu_rnn_row(width, m->cfg.cell == RNND_CELL_RNN_RELU,
+                                                          xr, hr, bi, bh, out);
+                                memcpy(w->out + (pk->offs[t] + i) * ow + (size_t)d * H + j0, out,
+                                       width * sizeof(float));
+                        }
+                        if (p->slices > 1)
+                                rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier,
+                                                   &sense);
+                }
+        }
+}
+
+/*
+ * After a sliced direction, puts each row's final state in w->h.  Step k
+ * wrote buffer (k + 1) & 1.  Forward, a row of length len last ran at step
+ * k = len - 1; in reverse every row last ran at step T - 1 (t = 0).
+ */
+static void final_state(const rnnd_model_t *m, const struct rnnd_batch *b, const struct pack *pk,
+                        unsigned d, struct work *w)
+{
+        const uint32_t P = m->out_size;
+
+        for (uint32_t i = 0; i < pk->n; i++) {
+                uint32_t k_last = d == 0 ? b->seqs[pk->order[i]].len - 1 : pk->T - 1;
+
+                if (((k_last + 1) & 1) == 1)
+                        memcpy(w->h + (size_t)i * P, w->h2 + (size_t)i * P, P * sizeof(float));
+        }
+}
+
+/* Runs layer-direction (l, d), sliced across the plan's team where it can be. */
+static void run_direction(struct cpu_plan *p, const struct rnnd_batch *b, const struct pack *pk,
+                          unsigned l, unsigned d, struct work *w)
+{
+        struct sliced sc = {p, pk, w, l, d, {0}};
+
+        if (!sliceable(p->m)) {
+                run_serial(p, pk, l, d, w);
+                return;
+        }
+        memcpy(w->h2, w->h, (size_t)pk->n * p->m->out_size * sizeof(float));
+        if (p->slices > 1) {
+                rnnd__barrier_init(&sc.barrier, p->slices);
+                rnnd__team_run(p->team, sliced_part, &sc);
+        } else {
+                sliced_part(&sc, 0);
+        }
+        final_state(p->m, b, pk, d, w);
+}
 /* Copies the final states of layer-direction ld back to each sequence. */
 static void store_state(const rnnd_model_t *m, const struct rnnd_batch *b, const struct pack *pk,
                         unsigned ld, const struct work *w)
@@ -516,7 +679,7 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         for (uint32_t l = 0; l < L; l++) {
                 for (uint32_t d = 0; d < D; d++) {
                         load_state(m, b, &pk, l * D + d, &w);
-                        run_direction(p, &pk, l, d, &w);
+                        run_direction(p, b, &pk, l, d, &w);
                         store_state(m, b, &pk, l * D + d, &w);
                         if (l == L - 1)
                                 for (uint32_t i = 0; i < pk.n; i++)

@@ -93,21 +93,17 @@ KERNEL void rnnd__cpu_tanh(uint32_t n, const float *x, float *y)
                 y[j] = tanh1(x[j]);
 }
 
-KERNEL void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float *restrict hg,
-                               const float *restrict bi, const float *restrict bh,
-                               float *restrict c, float *restrict h)
+KERNEL void rnnd__cpu_lstm_row(uint32_t n, uint32_t stride, const float *restrict xg,
+                               const float *restrict hg, const float *restrict bi,
+                               const float *restrict bh, float *restrict c, float *restrict h)
 {
-        const size_t n = H;
-        const float *restrict xi = xg, *restrict xf = xg + n, *restrict xc = xg + 2 * n,
-                              *restrict xo = xg + 3 * n;
-        const float *restrict hi = hg, *restrict hf = hg + n, *restrict hc = hg + 2 * n,
-                              *restrict ho = hg + 3 * n;
+        const size_t s = stride;
 
         for (size_t j = 0; j < n; j++) {
-                float gi = sigmoid1(xi[j] + bi[j] + hi[j] + bh[j]);
-                float gf = sigmoid1(xf[j] + bi[n + j] + hf[j] + bh[n + j]);
-                float gg = tanh1(xc[j] + bi[2 * n + j] + hc[j] + bh[2 * n + j]);
-                float go = sigmoid1(xo[j] + bi[3 * n + j] + ho[j] + bh[3 * n + j]);
+                float gi = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
+                float gf = sigmoid1(xg[s + j] + bi[s + j] + hg[s + j] + bh[s + j]);
+                float gg = tanh1(xg[2 * s + j] + bi[2 * s + j] + hg[2 * s + j] + bh[2 * s + j]);
+                float go = sigmoid1(xg[3 * s + j] + bi[3 * s + j] + hg[3 * s + j] + bh[3 * s + j]);
                 float cn = gf * c[j] + gi * gg;
 
                 c[j] = cn;
@@ -115,16 +111,20 @@ KERNEL void rnnd__cpu_lstm_row(uint32_t H, const float *restrict xg, const float
         }
 }
 
-KERNEL void rnnd__cpu_gru_row(uint32_t H, const float *restrict xg, const float *restrict hg,
-                              const float *restrict bi, const float *restrict bh, float *restrict h)
+KERNEL void rnnd__cpu_gru_row(uint32_t n, uint32_t stride, const float *restrict xg,
+                              const float *restrict hg, const float *restrict bi,
+                              const float *restrict bh, const float *restrict h_in,
+                              float *restrict h_out)
 {
-        for (size_t j = 0; j < H; j++) {
-                float r = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
-                float z = sigmoid1(xg[H + j] + bi[H + j] + hg[H + j] + bh[H + j]);
-                float n =
-                        tanh1(xg[2 * H + j] + bi[2 * H + j] + r * (hg[2 * H + j] + bh[2 * H + j]));
+        const size_t s = stride;
 
-                h[j] = (1.0f - z) * n + z * h[j];
+        for (size_t j = 0; j < n; j++) {
+                float r = sigmoid1(xg[j] + bi[j] + hg[j] + bh[j]);
+                float z = sigmoid1(xg[s + j] + bi[s + j] + hg[s + j] + bh[s + j]);
+                float nn =
+                        tanh1(xg[2 * s + j] + bi[2 * s + j] + r * (hg[2 * s + j] + bh[2 * s + j]));
+
+                h_out[j] = (1.0f - z) * nn + z * h_in[j];
         }
 }
 

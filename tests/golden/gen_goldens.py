@@ -37,6 +37,7 @@ with the committed files instead of writing.
 import argparse
 import filecmp
 import json
+import math
 import os
 import shutil
 import struct
@@ -90,6 +91,7 @@ class Case:
     bias: bool = True
     lbr: bool = True  # gru_linear_before_reset
     lengths: Optional[list] = None  # fixed ragged lengths (else drawn)
+    hidden: int = HIDDEN  # 48 (three 16-wide panels) exercises the sliced CPU recurrence
     notes: list = field(default_factory=list)
 
     @property
@@ -98,7 +100,7 @@ class Case:
 
     @property
     def out_size(self):
-        return self.proj or HIDDEN
+        return self.proj or self.hidden
 
 
 def base_name(cell, layers, bi, ragged, h0):
@@ -144,6 +146,14 @@ def all_cases():
                                    (1, False, False, False)):
         cases.append(Case("gru_rbr_" + base_name("", layers, bi, ragged, h0)[1:], "gru",
                           layers=layers, bi=bi, ragged=ragged, h0=h0, lbr=False))
+    # Hidden size 48: three panels of the packed recurrence, so the CPU engine's
+    # sliced path (threads >= 2) runs uneven slices.
+    cases.append(Case("lstm_h48_l2_bi_ragged_h0", "lstm", layers=2, bi=True, h0=True,
+                      hidden=48))
+    cases.append(Case("gru_h48_l2_bi_ragged_h0", "gru", layers=2, bi=True, h0=True, hidden=48))
+    cases.append(Case("rnn_tanh_h48_l1_bi_ragged_noh0", "rnn_tanh", bi=True, hidden=48))
+    cases.append(Case("rnn_relu_h48_l2_uni_equal_h0", "rnn_relu", layers=2, ragged=False,
+                      h0=True, hidden=48))
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
@@ -246,7 +256,7 @@ def np_rnn(case, sd, inp, lengths, h0, c0):
     L, D, Hp = case.layers, case.dirs, case.out_size
     nb = inp.shape[0]
     h_n = np.zeros((nb, L * D, Hp))
-    c_n = np.zeros((nb, L * D, HIDDEN)) if case.cell == "lstm" else None
+    c_n = np.zeros((nb, L * D, case.hidden)) if case.cell == "lstm" else None
     x = inp
     for layer in range(L):
         out = np.zeros((nb, T, D * Hp))
@@ -264,7 +274,7 @@ def np_rnn(case, sd, inp, lengths, h0, c0):
             for b in range(nb):
                 n = int(lengths[b])
                 h = h0[b, idx].copy() if h0 is not None else np.zeros(Hp)
-                c = (c0[b, idx].copy() if c0 is not None else np.zeros(HIDDEN)) \
+                c = (c0[b, idx].copy() if c0 is not None else np.zeros(case.hidden)) \
                     if case.cell == "lstm" else None
                 steps = range(n) if d == 0 else range(n - 1, -1, -1)
                 for t in steps:
@@ -308,7 +318,7 @@ def np_head(case, sd, output, h_n, lengths):
 
 
 def make_module(case):
-    kw = dict(input_size=EMB_DIM if case.emb else INPUT_SIZE, hidden_size=HIDDEN,
+    kw = dict(input_size=EMB_DIM if case.emb else INPUT_SIZE, hidden_size=case.hidden,
               num_layers=case.layers, bias=case.bias, batch_first=True,
               bidirectional=case.bi)
     if case.cell == "lstm":
@@ -447,7 +457,7 @@ def describe(case, lengths):
 def config_for(case):
     cfg = {"cell": case.cell,
            "input_size": EMB_DIM if case.emb else INPUT_SIZE,
-           "hidden_size": HIDDEN,
+           "hidden_size": case.hidden,
            "num_layers": case.layers,
            "bidirectional": case.bi}
     if case.proj:
@@ -482,7 +492,10 @@ def run_case(case, outdir):
             if name.startswith("emb."):
                 v = rng.uniform(-1.0, 1.0, tuple(p.shape))
             else:
-                v = rng.uniform(-0.5, 0.5, tuple(p.shape))
+                # sqrt(6 / hidden) is 1 for the base hidden size: those cases
+                # keep their bytes; wider layers keep activations unsaturated.
+                scale = math.sqrt(HIDDEN / case.hidden)
+                v = rng.uniform(-0.5 * scale, 0.5 * scale, tuple(p.shape))
             st, f32 = round_weights(torch.from_numpy(v.astype(np.float32)), case.wdtype)
             p.copy_(f32)
             stored[name] = st
@@ -510,7 +523,7 @@ def run_case(case, outdir):
         io["h0"] = h0
         if case.cell == "lstm":
             c0 = torch.from_numpy(rng.uniform(-0.5, 0.5, (B, case.layers * case.dirs,
-                                                         HIDDEN)).astype(np.float32))
+                                                         case.hidden)).astype(np.float32))
             io["c0"] = c0
 
     # The float64 NumPy reference.

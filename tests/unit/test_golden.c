@@ -189,6 +189,11 @@ static void clear_outputs(struct golden *g)
                         memset(g->got[k], 0, g->B * g->per_seq[k] * sizeof(float));
 }
 
+/*
+ * Each case runs on a plan with one engine thread and on one with two: with
+ * a hidden size of whole 16-unit panels (the h48 cases) the second slices
+ * the recurrence across threads.
+ */
 START_TEST(test_case)
 {
         const char *name = cases[_i];
@@ -196,30 +201,43 @@ START_TEST(test_case)
         struct rnnd_batch batch;
         struct golden g;
         rnnd_error_t err = {0};
-        void *plan = NULL;
 
         golden_load(&g, name);
         ck_assert_uint_le(g.B, RNND_ELEMENTSOF(seqs));
-        ck_assert_msg(rnnd_cpu_backend.open(g.m, NULL, &plan, &err) == 0, "%s", err.msg);
+        for (unsigned threads = 1; threads <= 2; threads++) {
+                struct rnnd_instance_opts opts = {-1, threads};
+                struct rnnd_backend_desc desc;
+                char how[64];
+                void *plan = NULL;
 
-        /* The whole ragged batch at once. */
-        for (uint64_t b = 0; b < g.B; b++)
-                seq_init(&g, b, &seqs[b]);
-        batch.seqs = seqs;
-        batch.n = (uint32_t)g.B;
-        ck_assert_msg(rnnd_cpu_backend.run(plan, &batch, &err) == 0, "%s: %s", name, err.msg);
-        compare(&g, name, "as one batch");
+                ck_assert_msg(rnnd_cpu_backend.open(g.m, &opts, &plan, &err) == 0, "%s", err.msg);
+                rnnd_cpu_backend.describe(plan, &desc);
+                if (threads == 2 && strstr(name, "_h48_") != NULL)
+                        ck_assert_msg(strcmp(desc.device, "cpu (2 threads)") == 0,
+                                      "%s: not sliced: %s", name, desc.device);
 
-        /* One sequence at a time, through the same plan. */
-        clear_outputs(&g);
-        for (uint64_t b = 0; b < g.B; b++) {
-                seq_init(&g, b, &seqs[0]);
-                batch.n = 1;
-                ck_assert_msg(rnnd_cpu_backend.run(plan, &batch, &err) == 0, "%s", err.msg);
+                /* The whole ragged batch at once. */
+                clear_outputs(&g);
+                for (uint64_t b = 0; b < g.B; b++)
+                        seq_init(&g, b, &seqs[b]);
+                batch.seqs = seqs;
+                batch.n = (uint32_t)g.B;
+                ck_assert_msg(rnnd_cpu_backend.run(plan, &batch, &err) == 0, "%s: %s", name,
+                              err.msg);
+                snprintf(how, sizeof(how), "as one batch, %u thread(s)", threads);
+                compare(&g, name, how);
+
+                /* One sequence at a time, through the same plan. */
+                clear_outputs(&g);
+                for (uint64_t b = 0; b < g.B; b++) {
+                        seq_init(&g, b, &seqs[0]);
+                        batch.n = 1;
+                        ck_assert_msg(rnnd_cpu_backend.run(plan, &batch, &err) == 0, "%s", err.msg);
+                }
+                snprintf(how, sizeof(how), "one at a time, %u thread(s)", threads);
+                compare(&g, name, how);
+                rnnd_cpu_backend.close(plan);
         }
-        compare(&g, name, "one at a time");
-
-        rnnd_cpu_backend.close(plan);
         golden_done(&g);
 }
 END_TEST
@@ -231,7 +249,7 @@ START_TEST(test_coverage)
                 "lstm_l1_uni_equal_noh0",     "lstm_l3_bi_ragged_h0",     "gru_l3_bi_ragged_h0",
                 "rnn_tanh_l1_bi_ragged_noh0", "rnn_relu_l3_uni_equal_h0",
         };
-        unsigned proj = 0, emb = 0, head = 0, reset_before = 0;
+        unsigned proj = 0, emb = 0, head = 0, reset_before = 0, wide = 0;
 
         ck_assert_uint_ge(n_cases, 64 + 3 + 3 + 3);
         for (unsigned i = 0; i < RNND_ELEMENTSOF(must); i++) {
@@ -246,11 +264,13 @@ START_TEST(test_coverage)
                 emb += strstr(cases[j], "emb") != NULL;
                 head += strstr(cases[j], "head") != NULL;
                 reset_before += strstr(cases[j], "_rbr_") != NULL;
+                wide += strstr(cases[j], "_h48_") != NULL;
         }
         ck_assert_uint_ge(proj, 3);
         ck_assert_uint_ge(emb, 2);
         ck_assert_uint_ge(head, 5);
         ck_assert_uint_ge(reset_before, 3);
+        ck_assert_uint_ge(wide, 4);
 }
 END_TEST
 

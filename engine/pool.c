@@ -34,6 +34,8 @@ struct rnnd_pool {
         pthread_mutex_t mu;
         pthread_cond_t work;     /* signalled on submit and stop */
         pthread_cond_t opened;   /* signalled when a worker's open ends */
+        pthread_cond_t idle;     /* signalled when running drops to 0 */
+        unsigned running;        /* jobs between dequeue and done(); guarded by mu */
         rnnd_job_t *head, *tail; /* guarded by mu */
         uint32_t queued;         /* sequences waiting; guarded by mu */
         unsigned n_open;         /* opens finished; guarded by mu */
@@ -84,6 +86,7 @@ static void *worker_main(void *arg)
                 if (p->head == NULL)
                         p->tail = NULL;
                 p->queued -= job->batch.n;
+                p->running++;
                 pthread_mutex_unlock(&p->mu);
 
                 memset(&err, 0, sizeof(err));
@@ -91,6 +94,11 @@ static void *worker_main(void *arg)
                 r = p->opts.ops->run(w->plan, &job->batch, &err);
                 job->finished_ns = now_ns();
                 job->done(job, r, &err);
+
+                pthread_mutex_lock(&p->mu);
+                if (--p->running == 0)
+                        pthread_cond_broadcast(&p->idle);
+                pthread_mutex_unlock(&p->mu);
         }
         return NULL;
 }
@@ -134,6 +142,7 @@ int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_
         pthread_mutex_init(&p->mu, NULL);
         pthread_cond_init(&p->work, NULL);
         pthread_cond_init(&p->opened, NULL);
+        pthread_cond_init(&p->idle, NULL);
 
         for (unsigned i = 0; i < opts->instances; i++) {
                 p->workers[i].pool = p;
@@ -211,18 +220,28 @@ uint32_t rnnd_pool_queued(rnnd_pool_t *p)
         return q;
 }
 
-rnnd_pool_t *rnnd_pool_free(rnnd_pool_t *p)
+void rnnd_pool_stop(rnnd_pool_t *p)
 {
-        if (p == NULL)
-                return NULL;
         pthread_mutex_lock(&p->mu);
         p->stopping = true;
         pthread_cond_broadcast(&p->work);
         drain_locked(p);
+        pthread_mutex_lock(&p->mu);
+        while (p->running > 0)
+                pthread_cond_wait(&p->idle, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+}
+
+rnnd_pool_t *rnnd_pool_free(rnnd_pool_t *p)
+{
+        if (p == NULL)
+                return NULL;
+        rnnd_pool_stop(p);
         for (unsigned i = 0; i < p->started; i++) {
                 pthread_join(p->workers[i].thread, NULL);
                 p->opts.ops->close(p->workers[i].plan);
         }
+        pthread_cond_destroy(&p->idle);
         pthread_cond_destroy(&p->opened);
         pthread_cond_destroy(&p->work);
         pthread_mutex_destroy(&p->mu);

@@ -65,9 +65,16 @@ void rnnd_pool_describe(const rnnd_pool_t *p, struct rnnd_backend_desc *ret);
 uint32_t rnnd_pool_queued(rnnd_pool_t *p);
 
 /*
- * Stops the pool: jobs still queued complete with RNND_EUNAVAIL ("shutting
- * down"), running ones finish, workers join, plans close.  Accepts NULL;
- * returns NULL.  Not from a worker thread.
+ * Stops accepting jobs, completes the ones still queued with RNND_EUNAVAIL
+ * ("shutting down") and waits until the running ones have completed.  The
+ * workers stay (rnnd_pool_free() joins them).  Idempotent.  Thread-safe; not
+ * from a worker thread.
+ */
+void rnnd_pool_stop(rnnd_pool_t *p);
+
+/*
+ * rnnd_pool_stop(), then joins the workers and closes their plans.  Accepts
+ * NULL; returns NULL.  Not from a worker thread.
  */
 rnnd_pool_t *rnnd_pool_free(rnnd_pool_t *p);
 

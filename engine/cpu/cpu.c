@@ -480,9 +480,10 @@ struct sliced {
 
 /*
  * One participant's part of a sliced direction: hidden units [j0, j1) of
- * every gate, for every step.  Its input projection, recurrent product and
- * gate math touch only its own columns, so the participants meet once per
- * step, when the whole new state is written and the old one no longer read.
+ * every gate, for every step.  Its recurrent product and gate math touch only
+ * its own columns, so the participants meet once per step, when the whole
+ * new state is written and the old one no longer read, and once per chunk,
+ * after the input projection.
  * The state is double-buffered (w->h, w->h2): step k reads buffer k & 1 and
  * writes the other.  A row that is not running keeps its state where it was
  * last written: see final_state().
@@ -513,14 +514,22 @@ static void sliced_part(void *arg, unsigned s)
                 chunk_range(pk, d, ci, &t0, &t1);
                 r0 = pk->offs[t0];
                 rows = pk->offs[t1] - r0;
-                if (width == H) /* the gates' columns are contiguous */
+                /*
+                 * The chunk's input projection, split by rows: one call per
+                 * participant packs its own rows once (column slices would
+                 * repack every row once per gate).  Then all meet, since each
+                 * needs its columns of every row.
+                 */
+                if (p->slices == 1) {
                         gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f,
                                 w->xg, gh);
-                else
-                        for (uint32_t g = 0; g < G; g++)
-                                gemm_nt(rows, width, in, w->in + (size_t)r0 * in, in,
-                                        lw->w_ih + ((size_t)g * H + j0) * in, in, 0.0f,
-                                        w->xg + (size_t)g * H + j0, gh);
+                } else {
+                        uint32_t a = rows * s / p->slices, e = rows * (s + 1) / p->slices;
+
+                        gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in,
+                                0.0f, w->xg + (size_t)a * gh, gh);
+                        rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, &sense);
+                }
                 for (uint32_t kk = 0; kk < t1 - t0; kk++, k++) {
                         uint32_t t = d == 0 ? t0 + kk : t1 - 1 - kk, nt = pk->nt[t];
                         const float *hc = hb[k & 1];

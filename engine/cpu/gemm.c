@@ -1,8 +1,8 @@
 /*
  * gemm.c: the CPU engine's per-step recurrent product over pre-packed
- * weights (cpu-int.h).  A register-blocked kernel: 4 rows x 16 columns of
- * accumulators, one broadcast of A and two vector loads of the packed panel
- * per k, so each weight panel (K x 16 floats, 16 KiB for K = 256) stays in
+ * weights (cpu-int.h).  A register-blocked kernel: 6 (or 4) rows x 16
+ * columns of accumulators, one broadcast of A and two vector loads of the
+ * packed panel per k, so each weight panel (K x 16 floats, 16 KiB for K = 256) stays in
  * L1 while every row block streams over it.  Built with the gate kernels
  * (-O3, one clone per x86-64 feature level).
  */
@@ -88,6 +88,27 @@ block_4(size_t K, const float *a, size_t lda, const float *p, float *c, size_t l
         store_row(c + 3 * ldc, c30, c31, ncols);
 }
 
+/* Six rows of A against one panel: 12 accumulators hide the FMA latency. */
+static inline __attribute__((always_inline)) void
+block_6(size_t K, const float *a, size_t lda, const float *p, float *c, size_t ldc, size_t ncols)
+{
+        v8 acc[6][2] = {{{0}}};
+
+        for (size_t k = 0; k < K; k++) {
+                v8 w0 = *(const v8 *)(p + k * RNND_CPU_NR);
+                v8 w1 = *(const v8 *)(p + k * RNND_CPU_NR + 8);
+
+                for (size_t r = 0; r < 6; r++) {
+                        float ar = a[r * lda + k];
+
+                        acc[r][0] += w0 * ar;
+                        acc[r][1] += w1 * ar;
+                }
+        }
+        for (size_t r = 0; r < 6; r++)
+                store_row(c + r * ldc, acc[r][0], acc[r][1], ncols);
+}
+
 /* One row of A against one panel. */
 static inline __attribute__((always_inline)) void block_1(size_t K, const float *a, const float *p,
                                                           float *c, size_t ncols)
@@ -109,6 +130,9 @@ KERNEL void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const floa
                 size_t ncols = N - n0 < RNND_CPU_NR ? N - n0 : RNND_CPU_NR;
                 size_t m = 0;
 
+                /* Blocks of 6 rows, then 4; 8 and 9 rows go as 4 + 4 (+ 1). */
+                for (; M - m >= 6 && M - m != 8 && M - m != 9; m += 6)
+                        block_6(K, A + m * lda, lda, panel, C + m * ldc + n0, ldc, ncols);
                 for (; m + MR <= M; m += MR)
                         block_4(K, A + m * lda, lda, panel, C + m * ldc + n0, ldc, ncols);
                 for (; m < M; m++)

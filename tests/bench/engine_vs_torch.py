@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""rnnd's CPU engine against PyTorch on the same shapes (DESIGN.md §9).
+
+For each cell (LSTM, GRU) with input 128, hidden 256, 2 layers and T = 100
+steps, this builds the torch module (nn.LSTM / nn.GRU, batch_first=True, eval
+mode), saves it once as an rnnd model (config.json + 1/model.safetensors, the
+state_dict under the prefix "rnn.") into a temporary repository, and then for
+every thread count (1, 2) and batch size (1, 8, 32, 128):
+
+  1. checks the answer: writes one input [B, T, 128] to a file, runs
+     rnnd-engine-bench --input FILE --dump FILE on it and compares rnnd's y
+     with torch's y on the same input (max abs error <= 1e-4), so a wrong
+     answer is never benchmarked;
+  2. times rnnd: rnnd-engine-bench --json --threads N with OPENBLAS_NUM_THREADS=N;
+  3. times torch: torch.set_num_threads(N), torch.inference_mode(), the same
+     input shape, the same method as the C program (3 warm-up runs, then runs
+     until at least --seconds and 5 runs, median time per batch).
+Steps 2 and 3 alternate --rounds times (2 by default) and each side keeps its
+fastest median: noise on a small machine only ever slows a run down.
+
+The machine may be shared: before each pair of measurements the script waits
+(up to a minute) until other processes use under 0.1 of a core, measures how
+much CPU they used meanwhile (from /proc/stat, less this process and its
+children), measures again (3 tries at most) when that was more, and reports
+it per row, so a number taken on a busy machine is visible as such.
+
+It prints a markdown report (machine, date, command, one table row per
+configuration) to stdout, and with --out FILE also writes it to FILE.
+Progress goes to stderr.  Exits 1 if any check failed.
+
+Usage (what `make bench` runs, through tests/bench/run.sh):
+    python3 tests/bench/engine_vs_torch.py --bench BUILD/tests/bench/rnnd-engine-bench
+        [--quick] [--seconds S] [--rounds R] [--out FILE]
+Needs torch, numpy and safetensors.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import numpy as np
+import torch
+import torch.nn as nn
+from safetensors.torch import save_file
+
+CELLS = ("lstm", "gru")
+INPUT_SIZE = 128
+HIDDEN_SIZE = 256
+NUM_LAYERS = 2
+STEPS = 100
+BATCHES = (1, 8, 32, 128)
+THREADS = (1, 2)
+TOLERANCE = 1e-4
+QUIET_CORES = 0.1  # other processes' CPU use (cores) that counts as a quiet machine
+ATTEMPTS = 3       # measurements of one configuration at most, while the machine is busy
+WARMUP_RUNS = 3  # as rnnd-engine-bench
+MIN_RUNS = 5     # as rnnd-engine-bench
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cpu_jiffies():
+    """Busy (everything but idle and iowait, steal included) and total jiffies, all CPUs."""
+    with open("/proc/stat", encoding="ascii") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(v) - v[3] - v[4]
+    return busy, sum(v)
+
+
+class OtherLoad:
+    """
+    CPU used by everything but this process and its children while a
+    measurement runs, in cores: a busy machine (another build, another
+    benchmark) skews the numbers, so the report shows it.
+    """
+
+    def __init__(self):
+        self.hz = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self):
+        t = os.times()
+        self.own = t.user + t.system + t.children_user + t.children_system
+        self.busy, _ = cpu_jiffies()
+        self.wall = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        t = os.times()
+        own = t.user + t.system + t.children_user + t.children_system - self.own
+        busy = (cpu_jiffies()[0] - self.busy) / self.hz
+        wall = time.monotonic() - self.wall
+        self.cores = max(0.0, busy - own) / wall if wall > 0 else 0.0
+        return False
+
+
+def wait_quiet(limit_s, threshold):
+    """Waits (at most limit_s) until other processes use under threshold cores."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        with OtherLoad() as o:
+            time.sleep(0.5)
+        if o.cores < threshold or time.monotonic() >= deadline:
+            return o.cores
+        log(f"  waiting: other processes use {o.cores:.2f} cores")
+        time.sleep(2.0)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_flags():
+    """The vector extensions that matter for fp32 GEMM, from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    want = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")
+                    return " ".join(x for x in want if x in flags)
+    except OSError:
+        pass
+    return ""
+
+
+def revision():
+    """The checkout's commit, and whether engine/ or proto/ differ from it (no git writes)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    git = ["git", "--no-optional-locks", "-C", root]
+    try:
+        rev = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(git + ["diff", "--quiet", "HEAD", "--", "engine", "proto"],
+                               capture_output=True, check=False).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown revision"
+    return rev + (" with uncommitted changes in engine/ or proto/" if dirty else "")
+
+
+def build_module(cell):
+    """The torch module for a cell, with torch's default initialisation."""
+    torch.manual_seed(zlib.crc32(cell.encode()))
+    cls = nn.LSTM if cell == "lstm" else nn.GRU
+    return cls(INPUT_SIZE, HIDDEN_SIZE, NUM_LAYERS, batch_first=True).eval()
+
+
+def save_model(module, cell, repo):
+    """Writes <repo>/<name>/config.json and 1/model.safetensors; returns the model dir."""
+    name = "bench_" + cell
+    mdir = os.path.join(repo, name)
+    os.makedirs(os.path.join(mdir, "1"))
+    cfg = {
+        "cell": cell,
+        "input_size": INPUT_SIZE,
+        "hidden_size": HIDDEN_SIZE,
+        "num_layers": NUM_LAYERS,
+        "weights": {"prefix": "rnn."},
+        "batching": {"max_batch_size": 256},
+    }
+    with open(os.path.join(mdir, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    tensors = {"rnn." + k: v.detach().contiguous() for k, v in module.state_dict().items()}
+    save_file(tensors, os.path.join(mdir, "1", "model.safetensors"))
+    return mdir
+
+
+def make_input(cell, batch):
+    """A deterministic input [B, T, input] in U(-1, 1), float32."""
+    rng = np.random.default_rng(zlib.crc32(f"{cell}/{batch}".encode()))
+    return rng.uniform(-1.0, 1.0, (batch, STEPS, INPUT_SIZE)).astype(np.float32)
+
+
+def run_bench(bench, mdir, batch, threads, seconds, extra=()):
+    """Runs rnnd-engine-bench --json and returns its JSON object."""
+    env = dict(os.environ)
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    cmd = [bench, "--model", mdir, "--batch", str(batch), "--steps", str(STEPS),
+           "--threads", str(threads), "--seconds", str(seconds), "--json", *extra]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        sys.exit(f"engine_vs_torch: {shlex.join(cmd)} failed ({p.returncode}):\n"
+                 f"{p.stderr.strip()}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def check(bench, module, mdir, cell, batch, threads, tmp):
+    """rnnd's y against torch's y on the same input; returns the max abs error."""
+    x = make_input(cell, batch)
+    xfile = os.path.join(tmp, "x.f32")
+    yfile = os.path.join(tmp, "y.f32")
+    x.tofile(xfile)
+    run_bench(bench, mdir, batch, threads, 0, ("--input", xfile, "--dump", yfile))
+    got = np.fromfile(yfile, dtype=np.float32)
+    with torch.inference_mode():
+        want = module(torch.from_numpy(x))[0].numpy()
+    if got.size != want.size:
+        sys.exit(f"engine_vs_torch: {yfile}: {got.size} floats, expected {want.size}")
+    return float(np.max(np.abs(got.reshape(want.shape) - want)))
+
+
+def time_torch(module, batch, seconds):
+    """Median seconds per batch, timed as rnnd-engine-bench times run()."""
+    x = torch.from_numpy(make_input("torch", batch))
+    times = []
+    with torch.inference_mode():
+        for _ in range(WARMUP_RUNS):
+            module(x)
+        start = time.monotonic()
+        while len(times) < MIN_RUNS or time.monotonic() - start < seconds:
+            t0 = time.monotonic()
+            module(x)
+            times.append(time.monotonic() - t0)
+    return statistics.median(times), len(times)
+
+
+def measure(bench, module, mdir, batch, threads, seconds, rounds, wait_s):
+    """
+    Times rnnd and torch alternately, rounds times with the machine quiet
+    (a pair measured while other processes used QUIET_CORES or more is taken
+    again, ATTEMPTS - 1 times at most per round).  Background load only ever
+    slows a run down, so each side keeps its fastest median.  Returns rnnd's
+    JSON object, torch's median and run count, and the worst other load in
+    the pairs kept.
+    """
+    pairs = []
+    for _ in range(rounds):
+        tries = []
+        for _ in range(ATTEMPTS):
+            # Also lets torch's OpenMP workers go idle before rnnd runs.
+            wait_quiet(wait_s, QUIET_CORES)
+            with OtherLoad() as lr:
+                r = run_bench(bench, mdir, batch, threads, seconds)
+            with OtherLoad() as lt:
+                t_med, t_runs = time_torch(module, batch, seconds)
+            tries.append((max(lr.cores, lt.cores), r, t_med, t_runs))
+            if tries[-1][0] < QUIET_CORES:
+                break
+            log(f"  other processes used {tries[-1][0]:.2f} cores meanwhile; again")
+        pairs.append(min(tries, key=lambda x: x[0]))
+    r = min(pairs, key=lambda x: x[1]["median_s"])[1]
+    t_med, t_runs = min((p[2], p[3]) for p in pairs)
+    return r, t_med, t_runs, max(p[0] for p in pairs)
+
+
+def fmt(v):
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", required=True, help="path to rnnd-engine-bench")
+    ap.add_argument("--quick", action="store_true",
+                    help="a short run: 0.25 s per measurement instead of 2 s")
+    ap.add_argument("--seconds", type=float, help="minimum timed seconds per measurement")
+    ap.add_argument("--rounds", type=int,
+                    help="measurements of each side per configuration, fastest kept "
+                         "(2; 1 with --quick)")
+    ap.add_argument("--out", help="also write the markdown report to this file")
+    args = ap.parse_args()
+    seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 2.0)
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
+    if rounds < 1 or seconds < 0:
+        ap.error("--rounds must be at least 1 and --seconds not negative")
+    wait_s = 10 if args.quick else 60
+    bench = os.path.abspath(args.bench)
+    if not os.access(bench, os.X_OK):
+        sys.exit(f"engine_vs_torch: {bench} is not an executable (build it first)")
+
+    command = shlex.join([sys.executable] + sys.argv)
+    via = os.environ.get("RNND_BENCH_COMMAND")  # set by run.sh
+    rows = []
+    failed = 0
+    blas = None
+    with tempfile.TemporaryDirectory(prefix="rnnd-bench-") as tmp:
+        repo = os.path.join(tmp, "models")
+        for cell in CELLS:
+            module = build_module(cell)
+            mdir = save_model(module, cell, repo)
+            for threads in THREADS:
+                torch.set_num_threads(threads)
+                for batch in BATCHES:
+                    err = check(bench, module, mdir, cell, batch, threads, tmp)
+                    if not err <= TOLERANCE:
+                        log(f"{cell} threads={threads} batch={batch}: WRONG ANSWER, "
+                            f"max abs error {err:.3g} > {TOLERANCE:g}; not timed")
+                        rows.append((cell, threads, batch, None, None, None, err, None))
+                        failed += 1
+                        continue
+                    r, t_med, t_runs, load = measure(bench, module, mdir, batch, threads,
+                                                     seconds, rounds, wait_s)
+                    blas = r["openblas_config"]
+                    t_sps = batch / t_med
+                    log(f"{cell} threads={threads} batch={batch:3d}: max|dy| {err:.2e}  "
+                        f"torch {t_med * 1e3:8.3f} ms ({t_runs} runs)  "
+                        f"rnnd {r['median_s'] * 1e3:8.3f} ms ({r['runs']} runs)  "
+                        f"ratio {r['seq_per_s'] / t_sps:.2f}  other load {load:.2f}")
+                    rows.append((cell, threads, batch, t_sps, r["seq_per_s"],
+                                 r["steps_per_s"], err, load))
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = []
+    out.append(f"- Machine: {cpu_model()}, {os.cpu_count()} logical CPUs "
+               f"({len(os.sched_getaffinity(0))} usable), {cpu_flags()}; "
+               f"{platform.system()} {platform.release()}")
+    out.append(f"- PyTorch {torch.__version__}; oneDNN (mkldnn) available: "
+               f"{torch.backends.mkldnn.is_available()}; MKL available: "
+               f"{torch.backends.mkl.is_available()}")
+    out.append(f"- rnnd {revision()}; CPU engine on {blas or 'no run'}")
+    out.append(f"- Date: {now.strftime('%Y-%m-%d %H:%M UTC')}")
+    out.append(f"- Command: `{via}`, which runs `{command}`" if via else
+               f"- Command: `{command}`")
+    out.append(f"- Model: input {INPUT_SIZE}, hidden {HIDDEN_SIZE}, {NUM_LAYERS} layers, "
+               f"unidirectional, T = {STEPS}, fp32; outputs y and h_n (and c_n); "
+               f"time per batch = median of >= {MIN_RUNS} runs and >= {seconds:g} s after "
+               f"{WARMUP_RUNS} warm-up runs, rnnd and torch measured alternately "
+               f"{rounds} time(s), fastest median kept for each; rnnd's y checked against "
+               f"torch's (max abs error <= {TOLERANCE:g}) before timing")
+    out.append("")
+    out.append("| cell | threads | batch | torch seq/s | rnnd seq/s | rnnd/torch "
+               "| rnnd steps/s | max abs err | other load |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for cell, threads, batch, t_sps, r_sps, r_steps, err, load in rows:
+        if t_sps is None:
+            out.append(f"| {cell} | {threads} | {batch} | - | - | WRONG | - | {err:.2e} | - |")
+            continue
+        out.append(f"| {cell} | {threads} | {batch} | {fmt(t_sps)} | {fmt(r_sps)} | "
+                   f"{r_sps / t_sps:.2f}x | {fmt(r_steps)} | {err:.1e} | {load:.2f} |")
+    out.append("")
+    out.append(f"other load: CPU cores used by other processes while the row was measured "
+               f"(the worst round); a row at {QUIET_CORES:g} or above was measured on a busy "
+               f"machine even after {ATTEMPTS} tries.")
+    text = "\n".join(out) + "\n"
+    sys.stdout.write(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    if failed:
+        log(f"engine_vs_torch: {failed} configuration(s) gave a wrong answer")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

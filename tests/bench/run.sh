@@ -1,0 +1,45 @@
+#!/bin/sh
+# run.sh BUILD [ARGS...]: what `make bench` runs (DESIGN.md §9).  Makes sure a
+# Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
+# tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
+# --seconds S, --rounds R, --out FILE) go to the script; stdout is the
+# markdown report, everything else goes to stderr.
+#
+# The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
+# the repository root, created with `python3 -m venv` and `pip install torch
+# numpy safetensors` when it cannot import torch (a download of a few GB).
+set -eu
+build=${1:-build}
+if [ $# -gt 0 ]; then shift; fi
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ -n "${RNND_BENCH_PYTHON:-}" ]; then
+  py=$RNND_BENCH_PYTHON
+  if ! "$py" -c 'import torch, numpy, safetensors' 2>/dev/null; then
+    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy and safetensors" >&2
+    exit 1
+  fi
+else
+  venv=$root/.venv-bench
+  py=$venv/bin/python
+  if ! "$py" -c 'import torch' 2>/dev/null; then
+    if [ ! -x "$py" ]; then
+      echo "run.sh: creating $venv (python3 -m venv)" >&2
+      python3 -m venv "$venv"
+    fi
+    echo "run.sh: installing torch, numpy and safetensors into $venv (a large download)" >&2
+    "$py" -m pip install torch numpy safetensors >&2
+  fi
+  if ! "$py" -c 'import numpy, safetensors' 2>/dev/null; then
+    echo "run.sh: installing numpy and safetensors into $venv" >&2
+    "$py" -m pip install numpy safetensors >&2
+  fi
+fi
+
+[ -f "$build/build.ninja" ] || meson setup "$build" >&2
+ninja -C "$build" >&2
+
+RNND_BENCH_COMMAND="sh tests/bench/run.sh $build${*:+ $*}"
+export RNND_BENCH_COMMAND
+exec "$py" "$root/tests/bench/engine_vs_torch.py" \
+  --bench "$build/tests/bench/rnnd-engine-bench" "$@"

@@ -10,7 +10,8 @@ ASAN_BUILD ?= build-asan
 MESON_ARGS ?=
 
 DEB_PKGS = gcc libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
-           libjansson-dev libopenblas-dev python3 python3-venv
+           libjansson-dev libopenblas-dev python3 python3-venv \
+           libuv1-dev libmicrohttpd-dev libsystemd-dev
 
 .PHONY: all deps build run test bench clean format
 
@@ -39,7 +40,10 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 run: build
-	@echo "The HTTP daemon arrives with the HTTP front-end issue; nothing to serve yet."; exit 1
+	@echo "Serving config/models on 127.0.0.1:8000 (Ctrl-C stops).  Try:"
+	@echo "  curl -i http://127.0.0.1:8000/v2/health/ready"
+	@echo "  curl -s http://127.0.0.1:8000/v2; curl -s http://127.0.0.1:8000/metrics"
+	$(BUILD)/daemon/rnnd --config config/rnnd.conf
 
 test: deps
 	@sh tests/run.sh $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,91 @@
+/*
+ * http-int.h: what http.c, routes.c and server.c share about a request: its
+ * struct, the MHD callbacks, and the router's two entry points.
+ */
+#ifndef RNND_DAEMON_HTTP_INT_H
+#define RNND_DAEMON_HTTP_INT_H
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "http.h"
+#include "server.h"
+
+#if MHD_VERSION < 0x00097002
+#error "libmicrohttpd 0.9.71 or later is needed (enum MHD_Result)"
+#endif
+
+/* What a path names (routes.c). */
+enum rnnd_route {
+        RNND_ROUTE_NONE = 0,
+        RNND_ROUTE_HEALTH_LIVE,  /* GET /v2/health/live */
+        RNND_ROUTE_HEALTH_READY, /* GET /v2/health/ready */
+        RNND_ROUTE_SERVER_META,  /* GET /v2 */
+        RNND_ROUTE_MODEL_META,   /* GET /v2/models/{m}[/versions/{v}] */
+        RNND_ROUTE_MODEL_READY,  /* GET .../ready */
+        RNND_ROUTE_MODEL_CONFIG, /* GET .../config */
+        RNND_ROUTE_MODEL_INFER,  /* POST .../infer */
+        RNND_ROUTE_TFS_STATUS,   /* GET /v1/models/{m}[/versions/{v}] */
+        RNND_ROUTE_TFS_PREDICT,  /* POST /v1/models/{m}[/versions/{v}]:predict */
+        RNND_ROUTE_METRICS,      /* GET /metrics */
+};
+
+struct rnnd_http_request {
+        struct rnnd_server *srv;      /* immutable */
+        struct MHD_Connection *conn;  /* immutable; not used after completion */
+        atomic_int refs;              /* atomic */
+        char id[RNND_REQ_ID_MAX + 1]; /* immutable after the first call */
+        char method[16];              /* immutable after the first call */
+        char *path;                   /* owned; immutable after the first call */
+        uint64_t t0_ns;               /* CLOCK_MONOTONIC at the first call; immutable */
+
+        /* The body: MHD thread only, until dispatched. */
+        char *body;    /* NUL-terminated after len */
+        size_t len;    /* bytes received */
+        size_t cap;    /* bytes allocated */
+        bool too_big;  /* the body passed max_body_bytes (or memory); answered 413 at the end */
+        bool body_oom; /* too_big because memory ran out */
+
+        /* Routing: immutable after the first call. */
+        enum rnnd_route route;
+        struct rnnd_served_model *model;     /* or NULL */
+        struct rnnd_served_version *version; /* resolved, or NULL */
+        bool version_given;                  /* the path named a version */
+
+        /* Answering: owned by whoever owns the request (see http.h). */
+        struct MHD_Response *resp; /* prepared, not yet queued */
+        unsigned resp_status;      /* of resp */
+        unsigned status;           /* what was queued; 0 before */
+        bool early;                /* answered at the first call (404, 405, 413) */
+        bool dispatched;           /* the final call ran (route served or hook called) */
+        bool suspended;            /* suspended by the hook and not yet handled again */
+
+        void *data;                /* the hook's state */
+        void (*data_free)(void *); /* frees data */
+};
+
+/* MHD's access handler and completion callback; cls is the struct rnnd_server. */
+enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **req_cls);
+void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                          enum MHD_RequestTerminationCode toe);
+
+/* MHD's error log, into rnnd_log at warning.  cls is unused. */
+void rnnd__http_mhd_log(void *cls, const char *fmt, va_list ap);
+
+/*
+ * Resolves r->path and r->method into r->route, model and version at the
+ * first call.  Returns 0 to go on reading the body, or prepares an error
+ * response (404, 405) and returns its status.
+ */
+unsigned rnnd__routes_match(struct rnnd_http_request *r);
+
+/*
+ * Serves a matched route at the final call: prepares the response, or for
+ * the inference routes calls the hook, which may suspend the request.
+ */
+void rnnd__routes_serve(struct rnnd_http_request *r);
+
+#endif

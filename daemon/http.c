@@ -1,0 +1,486 @@
+/*
+ * http.c: the libmicrohttpd adapter: the access handler, request contexts,
+ * responses, suspend and resume.
+ *
+ * DESIGN
+ * MHD calls the access handler several times per request, on one of its pool
+ * threads (ecosystem.md §1):
+ *   1. first call (*req_cls == NULL, headers only): allocate the request,
+ *      take its id, match the route (404/405 answered here), and check
+ *      Content-Length against max_body_bytes (413 answered here, so MHD
+ *      discards the body and closes);
+ *   2. upload calls (*upload_size > 0): append to the body, capped; past the
+ *      cap the data is dropped and too_big remembered, because no response
+ *      may be queued while upload data is pending;
+ *   3. final call (*upload_size == 0): 413 if too_big, else serve the route.
+ *      The inference hook may suspend the connection instead of answering;
+ *   4. after rnnd_http_resume() MHD calls the handler once more and the
+ *      prepared response is queued there, never from another thread.
+ * MHD_OPTION_NOTIFY_COMPLETED then logs the request, counts it, and drops
+ * the HTTP side's reference.  Handlers never block.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "http-int.h"
+#include "log.h"
+#include "strbuf.h"
+
+static const char oom_body[] = "{\"error\":\"out of memory\"}";
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The request's own accessors. */
+
+struct rnnd_http_request *rnnd_http_request_ref(struct rnnd_http_request *r)
+{
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+        return r;
+}
+
+struct rnnd_http_request *rnnd_http_request_unref(struct rnnd_http_request *r)
+{
+        if (r == NULL || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+                return NULL;
+        if (r->data_free != NULL)
+                r->data_free(r->data);
+        if (r->resp != NULL)
+                MHD_destroy_response(r->resp);
+        rnnd_free(r->body);
+        rnnd_free(r->path);
+        rnnd_free(r);
+        return NULL;
+}
+
+const char *rnnd_http_request_id(const struct rnnd_http_request *r)
+{
+        return r->id;
+}
+
+const char *rnnd_http_request_method(const struct rnnd_http_request *r)
+{
+        return r->method;
+}
+
+const char *rnnd_http_request_path(const struct rnnd_http_request *r)
+{
+        return r->path;
+}
+
+const char *rnnd_http_request_header(const struct rnnd_http_request *r, const char *name)
+{
+        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *rnnd_http_request_body(const struct rnnd_http_request *r, size_t *len)
+{
+        *len = r->len;
+        return r->len > 0 ? r->body : NULL;
+}
+
+struct rnnd_server *rnnd_http_request_server(const struct rnnd_http_request *r)
+{
+        return r->srv;
+}
+
+void rnnd_http_request_set_data(struct rnnd_http_request *r, void *data,
+                                void (*free_fn)(void *data))
+{
+        if (r->data_free != NULL && r->data != data)
+                r->data_free(r->data);
+        r->data = data;
+        r->data_free = free_fn;
+}
+
+void *rnnd_http_request_data(const struct rnnd_http_request *r)
+{
+        return r->data;
+}
+
+/* Responses. */
+
+/* Adds the headers every response carries; false when MHD ran out of memory. */
+static bool add_common_headers(struct rnnd_http_request *r, struct MHD_Response *resp,
+                               const char *content_type)
+{
+        return MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) ==
+                       MHD_YES &&
+               MHD_add_response_header(resp, "X-Request-Id", r->id) == MHD_YES;
+}
+
+/* The last-resort response when memory runs out: a static body. */
+static void respond_oom(struct rnnd_http_request *r)
+{
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+                sizeof(oom_body) - 1, (void *)oom_body, MHD_RESPMEM_PERSISTENT);
+
+        if (r->resp != NULL)
+                MHD_destroy_response(r->resp);
+        r->resp = resp;
+        r->resp_status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        if (resp != NULL)
+                (void)add_common_headers(r, resp, "application/json");
+}
+
+int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *content_type,
+                      void *body, size_t len)
+{
+        struct MHD_Response *resp;
+
+        resp = MHD_create_response_from_buffer_with_free_callback(len, body, rnnd_free);
+        if (resp == NULL) {
+                rnnd_free(body);
+                respond_oom(r);
+                return RNND_ENOMEM;
+        }
+        if (!add_common_headers(r, resp, content_type)) {
+                MHD_destroy_response(resp);
+                respond_oom(r);
+                return RNND_ENOMEM;
+        }
+        if (r->resp != NULL)
+                MHD_destroy_response(r->resp);
+        r->resp = resp;
+        r->resp_status = status;
+        return 0;
+}
+
+int rnnd_http_respond_header(struct rnnd_http_request *r, const char *name, const char *value)
+{
+        if (r->resp == NULL || MHD_add_response_header(r->resp, name, value) != MHD_YES)
+                return RNND_ENOMEM;
+        return 0;
+}
+
+int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const char *fmt, ...)
+{
+        struct rnnd_strbuf b;
+        char msg[512];
+        va_list ap;
+        size_t len;
+        char *body;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_putc(&b, '{');
+        rnnd_strbuf_json_kv_str(&b, "error", msg);
+        rnnd_strbuf_putc(&b, '}');
+        body = rnnd_strbuf_steal(&b, &len);
+        if (body == NULL) {
+                respond_oom(r);
+                return 0;
+        }
+        (void)rnnd_http_respond(r, status, "application/json", body, len);
+        return 0;
+}
+
+/* Hands the prepared response to MHD.  MHD thread, inside the handler. */
+static enum MHD_Result queue(struct rnnd_http_request *r)
+{
+        enum MHD_Result ret;
+
+        if (r->resp == NULL) {
+                rnnd_log_req(RNND_LOG_ERR, r->id, "%s %s: no response was prepared", r->method,
+                             r->path);
+                rnnd_http_respond_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                        "internal error: no response");
+                if (r->resp == NULL)
+                        return MHD_NO;
+        }
+        /* While stopping, ask keep-alive clients to go away. */
+        if (atomic_load(&r->srv->stopping))
+                (void)MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        ret = MHD_queue_response(r->conn, r->resp_status, r->resp);
+        MHD_destroy_response(r->resp);
+        r->resp = NULL;
+        r->status = r->resp_status;
+        return ret;
+}
+
+void rnnd_http_suspend(struct rnnd_http_request *r)
+{
+        r->suspended = true;
+        atomic_fetch_add(&r->srv->suspended, 1);
+        MHD_suspend_connection(r->conn);
+}
+
+void rnnd_http_resume(struct rnnd_http_request *r)
+{
+        struct MHD_Connection *conn = r->conn;
+
+        atomic_fetch_sub(&r->srv->suspended, 1);
+        MHD_resume_connection(conn);
+}
+
+/* The request id: the client's X-Request-Id when it is safe to echo and log. */
+static void take_request_id(struct rnnd_http_request *r)
+{
+        static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789._:-";
+        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+        size_t n = h != NULL ? strlen(h) : 0;
+        uint64_t c;
+
+        if (n >= 1 && n <= RNND_REQ_ID_MAX && strspn(h, ok) == n) {
+                memcpy(r->id, h, n + 1);
+                return;
+        }
+        c = atomic_fetch_add_explicit(&r->srv->id_counter, 1, memory_order_relaxed);
+        snprintf(r->id, sizeof(r->id), "%08" PRIx32 "%08" PRIx64, r->srv->id_seed, c & 0xffffffffu);
+}
+
+/* Parses Content-Length; false when it is not a plain decimal number. */
+static bool parse_content_length(const char *s, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        if (*s == '\0')
+                return false;
+        for (; *s != '\0'; s++) {
+                if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+                        return false;
+                v = v * 10 + (uint64_t)(*s - '0');
+        }
+        *ret = v;
+        return true;
+}
+
+/* Whether the request announced a body (a length other than 0, or chunked). */
+static bool expects_body(struct rnnd_http_request *r)
+{
+        const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+
+        return (cl != NULL && strcmp(cl, "0") != 0) || te != NULL;
+}
+
+/* The first call: returns the request, or NULL out of memory (MHD then closes). */
+static struct rnnd_http_request *begin(struct rnnd_server *srv, struct MHD_Connection *conn,
+                                       const char *url, const char *method)
+{
+        struct rnnd_http_request *r = rnnd_calloc(1, sizeof(*r));
+
+        if (r == NULL)
+                return NULL;
+        atomic_init(&r->refs, 1);
+        r->srv = srv;
+        r->conn = conn;
+        r->t0_ns = now_ns();
+        snprintf(r->method, sizeof(r->method), "%s", method);
+        r->path = rnnd_strdup(url);
+        if (r->path == NULL) {
+                rnnd_free(r);
+                return NULL;
+        }
+        take_request_id(r);
+        atomic_fetch_add(&srv->inflight, 1);
+        return r;
+}
+
+/* Checks the declared length; prepares 413/400 and returns its status, or 0. */
+static unsigned check_length(struct rnnd_http_request *r)
+{
+        const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t n, max = r->srv->opts->max_body_bytes;
+
+        if (cl == NULL)
+                return 0;
+        if (!parse_content_length(cl, &n)) {
+                rnnd_http_respond_error(r, MHD_HTTP_BAD_REQUEST, "invalid Content-Length '%.40s'",
+                                        cl);
+                return MHD_HTTP_BAD_REQUEST;
+        }
+        if (n > max) {
+                rnnd_http_respond_error(r, 413,
+                                        "request body of %" PRIu64
+                                        " bytes is larger than max_body_bytes (%" PRIu64 ")",
+                                        n, max);
+                return 413;
+        }
+        if (n > 0) {
+                /* Declared and within the cap: allocate it once. */
+                r->body = rnnd_malloc((size_t)n + 1);
+                if (r->body != NULL)
+                        r->cap = (size_t)n + 1;
+        }
+        return 0;
+}
+
+/* An upload call: appends, or drops the data once past the cap. */
+static void append(struct rnnd_http_request *r, const char *data, size_t n)
+{
+        size_t max = (size_t)r->srv->opts->max_body_bytes;
+
+        if (r->too_big)
+                return;
+        if (n > max - r->len) {
+                r->too_big = true;
+                rnnd_free(r->body);
+                r->body = NULL;
+                r->cap = 0;
+                r->len = 0;
+                return;
+        }
+        if (r->len + n + 1 > r->cap) {
+                size_t cap = r->cap > 0 ? r->cap : 4096;
+                char *p;
+
+                while (cap < r->len + n + 1)
+                        cap = cap > max / 2 ? max + 1 : cap * 2;
+                p = rnnd_realloc(r->body, cap);
+                if (p == NULL) {
+                        /* Treated like an over-cap body, with its own message at the end. */
+                        r->too_big = true;
+                        r->body_oom = true;
+                        rnnd_free(r->body);
+                        r->body = NULL;
+                        r->cap = 0;
+                        r->len = 0;
+                        return;
+                }
+                r->body = p;
+                r->cap = cap;
+        }
+        memcpy(r->body + r->len, data, n);
+        r->len += n;
+        r->body[r->len] = '\0';
+}
+
+enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **req_cls)
+{
+        struct rnnd_server *srv = cls;
+        struct rnnd_http_request *r = *req_cls;
+        unsigned status;
+
+        (void)version;
+        if (r == NULL) {
+                r = begin(srv, conn, url, method);
+                if (r == NULL) {
+                        rnnd_log(RNND_LOG_ERR, "%s %.200s: out of memory, closing the connection",
+                                 method, url);
+                        return MHD_NO;
+                }
+                *req_cls = r;
+                status = rnnd__routes_match(r);
+                if (status == 0)
+                        status = check_length(r);
+                if (status == 0)
+                        return MHD_YES;
+                /*
+                 * Answered already.  With a body on its way, queue now so that MHD
+                 * discards it (and closes); without one, wait for the final call,
+                 * which keeps the connection alive.
+                 */
+                r->early = true;
+                if (status == 413 || expects_body(r)) {
+                        r->dispatched = true;
+                        return queue(r);
+                }
+                return MHD_YES;
+        }
+
+        if (*upload_size > 0) {
+                append(r, upload, *upload_size);
+                *upload_size = 0;
+                return MHD_YES;
+        }
+
+        if (r->dispatched) {
+                /* Called again after rnnd_http_resume(): the response is ready. */
+                r->suspended = false;
+                return queue(r);
+        }
+        r->dispatched = true;
+        if (r->early)
+                return queue(r);
+        if (r->too_big) {
+                if (r->body_oom)
+                        rnnd_http_respond_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                                "out of memory for the request body");
+                else
+                        rnnd_http_respond_error(r, 413,
+                                                "request body is larger than max_body_bytes "
+                                                "(%" PRIu64 ")",
+                                                srv->opts->max_body_bytes);
+                return queue(r);
+        }
+        rnnd__routes_serve(r);
+        if (r->suspended)
+                return MHD_YES; /* Never MHD_NO after a suspend (MHD bug #7196). */
+        return queue(r);
+}
+
+/* Copies s into buf[cap] with control bytes replaced, for text log lines. */
+static const char *printable(const char *s, char *buf, size_t cap)
+{
+        size_t i;
+
+        for (i = 0; s[i] != '\0' && i + 1 < cap; i++)
+                buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+        buf[i] = '\0';
+        return buf;
+}
+
+void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                          enum MHD_RequestTerminationCode toe)
+{
+        static const char *const why[] = {
+                [MHD_REQUEST_TERMINATED_COMPLETED_OK] = "",
+                [MHD_REQUEST_TERMINATED_WITH_ERROR] = " (connection error)",
+                [MHD_REQUEST_TERMINATED_TIMEOUT_REACHED] = " (connection timed out)",
+                [MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN] = " (server stopped)",
+                [MHD_REQUEST_TERMINATED_READ_ERROR] = " (read error)",
+                [MHD_REQUEST_TERMINATED_CLIENT_ABORT] = " (client closed the connection)",
+        };
+        struct rnnd_server *srv = cls;
+        struct rnnd_http_request *r = *req_cls;
+        unsigned status;
+        double ms;
+        char path[256];
+        int level;
+
+        (void)conn;
+        if (r == NULL)
+                return;
+        *req_cls = NULL;
+        status = r->status != 0 ? r->status : 499;
+        ms = (double)(now_ns() - r->t0_ns) / 1e6;
+        rnnd_server_count(srv, r->model, r->model != NULL ? r->version : NULL, status);
+
+        /* Health checks and scrapes are frequent: keep them at debug. */
+        level = r->route == RNND_ROUTE_HEALTH_LIVE || r->route == RNND_ROUTE_HEALTH_READY ||
+                                r->route == RNND_ROUTE_METRICS || r->route == RNND_ROUTE_MODEL_READY
+                        ? RNND_LOG_DEBUG
+                        : RNND_LOG_INFO;
+        rnnd_log_req(level, r->id, "%s %s %u %.3fms %zuB%s", r->method,
+                     printable(r->path, path, sizeof(path)), status, ms, r->len,
+                     (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
+                                                                                      : "");
+        atomic_fetch_sub(&srv->inflight, 1);
+        rnnd_http_request_unref(r);
+}
+
+void rnnd__http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        (void)cls;
+        if (rnnd_log_enabled(RNND_LOG_WARNING))
+                rnnd__logv(RNND_LOG_WARNING, NULL, fmt, ap);
+}

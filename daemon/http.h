@@ -1,0 +1,102 @@
+/*
+ * http.h: one HTTP request as the routes and the inference hook see it, and
+ * how they answer it (the libmicrohttpd adapter is in http.c).
+ *
+ * A request is refcounted (STYLE.md §3): the HTTP side holds one reference
+ * from the first handler call until MHD reports it completed; whoever queues
+ * it elsewhere (the engine) takes another with rnnd_http_request_ref() and
+ * drops it after rnnd_http_resume().  The body and the resolved model stay
+ * valid while a reference is held.
+ *
+ * Answering (ecosystem.md §1): a response is prepared with rnnd_http_respond*()
+ * and handed to MHD by http.c, either when the hook returns or, for a
+ * suspended request, when MHD calls the handler again after
+ * rnnd_http_resume().  Every response gets Content-Type and X-Request-Id.
+ */
+#ifndef RNND_DAEMON_HTTP_H
+#define RNND_DAEMON_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "server.h"
+
+/* Longest request id accepted from X-Request-Id; longer or unsafe ones are replaced. */
+#define RNND_REQ_ID_MAX 64
+
+struct rnnd_http_request;
+
+/* Takes a reference.  Thread-safe. */
+struct rnnd_http_request *rnnd_http_request_ref(struct rnnd_http_request *r);
+
+/* Drops a reference, freeing the request with the last; accepts NULL; returns NULL.  Thread-safe.
+ */
+struct rnnd_http_request *rnnd_http_request_unref(struct rnnd_http_request *r);
+
+/* The request id (client's X-Request-Id if safe, else generated).  Borrowed.  Thread-safe. */
+const char *rnnd_http_request_id(const struct rnnd_http_request *r);
+
+/* The method ("POST") and the path without the query ("/v2/models/m/infer").  Borrowed. */
+const char *rnnd_http_request_method(const struct rnnd_http_request *r);
+const char *rnnd_http_request_path(const struct rnnd_http_request *r);
+
+/*
+ * The request header called name (case-insensitive), or NULL.  Borrowed until
+ * the handler returns.  MHD thread only, inside the handler or the hook.
+ */
+const char *rnnd_http_request_header(const struct rnnd_http_request *r, const char *name);
+
+/*
+ * The whole body (NUL-terminated after len bytes, for parsers that like it),
+ * or NULL with *len 0 when there is none.  Borrowed while a reference is held.
+ */
+const char *rnnd_http_request_body(const struct rnnd_http_request *r, size_t *len);
+
+/* The server.  Borrowed.  Thread-safe. */
+struct rnnd_server *rnnd_http_request_server(const struct rnnd_http_request *r);
+
+/*
+ * Attaches the hook's own state to the request: free_fn(data) runs when the
+ * request is freed (after the last reference).  Replaces (and frees) earlier
+ * data.  Thread-safe as long as one thread owns the request at a time.
+ */
+void rnnd_http_request_set_data(struct rnnd_http_request *r, void *data,
+                                void (*free_fn)(void *data));
+void *rnnd_http_request_data(const struct rnnd_http_request *r);
+
+/*
+ * Prepares the response: status, Content-Type and body[0..len), which this
+ * steals (it must come from rnnd_malloc; NULL with len 0 for none).  A
+ * second call replaces the first.  Returns 0 or RNND_ENOMEM (the body is
+ * freed either way).  Called by the request's current owner: the MHD thread
+ * inside the hook, or the worker before rnnd_http_resume().
+ */
+int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *content_type,
+                      void *body, size_t len);
+
+/* Adds a header to the prepared response.  Returns 0 or RNND_ENOMEM.  Same thread rule. */
+int rnnd_http_respond_header(struct rnnd_http_request *r, const char *name, const char *value);
+
+/*
+ * Prepares {"error": message} with status and application/json.  Returns 0
+ * (an out-of-memory fallback body is used if need be).  Same thread rule.
+ */
+int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/*
+ * Suspends the request's connection (MHD_suspend_connection).  Call it from
+ * the hook's handle(), on the MHD thread, BEFORE publishing the request to
+ * any other thread (ecosystem.md §1 step 3).
+ */
+void rnnd_http_suspend(struct rnnd_http_request *r);
+
+/*
+ * Resumes a suspended request after its response was prepared.  After this
+ * call the caller must not touch the response; it still holds its reference
+ * and drops it with rnnd_http_request_unref().  Thread-safe.
+ */
+void rnnd_http_resume(struct rnnd_http_request *r);
+
+#endif

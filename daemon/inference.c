@@ -1,0 +1,245 @@
+/*
+ * inference.c: the inference hook.
+ *
+ * DESIGN
+ * On the MHD thread, handle() parses the body (proto/), binds it to the
+ * model's config, allocates zeroed outputs, and points one rnnd_seq per
+ * sequence at its slices of the inputs and outputs: the engine reads and
+ * writes in place, with no gather.  Then it takes a reference on the HTTP
+ * request, suspends the connection, and only then submits the job
+ * (ecosystem.md §1: suspend first, publish second).  The worker that ran the
+ * job renders the response, resumes the connection and drops its reference.
+ * The per-request state lives in the HTTP request's data, so it is freed
+ * with the request's last reference, whichever side drops it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "http.h"
+#include "inference.h"
+#include "log.h"
+#include "infer.h"
+
+/* Seconds a client is told to wait after a 503. */
+#define RETRY_AFTER "1"
+
+struct infer_ctx {
+        struct rnnd_infer_request req;
+        struct rnnd_infer_bound bound;
+        struct rnnd_infer_outputs outs;
+        struct rnnd_seq *seqs; /* [B] */
+        rnnd_job_t job;
+        struct rnnd_http_request *http; /* a reference while the job is queued */
+        struct rnnd_served_version *sv; /* borrowed from the server */
+        enum rnnd_infer_protocol proto;
+};
+
+static void ctx_free(void *data)
+{
+        struct infer_ctx *c = data;
+
+        rnnd_infer_outputs_done(&c->outs);
+        rnnd_infer_bound_done(&c->bound);
+        rnnd_infer_request_done(&c->req);
+        rnnd_free(c->seqs);
+        rnnd_free(c);
+}
+
+/* Answers err with its HTTP status, and Retry-After on a 503. */
+static void respond_error(struct rnnd_http_request *r, int code, const rnnd_error_t *err)
+{
+        unsigned status = (unsigned)rnnd_error_http_status(code);
+
+        rnnd_http_respond_error(r, status, "%s",
+                                err != NULL && err->msg[0] ? err->msg : rnnd_strerror(code));
+        if (status == 503)
+                rnnd_http_respond_header(r, "Retry-After", RETRY_AFTER);
+}
+
+/* Renders the outputs in the request's protocol; on failure answers 500. */
+static void respond_outputs(struct infer_ctx *c)
+{
+        const struct rnnd_served_version *sv = c->sv;
+        rnnd_error_t err = {0};
+        char *body = NULL;
+        size_t len = 0, json_len = 0;
+        int r;
+
+        if (c->proto == RNND_INFER_KSERVE_V2)
+                r = rnnd_kserve_render(sv->owner->entry->name, sv->version,
+                                       c->req.has_id ? c->req.id : NULL, &c->outs, &body, &len,
+                                       &json_len, &err);
+        else
+                r = rnnd_tfs_render(&c->outs, &body, &len, &err);
+        if (r < 0) {
+                rnnd_log_req(RNND_LOG_ERR, rnnd_http_request_id(c->http),
+                             "cannot render the response: %s", err.msg);
+                respond_error(c->http, r, &err);
+                return;
+        }
+        if (c->proto == RNND_INFER_KSERVE_V2 && json_len < len) {
+                char hdr[32];
+
+                snprintf(hdr, sizeof(hdr), "%zu", json_len);
+                if (rnnd_http_respond(c->http, 200, "application/octet-stream", body, len) == 0)
+                        rnnd_http_respond_header(c->http, "Inference-Header-Content-Length", hdr);
+                return;
+        }
+        rnnd_http_respond(c->http, 200, "application/json", body, len);
+}
+
+/* Worker thread: the job ran (or was refused at shutdown). */
+static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
+{
+        struct infer_ctx *c = job->udata;
+        struct rnnd_http_request *http = c->http;
+
+        if (status < 0) {
+                rnnd_log_req(status == RNND_EUNAVAIL ? RNND_LOG_INFO : RNND_LOG_ERR,
+                             rnnd_http_request_id(http), "model %s: %s", c->sv->owner->entry->name,
+                             err->msg);
+                respond_error(http, status, err);
+        } else {
+                respond_outputs(c);
+        }
+        rnnd_http_resume(http);
+        rnnd_http_request_unref(http); /* may free c */
+}
+
+/* Parses a decimal Inference-Header-Content-Length; false when malformed. */
+static bool parse_header_len(const char *s, size_t *ret)
+{
+        char *end;
+        unsigned long long v;
+
+        if (s[0] < '0' || s[0] > '9')
+                return false;
+        v = strtoull(s, &end, 10);
+        if (*end != '\0' || v > SIZE_MAX)
+                return false;
+        *ret = (size_t)v;
+        return true;
+}
+
+/* Fills c->seqs from the bound inputs and the allocated outputs. */
+static int make_batch(struct infer_ctx *c, rnnd_error_t *reterr)
+{
+        const struct rnnd_infer_bound *b = &c->bound;
+        const struct rnnd_infer_outputs *o = &c->outs;
+
+        c->seqs = rnnd_calloc(b->B, sizeof(*c->seqs));
+        if (c->seqs == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u sequences", b->B);
+        for (size_t i = 0; i < b->B; i++) {
+                struct rnnd_seq *q = &c->seqs[i];
+                float *const *out = o->by_kind;
+
+                q->len = b->lengths[i];
+                q->x = b->input != NULL ? b->input + i * b->input_stride : NULL;
+                q->tokens = b->tokens != NULL ? b->tokens + i * b->tokens_stride : NULL;
+                q->h0 = b->h0 != NULL ? b->h0 + i * b->h0_stride : NULL;
+                q->c0 = b->c0 != NULL ? b->c0 + i * b->c0_stride : NULL;
+                q->y = out[RNND_OUT_OUTPUT] ? out[RNND_OUT_OUTPUT] + i * o->stride[RNND_OUT_OUTPUT]
+                                            : NULL;
+                q->h_n = out[RNND_OUT_H_N] ? out[RNND_OUT_H_N] + i * o->stride[RNND_OUT_H_N] : NULL;
+                q->c_n = out[RNND_OUT_C_N] ? out[RNND_OUT_C_N] + i * o->stride[RNND_OUT_C_N] : NULL;
+                q->scores = out[RNND_OUT_SCORES]
+                                    ? out[RNND_OUT_SCORES] + i * o->stride[RNND_OUT_SCORES]
+                                    : NULL;
+        }
+        c->job.batch.seqs = c->seqs;
+        c->job.batch.n = b->B;
+        return 0;
+}
+
+static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_served_version *sv,
+                        enum rnnd_infer_protocol proto, rnnd_error_t *reterr)
+{
+        struct rnnd_server *srv = cls;
+        const struct rnnd_model_config *cfg = &sv->owner->entry->cfg;
+        struct rnnd_infer_limits lim;
+        struct infer_ctx *c;
+        const char *body;
+        size_t len, json_len;
+        int ret;
+
+        body = rnnd_http_request_body(r, &len);
+        if (body == NULL)
+                return rnnd_error_set(reterr, RNND_EINVAL, "the request has no body");
+        rnnd_infer_limits_default(&lim);
+        lim.max_elements = srv->opts->max_tensor_elements;
+        lim.max_depth = (unsigned)srv->opts->max_json_depth;
+
+        c = rnnd_calloc(1, sizeof(*c));
+        if (c == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        c->sv = sv;
+        c->proto = proto;
+        rnnd_http_request_set_data(r, c, ctx_free);
+
+        if (proto == RNND_INFER_KSERVE_V2) {
+                const char *h = rnnd_http_request_header(r, "Inference-Header-Content-Length");
+
+                json_len = len;
+                if (h != NULL && !parse_header_len(h, &json_len))
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "header Inference-Header-Content-Length: not a "
+                                              "number: \"%.32s\"",
+                                              h);
+                ret = rnnd_kserve_parse(body, len, json_len, &lim, &c->req, reterr);
+        } else {
+                ret = rnnd_tfs_parse(body, len, cfg, &lim, &c->req, reterr);
+        }
+        if (ret < 0)
+                return ret;
+        ret = rnnd_infer_bind(&c->req, cfg, &c->bound, reterr);
+        if (ret < 0)
+                return ret;
+        ret = rnnd_infer_outputs_alloc(&c->bound, cfg, &c->outs, reterr);
+        if (ret < 0)
+                return ret;
+        ret = make_batch(c, reterr);
+        if (ret < 0)
+                return ret;
+
+        c->job.done = job_done;
+        c->job.udata = c;
+        c->http = rnnd_http_request_ref(r);
+        rnnd_http_suspend(r);
+        ret = rnnd_pool_submit(sv->pool, &c->job, reterr);
+        if (ret < 0) {
+                /* Refused at once (queue full, stopping): answer now. */
+                rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(r), "model %s: %s",
+                             sv->owner->entry->name, reterr != NULL ? reterr->msg : "");
+                respond_error(r, ret, reterr);
+                rnnd_http_resume(r);
+                rnnd_http_request_unref(c->http);
+        }
+        return 0;
+}
+
+/* Loop thread, at shutdown: queued requests get 503, running ones finish. */
+static void infer_drain(void *cls)
+{
+        struct rnnd_server *srv = cls;
+
+        for (size_t i = 0; i < srv->n_models; i++)
+                for (size_t j = 0; j < srv->models[i].n_versions; j++)
+                        if (srv->models[i].versions[j].pool != NULL)
+                                rnnd_pool_stop(srv->models[i].versions[j].pool);
+}
+
+static const char *const infer_extensions[] = {"binary_tensor_data", NULL};
+
+void rnnd_infer_hook_init(struct rnnd_server *srv, struct rnnd_infer_hook *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        ret->handle = infer_handle;
+        ret->drain = infer_drain;
+        ret->stop = NULL;
+        ret->extensions = infer_extensions;
+        ret->cls = srv;
+}

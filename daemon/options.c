@@ -1,0 +1,1229 @@
+/*
+ * options.c: the settings table and everything generated from it: the config
+ * file parser, the command line, --help and --dump-config.
+ *
+ * Each row's default is text parsed by the same code as the file and the
+ * flags, so what --help and rnnd.conf show is exactly what the daemon uses.
+ * Nothing here keeps global state; a struct rnnd_options is used by one thread
+ * at a time (the main thread, before the daemon starts).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "options-int.h"
+#include "options.h"
+
+#define OFF(field) offsetof(struct rnnd_options, field)
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+#define TIB (UINT64_C(1) << 40)
+
+static const struct rnnd_opt_enum_value log_levels[] = {
+        {"err", RNND_LOG_ERR},   {"warning", RNND_LOG_WARNING}, {"notice", RNND_LOG_NOTICE},
+        {"info", RNND_LOG_INFO}, {"debug", RNND_LOG_DEBUG},     {NULL, 0},
+};
+
+static const struct rnnd_opt_enum_value log_formats[] = {
+        {"text", RNND_LOG_TEXT},
+        {"json", RNND_LOG_JSON},
+        {NULL, 0},
+};
+
+static const struct rnnd_opt_enum_value backends[] = {
+        {"auto", RNND_BACKEND_AUTO},
+        {"cpu", RNND_BACKEND_CPU},
+        {NULL, 0},
+};
+
+static int check_listen(const char *value, rnnd_error_t *reterr);
+static int check_nonempty(const char *value, rnnd_error_t *reterr);
+static int check_token_file(const char *value, rnnd_error_t *reterr);
+
+/* Every setting.  Keep this in the order rnnd.conf and --help list them. */
+static const struct rnnd_option options[] = {
+        {
+                .name = "listen",
+                .type = RNND_OPT_STRING,
+                .offset = OFF(listen),
+                .def = "127.0.0.1:8000",
+                .check = check_listen,
+                .metavar = "HOST:PORT",
+                .help = "Address and port to listen on: an IPv4 address or host name and a port "
+                        "(127.0.0.1:8000, 0.0.0.0:8000), or an IPv6 address in brackets "
+                        "([::1]:8000). Port 0 picks a free port, which is logged. Ignored when "
+                        "systemd passes a listening socket (socket activation).",
+        },
+        {
+                .name = "model_repository",
+                .type = RNND_OPT_STRING,
+                .offset = OFF(model_repository),
+                .def = "config/models",
+                .check = check_nonempty,
+                .metavar = "DIR",
+                .help = "Directory of models: <model>/config.json and <model>/<version>/ "
+                        "holding the weights. Every version a model's version policy selects "
+                        "is loaded at start; a model that fails is logged with the reason and "
+                        "the others are served.",
+        },
+        {
+                .name = "threads",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(threads),
+                .def = "auto",
+                .min = 1,
+                .max = 1024,
+                .flags = RNND_OPT_AUTO,
+                .metavar = "N",
+                .help = "HTTP threads (the libmicrohttpd thread pool) that read requests and "
+                        "write responses; they never wait for a model. auto is the number of "
+                        "CPUs.",
+        },
+        {
+                .name = "connection_limit",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(connection_limit),
+                .def = "1024",
+                .min = 1,
+                .max = 1048576,
+                .metavar = "N",
+                .help = "Most concurrent client connections; more are refused. The limit is "
+                        "split evenly across the HTTP threads, so it must be at least threads.",
+        },
+        {
+                .name = "connection_timeout",
+                .type = RNND_OPT_DURATION,
+                .offset = OFF(connection_timeout),
+                .def = "30s",
+                .min = 1,
+                .max = 86400,
+                .metavar = "SECONDS",
+                .help = "Close a connection that has been idle this long. Seconds, or with a "
+                        "suffix: 30s, 5m, 1h.",
+        },
+        {
+                .name = "max_body_bytes",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(max_body_bytes),
+                .def = "64M",
+                .min = 1024,
+                .max = 4 * GIB,
+                .metavar = "BYTES",
+                .help = "Largest request body. A request declaring a longer Content-Length is "
+                        "answered 413 at once; a chunked body that grows past it is answered "
+                        "413 when it ends. Bytes, or with a K, M or G suffix (powers of 1024).",
+        },
+        {
+                .name = "max_tensor_elements",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(max_tensor_elements),
+                .def = "16777216",
+                .min = 1,
+                .max = UINT64_C(1) << 32,
+                .metavar = "N",
+                .help = "Most elements in one tensor of a request, such as B x T x input_size "
+                        "for `input`. Larger tensors are answered 400.",
+        },
+        {
+                .name = "max_json_depth",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(max_json_depth),
+                .def = "32",
+                .min = 2,
+                .max = 2048,
+                .metavar = "N",
+                .help = "Deepest nesting of arrays and objects accepted in a request's JSON.",
+        },
+        {
+                .name = "per_connection_memory",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(per_connection_memory),
+                .def = "64K",
+                .min = 8 * KIB,
+                .max = 64 * MIB,
+                .metavar = "BYTES",
+                .help = "Memory pool of each connection for its headers and I/O buffers "
+                        "(libmicrohttpd); request bodies are kept outside it. Bytes, or with a "
+                        "K or M suffix.",
+        },
+        {
+                .name = "log_level",
+                .type = RNND_OPT_ENUM,
+                .offset = OFF(log_level),
+                .def = "info",
+                .values = log_levels,
+                .metavar = "LEVEL",
+                .help = "Least severe messages logged, by syslog name: err, warning, notice, "
+                        "info (adds one line per request) or debug (adds health checks, metrics "
+                        "scrapes and more detail).",
+        },
+        {
+                .name = "log_format",
+                .type = RNND_OPT_ENUM,
+                .offset = OFF(log_format),
+                .def = "text",
+                .values = log_formats,
+                .metavar = "FORMAT",
+                .help = "text: lines with a syslog priority prefix such as <6>, as journald "
+                        "reads them from stderr. json: one JSON object per line with time, "
+                        "level, message and request_id.",
+        },
+        {
+                .name = "backend",
+                .type = RNND_OPT_ENUM,
+                .offset = OFF(backend),
+                .def = "auto",
+                .values = backends,
+                .metavar = "BACKEND",
+                .help = "Where models run. auto: cuDNN where it is built, a GPU is visible and "
+                        "the model qualifies, else the CPU engine, with the reason logged and "
+                        "shown in the model's config. cpu: the CPU engine only. RNND_BACKEND=cpu "
+                        "in the environment overrides this setting.",
+        },
+        {
+                .name = "cpu_threads",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(cpu_threads),
+                .def = "1",
+                .min = 1,
+                .max = 1024,
+                .flags = RNND_OPT_AUTO,
+                .metavar = "N",
+                .help = "BLAS threads of each CPU-engine instance. auto leaves it to OpenBLAS "
+                        "(OPENBLAS_NUM_THREADS or the number of CPUs).",
+        },
+        {
+                .name = "shutdown_timeout",
+                .type = RNND_OPT_DURATION,
+                .offset = OFF(shutdown_timeout),
+                .def = "30s",
+                .min = 0,
+                .max = 3600,
+                .metavar = "SECONDS",
+                .help = "On SIGTERM or SIGINT the daemon stops accepting connections and gives "
+                        "in-flight requests this long to finish; the rest are answered 503 and "
+                        "it exits 0.",
+        },
+        {
+                .name = "auth_token_file",
+                .type = RNND_OPT_STRING,
+                .offset = OFF(auth_token_file),
+                .def = "",
+                .check = check_token_file,
+                .metavar = "FILE",
+                .help = "File holding the bearer token that the repository API will require. "
+                        "Reserved: the file is checked (a regular file, not readable by others, "
+                        "one token line) but nothing uses it yet. Empty: none.",
+        },
+};
+
+const struct rnnd_option *rnnd_options_table(size_t *n)
+{
+        *n = sizeof(options) / sizeof(options[0]);
+        return options;
+}
+
+/* Compares a key or flag name with a row name, '-' and '_' being the same. */
+static bool name_eq(const char *key, size_t keylen, const char *name)
+{
+        size_t i;
+
+        for (i = 0; i < keylen; i++) {
+                char k = key[i] == '-' ? '_' : key[i];
+
+                if (name[i] == '\0' || k != name[i])
+                        return false;
+        }
+        return name[i] == '\0';
+}
+
+static const struct rnnd_option *find_n(const char *key, size_t keylen)
+{
+        size_t i;
+
+        for (i = 0; i < sizeof(options) / sizeof(options[0]); i++)
+                if (name_eq(key, keylen, options[i].name))
+                        return &options[i];
+        return NULL;
+}
+
+const struct rnnd_option *rnnd_options_find(const char *name)
+{
+        return find_n(name, strlen(name));
+}
+
+/* Value parsers. */
+
+int rnnd__opt_parse_uint(const char *s, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        if (*s == '\0')
+                return RNND_EINVAL;
+        for (; *s != '\0'; s++) {
+                unsigned d;
+
+                if (*s < '0' || *s > '9')
+                        return RNND_EINVAL;
+                d = (unsigned)(*s - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return RNND_ELIMIT;
+                v = v * 10 + d;
+        }
+        *ret = v;
+        return 0;
+}
+
+/* Splits s into its leading digits (parsed) and the suffix after them. */
+static int parse_with_suffix(const char *s, uint64_t *num, const char **suffix)
+{
+        char digits[32];
+        size_t n = strspn(s, "0123456789");
+        int r;
+
+        if (n == 0)
+                return RNND_EINVAL;
+        if (n >= sizeof(digits))
+                return RNND_ELIMIT;
+        memcpy(digits, s, n);
+        digits[n] = '\0';
+        r = rnnd__opt_parse_uint(digits, num);
+        if (r < 0)
+                return r;
+        *suffix = s + n;
+        return 0;
+}
+
+static int scale(uint64_t v, uint64_t unit, uint64_t *ret)
+{
+        if (unit != 0 && v > UINT64_MAX / unit)
+                return RNND_ELIMIT;
+        *ret = v * unit;
+        return 0;
+}
+
+int rnnd__opt_parse_bytes(const char *s, uint64_t *ret)
+{
+        static const struct {
+                const char *suffix;
+                uint64_t unit;
+        } units[] = {
+                {"", 1},      {"B", 1},    {"K", KIB},   {"KB", KIB},  {"KiB", KIB},
+                {"M", MIB},   {"MB", MIB}, {"MiB", MIB}, {"G", GIB},   {"GB", GIB},
+                {"GiB", GIB}, {"T", TIB},  {"TB", TIB},  {"TiB", TIB},
+        };
+        const char *suffix;
+        uint64_t v;
+        size_t i;
+        int r = parse_with_suffix(s, &v, &suffix);
+
+        if (r < 0)
+                return r;
+        for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+                if (strcasecmp(suffix, units[i].suffix) == 0)
+                        return scale(v, units[i].unit, ret);
+        return RNND_EINVAL;
+}
+
+int rnnd__opt_parse_duration(const char *s, uint64_t *ret)
+{
+        const char *suffix;
+        uint64_t v;
+        int r = parse_with_suffix(s, &v, &suffix);
+
+        if (r < 0)
+                return r;
+        if (strcmp(suffix, "") == 0 || strcmp(suffix, "s") == 0)
+                return scale(v, 1, ret);
+        if (strcmp(suffix, "m") == 0 || strcmp(suffix, "min") == 0)
+                return scale(v, 60, ret);
+        if (strcmp(suffix, "h") == 0)
+                return scale(v, 3600, ret);
+        return RNND_EINVAL;
+}
+
+int rnnd__opt_parse_bool(const char *s, bool *ret)
+{
+        static const char *const yes[] = {"yes", "true", "on", "1"};
+        static const char *const no[] = {"no", "false", "off", "0"};
+        size_t i;
+
+        for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        return RNND_EINVAL;
+}
+
+/* String checks. */
+
+int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *port,
+                              rnnd_error_t *reterr)
+{
+        const char *colon, *h = s;
+        size_t hlen;
+        uint64_t p;
+
+        if (s[0] == '[') {
+                const char *close = strchr(s, ']');
+
+                if (close == NULL || close[1] != ':')
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "'%s' is not [IPv6 address]:port", s);
+                h = s + 1;
+                hlen = (size_t)(close - h);
+                colon = close + 1;
+                if (hlen == 0 || strspn(h, "0123456789abcdefABCDEF:.%") < hlen)
+                        return rnnd_error_set(reterr, RNND_EINVAL, "'%.*s' is not an IPv6 address",
+                                              (int)hlen, h);
+        } else {
+                colon = strrchr(s, ':');
+                if (colon == NULL)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "'%s' has no port: use host:port", s);
+                hlen = (size_t)(colon - s);
+                if (memchr(s, ':', hlen) != NULL)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "'%s': put an IPv6 address in brackets, "
+                                              "[addr]:port",
+                                              s);
+                if (hlen == 0)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "'%s' has no host: use 0.0.0.0:port for every "
+                                              "IPv4 address",
+                                              s);
+                if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                              "0123456789.-_") < hlen)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "'%.*s' is not a host name or IPv4 address",
+                                              (int)hlen, s);
+        }
+        if (rnnd__opt_parse_uint(colon + 1, &p) < 0 || strlen(colon + 1) > 5 || p > 65535)
+                return rnnd_error_set(reterr, RNND_EINVAL, "'%s' is not a port (0..65535)",
+                                      colon + 1);
+        if (hlen >= cap)
+                return rnnd_error_set(reterr, RNND_EINVAL, "host '%.*s' is too long", (int)hlen, h);
+        memcpy(host, h, hlen);
+        host[hlen] = '\0';
+        *port = (unsigned)p;
+        return 0;
+}
+
+static int check_listen(const char *value, rnnd_error_t *reterr)
+{
+        char host[256];
+        unsigned port;
+
+        return rnnd_options_split_listen(value, host, sizeof(host), &port, reterr);
+}
+
+static int check_nonempty(const char *value, rnnd_error_t *reterr)
+{
+        if (value[0] == '\0')
+                return rnnd_error_set(reterr, RNND_EINVAL, "must not be empty");
+        return 0;
+}
+
+/*
+ * The token file must be a regular file that others cannot read, holding one
+ * line of visible ASCII.  The token itself is never stored or printed.
+ */
+static int check_token_file(const char *value, rnnd_error_t *reterr)
+{
+        char buf[4097];
+        struct stat st;
+        ssize_t n;
+        size_t len, i;
+        int fd, r = 0;
+
+        if (value[0] == '\0')
+                return 0;
+        fd = open(value, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return rnnd_error_set(reterr, RNND_EINVAL, "cannot open '%s': %s", value,
+                                      strerror(errno));
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is not a regular file", value);
+                goto out;
+        }
+        if (st.st_mode & S_IROTH) {
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is readable by others; chmod o-r it",
+                                   value);
+                goto out;
+        }
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0) {
+                r = rnnd_error_set(reterr, RNND_EINVAL, "cannot read '%s': %s", value,
+                                   strerror(errno));
+                goto out;
+        }
+        len = (size_t)n;
+        if (len == sizeof(buf)) {
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is longer than %zu bytes", value,
+                                   sizeof(buf) - 1);
+                goto out;
+        }
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+                len--;
+        if (len == 0) {
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' holds no token", value);
+                goto out;
+        }
+        for (i = 0; i < len; i++) {
+                if (buf[i] <= ' ' || buf[i] > '~') {
+                        r = rnnd_error_set(reterr, RNND_EINVAL,
+                                           "'%s': the token must be one line of visible ASCII "
+                                           "without spaces",
+                                           value);
+                        goto out;
+                }
+        }
+out:
+        memset(buf, 0, sizeof(buf));
+        close(fd);
+        return r;
+}
+
+/* Setting and formatting one value. */
+
+static void *field(struct rnnd_options *o, const struct rnnd_option *opt)
+{
+        return (char *)o + opt->offset;
+}
+
+static const void *cfield(const struct rnnd_options *o, const struct rnnd_option *opt)
+{
+        return (const char *)o + opt->offset;
+}
+
+static const char *type_noun(enum rnnd_opt_type t)
+{
+        switch (t) {
+        case RNND_OPT_UINT:
+                return "an unsigned integer";
+        case RNND_OPT_BYTES:
+                return "a size (bytes, or with a K, M, G or T suffix)";
+        case RNND_OPT_DURATION:
+                return "a duration (seconds, or with an s, m or h suffix)";
+        case RNND_OPT_BOOL:
+                return "a boolean (yes/no, true/false, on/off, 1/0)";
+        default:
+                return "a valid value";
+        }
+}
+
+/* "a|b|c" for an enum row, into buf[cap]. */
+static void enum_choices(const struct rnnd_option *opt, char *buf, size_t cap)
+{
+        const struct rnnd_opt_enum_value *v;
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (v = opt->values; v->name != NULL && n < cap; v++)
+                n += (size_t)snprintf(buf + n, cap - n, "%s%s", n > 0 ? "|" : "", v->name);
+}
+
+static void format_bytes(uint64_t v, char *buf, size_t cap)
+{
+        if (v != 0 && v % TIB == 0)
+                snprintf(buf, cap, "%" PRIu64 "T", v / TIB);
+        else if (v != 0 && v % GIB == 0)
+                snprintf(buf, cap, "%" PRIu64 "G", v / GIB);
+        else if (v != 0 && v % MIB == 0)
+                snprintf(buf, cap, "%" PRIu64 "M", v / MIB);
+        else if (v != 0 && v % KIB == 0)
+                snprintf(buf, cap, "%" PRIu64 "K", v / KIB);
+        else
+                snprintf(buf, cap, "%" PRIu64, v);
+}
+
+static void format_duration(uint64_t v, char *buf, size_t cap)
+{
+        if (v != 0 && v % 3600 == 0)
+                snprintf(buf, cap, "%" PRIu64 "h", v / 3600);
+        else if (v != 0 && v % 60 == 0)
+                snprintf(buf, cap, "%" PRIu64 "m", v / 60);
+        else
+                snprintf(buf, cap, "%" PRIu64 "s", v);
+}
+
+/* Whether a string value must be quoted to read back the same from rnnd.conf. */
+static bool needs_quotes(const char *s)
+{
+        size_t n = strlen(s);
+
+        return n == 0 || isspace((unsigned char)s[0]) || isspace((unsigned char)s[n - 1]) ||
+               s[0] == '"' || strchr(s, '#') != NULL;
+}
+
+void rnnd_options_format(const struct rnnd_options *o, const struct rnnd_option *opt, char *buf,
+                         size_t cap)
+{
+        const void *f = cfield(o, opt);
+        uint64_t u;
+
+        switch (opt->type) {
+        case RNND_OPT_STRING: {
+                const char *s = *(char *const *)f;
+                size_t n = 0;
+
+                if (s == NULL)
+                        s = "";
+                if (!needs_quotes(s)) {
+                        snprintf(buf, cap, "%s", s);
+                        break;
+                }
+                buf[n++] = '"';
+                for (; *s != '\0' && n + 3 < cap; s++) {
+                        if (*s == '"' || *s == '\\')
+                                buf[n++] = '\\';
+                        buf[n++] = *s;
+                }
+                buf[n++] = '"';
+                buf[n] = '\0';
+                break;
+        }
+        case RNND_OPT_BOOL:
+                snprintf(buf, cap, "%s", *(const bool *)f ? "yes" : "no");
+                break;
+        case RNND_OPT_ENUM: {
+                const struct rnnd_opt_enum_value *v;
+
+                snprintf(buf, cap, "%d", *(const int *)f);
+                for (v = opt->values; v->name != NULL; v++)
+                        if (v->value == *(const int *)f)
+                                snprintf(buf, cap, "%s", v->name);
+                break;
+        }
+        case RNND_OPT_UINT:
+        case RNND_OPT_BYTES:
+        case RNND_OPT_DURATION:
+                u = *(const uint64_t *)f;
+                if ((opt->flags & RNND_OPT_AUTO) && u == 0)
+                        snprintf(buf, cap, "auto");
+                else if (opt->type == RNND_OPT_BYTES)
+                        format_bytes(u, buf, cap);
+                else if (opt->type == RNND_OPT_DURATION)
+                        format_duration(u, buf, cap);
+                else
+                        snprintf(buf, cap, "%" PRIu64, u);
+                break;
+        }
+}
+
+int rnnd_options_set(struct rnnd_options *o, const struct rnnd_option *opt, const char *value,
+                     const char *label, rnnd_error_t *reterr)
+{
+        void *f = field(o, opt);
+        uint64_t u = 0;
+        int r = 0;
+
+        if (strlen(value) >= RNND_OPT_VALUE_MAX)
+                return rnnd_error_set(reterr, RNND_ELIMIT, "%s: value longer than %u bytes", label,
+                                      RNND_OPT_VALUE_MAX - 1);
+        switch (opt->type) {
+        case RNND_OPT_STRING: {
+                rnnd_error_t e = {0};
+                char *copy;
+
+                if (opt->check != NULL && opt->check(value, &e) < 0)
+                        return rnnd_error_set(reterr, e.code, "%s: %s", label, e.msg);
+                copy = rnnd_strdup(value);
+                if (copy == NULL)
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "%s: out of memory", label);
+                rnnd_free(*(char **)f);
+                *(char **)f = copy;
+                return 0;
+        }
+        case RNND_OPT_BOOL: {
+                bool b;
+
+                if (rnnd__opt_parse_bool(value, &b) < 0)
+                        return rnnd_error_set(reterr, RNND_EINVAL, "%s: '%s' is not %s", label,
+                                              value, type_noun(opt->type));
+                *(bool *)f = b;
+                return 0;
+        }
+        case RNND_OPT_ENUM: {
+                const struct rnnd_opt_enum_value *v;
+                char choices[256];
+
+                for (v = opt->values; v->name != NULL; v++) {
+                        if (strcmp(v->name, value) == 0) {
+                                *(int *)f = v->value;
+                                return 0;
+                        }
+                }
+                enum_choices(opt, choices, sizeof(choices));
+                return rnnd_error_set(reterr, RNND_EINVAL, "%s: '%s' is not one of %s", label,
+                                      value, choices);
+        }
+        case RNND_OPT_UINT:
+        case RNND_OPT_BYTES:
+        case RNND_OPT_DURATION:
+                if ((opt->flags & RNND_OPT_AUTO) && strcmp(value, "auto") == 0) {
+                        *(uint64_t *)f = 0;
+                        return 0;
+                }
+                if (opt->type == RNND_OPT_UINT)
+                        r = rnnd__opt_parse_uint(value, &u);
+                else if (opt->type == RNND_OPT_BYTES)
+                        r = rnnd__opt_parse_bytes(value, &u);
+                else
+                        r = rnnd__opt_parse_duration(value, &u);
+                if (r == RNND_EINVAL)
+                        return rnnd_error_set(reterr, RNND_EINVAL, "%s: '%s' is not %s%s", label,
+                                              value, type_noun(opt->type),
+                                              (opt->flags & RNND_OPT_AUTO) ? " or auto" : "");
+                if (r < 0 || u < opt->min || u > opt->max) {
+                        char lo[32], hi[32];
+                        struct rnnd_options tmp;
+
+                        /* Show the limits the way the user writes them ("1K", "1h"). */
+                        memset(&tmp, 0, sizeof(tmp));
+                        *(uint64_t *)field(&tmp, opt) = opt->min;
+                        rnnd_options_format(&tmp, opt, lo, sizeof(lo));
+                        *(uint64_t *)field(&tmp, opt) = opt->max;
+                        rnnd_options_format(&tmp, opt, hi, sizeof(hi));
+                        if (opt->min == 0)
+                                snprintf(lo, sizeof(lo), "0");
+                        return rnnd_error_set(reterr, RNND_ELIMIT,
+                                              "%s: '%s' is out of range %s..%s", label, value, lo,
+                                              hi);
+                }
+                *(uint64_t *)f = u;
+                return 0;
+        }
+        return rnnd_error_set(reterr, RNND_EINTERNAL, "%s: unknown option type", label);
+}
+
+int rnnd_options_init(struct rnnd_options *o)
+{
+        size_t i;
+        int r = 0;
+
+        memset(o, 0, sizeof(*o));
+        snprintf(o->backend_from, sizeof(o->backend_from), "default");
+        for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+                /* Defaults are ours: only running out of memory can fail here (the unit tests
+                 * parse every default), and then a string stays NULL. */
+                int k = rnnd_options_set(o, &options[i], options[i].def, options[i].name, NULL);
+
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        return r;
+}
+
+void rnnd_options_done(struct rnnd_options *o)
+{
+        size_t i;
+
+        for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+                if (options[i].type == RNND_OPT_STRING) {
+                        char **s = field(o, &options[i]);
+
+                        rnnd_free(*s);
+                        *s = NULL;
+                }
+        }
+        rnnd_free(o->config_file);
+        o->config_file = NULL;
+}
+
+/* The config file. */
+
+static bool is_blank(char c)
+{
+        return c == ' ' || c == '\t';
+}
+
+/*
+ * Parses one value starting at p (after the '=' and blanks) up to end into
+ * out[cap]: a "quoted" value with \" and \\ escapes, or the text up to a
+ * blank followed by '#', without trailing blanks.
+ */
+static int parse_value(const char *p, const char *end, char *out, size_t cap, const char **err)
+{
+        size_t n = 0;
+
+        if (p < end && *p == '"') {
+                for (p++; p < end && *p != '"'; p++) {
+                        if (*p == '\\' && p + 1 < end && (p[1] == '"' || p[1] == '\\'))
+                                p++;
+                        if (n + 1 >= cap) {
+                                *err = "value too long";
+                                return RNND_ELIMIT;
+                        }
+                        out[n++] = *p;
+                }
+                if (p >= end) {
+                        *err = "missing closing '\"'";
+                        return RNND_EINVAL;
+                }
+                for (p++; p < end && is_blank(*p); p++)
+                        ;
+                if (p < end && *p != '#') {
+                        *err = "text after the closing '\"'";
+                        return RNND_EINVAL;
+                }
+                out[n] = '\0';
+                return 0;
+        }
+        for (; p < end; p++) {
+                if (*p == '#' && (n == 0 || is_blank(out[n - 1])))
+                        break;
+                if (n + 1 >= cap) {
+                        *err = "value too long";
+                        return RNND_ELIMIT;
+                }
+                out[n++] = *p;
+        }
+        while (n > 0 && is_blank(out[n - 1]))
+                n--;
+        out[n] = '\0';
+        return 0;
+}
+
+int rnnd_options_parse_text(struct rnnd_options *o, const char *text, size_t len,
+                            const char *filename, rnnd_error_t *reterr)
+{
+        unsigned set_at[sizeof(options) / sizeof(options[0])] = {0};
+        const char *p = text, *end = text + len;
+        char *value = NULL;
+        unsigned line = 0;
+        int r = 0;
+
+        if (memchr(text, '\0', len) != NULL)
+                return rnnd_error_set(reterr, RNND_EINVAL, "%s: contains a NUL byte", filename);
+        value = rnnd_malloc(RNND_OPT_VALUE_MAX);
+        if (value == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "%s: out of memory", filename);
+
+        while (p < end) {
+                const char *eol = memchr(p, '\n', (size_t)(end - p));
+                const char *next, *key, *q;
+                const struct rnnd_option *opt;
+                const char *err = NULL;
+                rnnd_error_t e = {0};
+                size_t keylen;
+
+                if (eol == NULL)
+                        eol = end;
+                next = eol < end ? eol + 1 : end;
+                line++;
+                if (eol > p && eol[-1] == '\r')
+                        eol--;
+                for (q = p; q < eol && is_blank(*q); q++)
+                        ;
+                p = next;
+                if (q == eol || *q == '#')
+                        continue;
+
+                key = q;
+                while (q < eol && (isalnum((unsigned char)*q) || *q == '_' || *q == '-'))
+                        q++;
+                keylen = (size_t)(q - key);
+                while (q < eol && is_blank(*q))
+                        q++;
+                if (keylen == 0 || q == eol || *q != '=') {
+                        r = rnnd_error_set(reterr, RNND_EINVAL,
+                                           "%s:%u: expected 'key = value', got '%.*s'", filename,
+                                           line, (int)(eol - key > 60 ? 60 : eol - key), key);
+                        goto out;
+                }
+                opt = find_n(key, keylen);
+                if (opt == NULL) {
+                        r = rnnd_error_set(reterr, RNND_EINVAL,
+                                           "%s:%u: unknown key '%.*s' (rnnd --help lists them)",
+                                           filename, line, (int)(keylen > 60 ? 60 : keylen), key);
+                        goto out;
+                }
+                if (set_at[opt - options] != 0) {
+                        r = rnnd_error_set(reterr, RNND_EINVAL, "%s:%u: %s: already set on line %u",
+                                           filename, line, opt->name, set_at[opt - options]);
+                        goto out;
+                }
+                for (q++; q < eol && is_blank(*q); q++)
+                        ;
+                r = parse_value(q, eol, value, RNND_OPT_VALUE_MAX, &err);
+                if (r < 0) {
+                        r = rnnd_error_set(reterr, r, "%s:%u: %s: %s", filename, line, opt->name,
+                                           err);
+                        goto out;
+                }
+                r = rnnd_options_set(o, opt, value, opt->name, &e);
+                if (r < 0) {
+                        rnnd_error_set(reterr, r, "%s:%u: %s", filename, line, e.msg);
+                        goto out;
+                }
+                if (opt->offset == OFF(backend))
+                        snprintf(o->backend_from, sizeof(o->backend_from), "%.40s:%u", filename,
+                                 line);
+                set_at[opt - options] = line;
+        }
+out:
+        rnnd_free(value);
+        return r;
+}
+
+int rnnd_options_load_file(struct rnnd_options *o, const char *path, rnnd_error_t *reterr)
+{
+        struct stat st;
+        char *text = NULL;
+        size_t len = 0;
+        int fd, r;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return rnnd_error_set(reterr, RNND_EIO, "%s: %s", path, strerror(errno));
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                r = rnnd_error_set(reterr, RNND_EIO, "%s: not a regular file", path);
+                goto out;
+        }
+        if ((uint64_t)st.st_size > RNND_OPT_FILE_MAX) {
+                r = rnnd_error_set(reterr, RNND_ELIMIT, "%s: larger than %u bytes", path,
+                                   RNND_OPT_FILE_MAX);
+                goto out;
+        }
+        text = rnnd_malloc((size_t)st.st_size + 1);
+        if (text == NULL) {
+                r = rnnd_error_set(reterr, RNND_ENOMEM, "%s: out of memory", path);
+                goto out;
+        }
+        while (len < (size_t)st.st_size) {
+                ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = rnnd_error_set(reterr, RNND_EIO, "%s: %s", path, strerror(errno));
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        r = rnnd_options_parse_text(o, text, len, path, reterr);
+out:
+        rnnd_free(text);
+        close(fd);
+        return r;
+}
+
+int rnnd_options_apply_env(struct rnnd_options *o, rnnd_error_t *reterr)
+{
+        const char *v = getenv("RNND_BACKEND");
+        int r;
+
+        if (v == NULL || v[0] == '\0')
+                return 0;
+        r = rnnd_options_set(o, rnnd_options_find("backend"), v, "RNND_BACKEND", reterr);
+        if (r < 0)
+                return r;
+        snprintf(o->backend_from, sizeof(o->backend_from), "RNND_BACKEND");
+        return 0;
+}
+
+/* The command line. */
+
+static const struct {
+        const char *flag;
+        enum rnnd_command cmd;
+} commands[] = {
+        {"--help", RNND_CMD_HELP},         {"-h", RNND_CMD_HELP},
+        {"--version", RNND_CMD_VERSION},   {"-V", RNND_CMD_VERSION},
+        {"--backends", RNND_CMD_BACKENDS}, {"--dump-config", RNND_CMD_DUMP_CONFIG},
+};
+
+static int command_of(const char *arg)
+{
+        size_t i;
+
+        for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (strcmp(arg, commands[i].flag) == 0)
+                        return (int)commands[i].cmd;
+        return -1;
+}
+
+/* Whether arg is --config FILE or --config=FILE. */
+static bool is_config_flag(const char *arg)
+{
+        return strcmp(arg, "--config") == 0 || strncmp(arg, "--config=", 9) == 0;
+}
+
+int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
+                            enum rnnd_command *ret_cmd, rnnd_error_t *reterr)
+{
+        enum rnnd_command cmd = RNND_CMD_RUN;
+        const char *config = NULL;
+        int i, r;
+
+        /* Pass 1: commands and --config.  --help and --version win over everything. */
+        for (i = 1; i < argc; i++) {
+                int c = command_of(argv[i]);
+
+                if (c == RNND_CMD_HELP || c == RNND_CMD_VERSION) {
+                        *ret_cmd = (enum rnnd_command)c;
+                        return 0;
+                }
+        }
+        for (i = 1; i < argc; i++) {
+                const char *a = argv[i];
+                int c = command_of(a);
+
+                if (c >= 0) {
+                        if (cmd != RNND_CMD_RUN && cmd != (enum rnnd_command)c)
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "%s: only one of --backends and "
+                                                      "--dump-config at a time",
+                                                      a);
+                        cmd = (enum rnnd_command)c;
+                        continue;
+                }
+                if (strcmp(a, "--") == 0) {
+                        if (i + 1 < argc)
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "unexpected argument '%s'", argv[i + 1]);
+                        break;
+                }
+                if (is_config_flag(a)) {
+                        const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+
+                        if (v == NULL || v[0] == '\0')
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "--config: needs a file name");
+                        if (config != NULL)
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "--config: given twice ('%s', '%s')", config,
+                                                      v);
+                        config = v;
+                        continue;
+                }
+                if (strncmp(a, "--", 2) != 0)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "unexpected argument '%s' (settings are "
+                                              "--key=value; see --help)",
+                                              a);
+                {
+                        const char *eq = strchr(a + 2, '=');
+                        size_t keylen = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
+                        const struct rnnd_option *opt = find_n(a + 2, keylen);
+
+                        if (opt == NULL)
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "unknown option '%.*s' (see --help)",
+                                                      (int)(keylen + 2 > 80 ? 80 : keylen + 2), a);
+                        if (eq == NULL && opt->type != RNND_OPT_BOOL) {
+                                if (i + 1 >= argc)
+                                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                                              "--%s: needs a value", opt->name);
+                                i++; /* --key value: the value is applied in pass 2. */
+                        }
+                }
+        }
+
+        /* Pass 2: the file, then the flags in order, then the environment. */
+        if (config != NULL) {
+                r = rnnd_options_load_file(o, config, reterr);
+                if (r < 0)
+                        return r;
+                o->config_file = rnnd_strdup(config);
+                if (o->config_file == NULL)
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        }
+        for (i = 1; i < argc; i++) {
+                const char *a = argv[i], *eq, *value;
+                const struct rnnd_option *opt;
+                char label[96];
+                size_t keylen;
+
+                if (command_of(a) >= 0)
+                        continue;
+                if (strcmp(a, "--") == 0)
+                        break;
+                if (is_config_flag(a)) {
+                        if (a[8] != '=')
+                                i++;
+                        continue;
+                }
+                eq = strchr(a + 2, '=');
+                keylen = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
+                opt = find_n(a + 2, keylen);
+                if (eq != NULL)
+                        value = eq + 1;
+                else if (opt->type == RNND_OPT_BOOL)
+                        value = "yes";
+                else
+                        value = argv[++i];
+                snprintf(label, sizeof(label), "--%s", opt->name);
+                r = rnnd_options_set(o, opt, value, label, reterr);
+                if (r < 0)
+                        return r;
+                if (opt->offset == OFF(backend))
+                        snprintf(o->backend_from, sizeof(o->backend_from), "--backend");
+        }
+        r = rnnd_options_apply_env(o, reterr);
+        if (r < 0)
+                return r;
+        r = rnnd_options_check(o, reterr);
+        if (r < 0)
+                return r;
+        *ret_cmd = cmd;
+        return 0;
+}
+
+unsigned rnnd_options_threads(const struct rnnd_options *o)
+{
+        long n;
+
+        if (o->threads > 0)
+                return (unsigned)o->threads;
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+                n = 1;
+        return n > 1024 ? 1024u : (unsigned)n;
+}
+
+int rnnd_options_check(const struct rnnd_options *o, rnnd_error_t *reterr)
+{
+        unsigned threads = rnnd_options_threads(o);
+
+        if (o->connection_limit < threads)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "connection_limit (%" PRIu64 ") must be at least threads "
+                                      "(%u): each HTTP thread gets its share",
+                                      o->connection_limit, threads);
+        return 0;
+}
+
+/* --help and --dump-config. */
+
+/* Writes text word-wrapped to width columns, each line starting with prefix. */
+static void wrap(FILE *f, const char *prefix, const char *text, size_t width)
+{
+        size_t plen = strlen(prefix), col = 0;
+        const char *p = text;
+
+        while (*p != '\0') {
+                size_t wlen = strcspn(p, " ");
+
+                if (col > 0 && col + 1 + wlen > width) {
+                        fputc('\n', f);
+                        col = 0;
+                }
+                if (col == 0) {
+                        fputs(prefix, f);
+                        col = plen;
+                } else {
+                        fputc(' ', f);
+                        col++;
+                }
+                fwrite(p, 1, wlen, f);
+                col += wlen;
+                p += wlen;
+                while (*p == ' ')
+                        p++;
+        }
+        if (col > 0)
+                fputc('\n', f);
+}
+
+void rnnd_options_help(FILE *f)
+{
+        struct rnnd_options defaults;
+        size_t i;
+
+        (void)rnnd_options_init(&defaults); /* Out of memory: a default shows as "". */
+        fputs("Usage: rnnd [--config FILE] [--KEY=VALUE | --KEY VALUE ...]\n"
+              "       rnnd --help | --version | --backends | --dump-config\n\n",
+              f);
+        wrap(f, "",
+             "rnnd serves recurrent networks (LSTM, GRU, RNN) over HTTP with the KServe v2 "
+             "(Open Inference Protocol) and TensorFlow Serving REST APIs. Settings come from "
+             "their defaults, then the --config file, then the command line; RNND_BACKEND=cpu "
+             "in the environment overrides `backend`.",
+             78);
+        fputs("\nCommands:\n"
+              "  --config FILE   Read settings from FILE: `key = value` lines, # comments.\n"
+              "  --dump-config   Print the settings in effect as a commented rnnd.conf, exit.\n"
+              "  --backends      Print the compute backends built in and what this machine\n"
+              "                  has (CUDA driver, GPUs), exit.\n"
+              "  -V, --version   Print the version, exit.\n"
+              "  -h, --help      Print this help, exit.\n"
+              "\nSettings (also `key = value` in the config file):\n",
+              f);
+        for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+                const struct rnnd_option *opt = &options[i];
+                char def[256], meta[256];
+
+                rnnd_options_format(&defaults, opt, def, sizeof(def));
+                if (opt->type == RNND_OPT_ENUM)
+                        enum_choices(opt, meta, sizeof(meta));
+                else
+                        snprintf(meta, sizeof(meta), "%s%s", opt->metavar,
+                                 (opt->flags & RNND_OPT_AUTO) ? "|auto" : "");
+                fprintf(f, "  --%s=%s\n", opt->name, meta);
+                wrap(f, "        ", opt->help, 78);
+                fprintf(f, "        Default: %s\n", def);
+        }
+        fputs("\nEnvironment:\n"
+              "  RNND_BACKEND=auto|cpu   Overrides `backend` (cpu switches cuDNN off).\n"
+              "  NOTIFY_SOCKET, LISTEN_FDS, WATCHDOG_USEC   Set by systemd (Type=notify,\n"
+              "                          socket activation, WatchdogSec=).\n",
+              f);
+        rnnd_options_done(&defaults);
+}
+
+void rnnd_options_dump(FILE *f, const struct rnnd_options *o)
+{
+        struct rnnd_options defaults;
+        size_t i;
+
+        (void)rnnd_options_init(&defaults); /* Out of memory: a default shows as "". */
+        fputs("# rnnd.conf: settings of the rnnd daemon.\n"
+              "#\n",
+              f);
+        wrap(f, "# ",
+             "Generated by `rnnd --dump-config` from the daemon's settings table; do not edit "
+             "the comments by hand. Lines are `key = value`; # starts a comment at the start of "
+             "a line or after a blank; a value may be \"double quoted\". Every key is also a "
+             "command line flag, --key=value, which wins over this file. RNND_BACKEND=cpu in "
+             "the environment overrides `backend`.",
+             78);
+        for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+                const struct rnnd_option *opt = &options[i];
+                char def[RNND_OPT_VALUE_MAX + 8], val[RNND_OPT_VALUE_MAX + 8];
+
+                rnnd_options_format(&defaults, opt, def, sizeof(def));
+                rnnd_options_format(o, opt, val, sizeof(val));
+                fputc('\n', f);
+                wrap(f, "# ", opt->help, 78);
+                if (opt->type == RNND_OPT_ENUM) {
+                        char choices[256];
+
+                        enum_choices(opt, choices, sizeof(choices));
+                        fprintf(f, "# One of: %s. Default: %s.\n", choices, def);
+                } else {
+                        fprintf(f, "# Default: %s.\n", def);
+                }
+                fprintf(f, "%s = %s\n", opt->name, val);
+        }
+        rnnd_options_done(&defaults);
+}

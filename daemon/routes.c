@@ -1,0 +1,708 @@
+/*
+ * routes.c: the HTTP API (DESIGN.md §5): which path is which route, and the
+ * JSON and Prometheus bodies of the routes that only read the model table.
+ *
+ *   GET  /v2/health/live, /v2/health/ready            200, or 400 when not ready
+ *   GET  /v2                                          server metadata
+ *   GET  /v2/models/{m}[/versions/{v}]                model metadata
+ *   GET  /v2/models/{m}[/versions/{v}]/ready          200, or 400 when not ready
+ *   GET  /v2/models/{m}[/versions/{v}]/config         Triton-style model config
+ *   POST /v2/models/{m}[/versions/{v}]/infer          the inference hook
+ *   GET  /v1/models/{m}[/versions/{v}]                TF Serving model status
+ *   POST /v1/models/{m}[/versions/{v}]:predict        the inference hook
+ *   GET  /metrics                                     Prometheus text
+ * Unknown paths, models and versions are 404, a wrong method 405 with Allow.
+ * Everything here runs on MHD threads and reads only immutable state and
+ * atomics.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http-int.h"
+#include "log.h"
+#include "rnnd-config.h"
+#include "strbuf.h"
+
+#define MAX_SEGMENTS 8
+#define PATH_MAX_LEN 1024
+
+/* Answers {"error": ...} with the HTTP status proto/error.h gives code. */
+#define fail(r, code, ...)                                                                         \
+        rnnd_http_respond_error((r), (unsigned)rnnd_error_http_status(code), __VA_ARGS__)
+
+/* Triton answers "not ready" with 400 (http_server.cc), not with an error code's status. */
+#define NOT_READY 400u
+
+static bool route_is_post(enum rnnd_route rt)
+{
+        return rt == RNND_ROUTE_MODEL_INFER || rt == RNND_ROUTE_TFS_PREDICT;
+}
+
+/* A positive decimal version without leading zeros. */
+static bool parse_version(const char *s, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        if (s[0] < '1' || s[0] > '9')
+                return false;
+        for (; *s != '\0'; s++) {
+                if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+                        return false;
+                v = v * 10 + (uint64_t)(*s - '0');
+        }
+        *ret = v;
+        return true;
+}
+
+/* Strips a trailing ":predict" from s; true when it was there. */
+static bool strip_predict(char *s)
+{
+        size_t n = strlen(s);
+
+        if (n > 8 && strcmp(s + n - 8, ":predict") == 0) {
+                s[n - 8] = '\0';
+                return true;
+        }
+        return false;
+}
+
+unsigned rnnd__routes_match(struct rnnd_http_request *r)
+{
+        char buf[PATH_MAX_LEN + 1], *seg[MAX_SEGMENTS], *p, *model_name = NULL;
+        const char *version_text = NULL;
+        enum rnnd_route rt = RNND_ROUTE_NONE;
+        bool get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+        bool post = strcmp(r->method, "POST") == 0;
+        size_t n = 0, len = strlen(r->path);
+        uint64_t v;
+
+        if (len == 0 || r->path[0] != '/' || len > PATH_MAX_LEN)
+                goto not_found;
+        memcpy(buf, r->path + 1, len);
+        for (p = buf; n < MAX_SEGMENTS;) {
+                char *slash = strchr(p, '/');
+
+                seg[n++] = p;
+                if (slash == NULL)
+                        break;
+                *slash = '\0';
+                p = slash + 1;
+                if (n == MAX_SEGMENTS)
+                        goto not_found;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (seg[i][0] == '\0')
+                        goto not_found; /* "//", a trailing '/' */
+
+        if (n == 1 && strcmp(seg[0], "metrics") == 0) {
+                rt = RNND_ROUTE_METRICS;
+        } else if (strcmp(seg[0], "v2") == 0) {
+                size_t i = 3;
+
+                if (n == 1)
+                        rt = RNND_ROUTE_SERVER_META;
+                else if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "live") == 0)
+                        rt = RNND_ROUTE_HEALTH_LIVE;
+                else if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "ready") == 0)
+                        rt = RNND_ROUTE_HEALTH_READY;
+                else if (n >= 3 && strcmp(seg[1], "models") == 0) {
+                        model_name = seg[2];
+                        if (n >= 5 && strcmp(seg[3], "versions") == 0) {
+                                version_text = seg[4];
+                                i = 5;
+                        }
+                        if (n == i)
+                                rt = RNND_ROUTE_MODEL_META;
+                        else if (n == i + 1 && strcmp(seg[i], "ready") == 0)
+                                rt = RNND_ROUTE_MODEL_READY;
+                        else if (n == i + 1 && strcmp(seg[i], "config") == 0)
+                                rt = RNND_ROUTE_MODEL_CONFIG;
+                        else if (n == i + 1 && strcmp(seg[i], "infer") == 0)
+                                rt = RNND_ROUTE_MODEL_INFER;
+                }
+        } else if (strcmp(seg[0], "v1") == 0 && n >= 3 && strcmp(seg[1], "models") == 0) {
+                model_name = seg[2];
+                if (n == 3) {
+                        rt = strip_predict(seg[2]) ? RNND_ROUTE_TFS_PREDICT : RNND_ROUTE_TFS_STATUS;
+                } else if (n == 5 && strcmp(seg[3], "versions") == 0) {
+                        version_text = seg[4];
+                        rt = strip_predict(seg[4]) ? RNND_ROUTE_TFS_PREDICT : RNND_ROUTE_TFS_STATUS;
+                }
+        }
+        if (rt == RNND_ROUTE_NONE)
+                goto not_found;
+        r->route = rt;
+
+        if (route_is_post(rt) ? !post : !get) {
+                fail(r, RNND_EMETHOD, "method %s is not allowed on %s; use %s", r->method, r->path,
+                     route_is_post(rt) ? "POST" : "GET");
+                rnnd_http_respond_header(r, MHD_HTTP_HEADER_ALLOW,
+                                         route_is_post(rt) ? "POST" : "GET, HEAD");
+                return r->resp_status;
+        }
+
+        if (model_name != NULL) {
+                r->model = rnnd_server_find_model(r->srv, model_name);
+                if (r->model == NULL) {
+                        fail(r, RNND_ENOTFOUND, "unknown model '%s'", model_name);
+                        return r->resp_status;
+                }
+                if (version_text != NULL) {
+                        r->version_given = true;
+                        if (!parse_version(version_text, &v) ||
+                            (r->version = rnnd_server_find_version(r->model, v)) == NULL) {
+                                fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'",
+                                     version_text, model_name);
+                                return r->resp_status;
+                        }
+                } else {
+                        r->version = rnnd_server_latest(r->model);
+                }
+        }
+        return 0;
+
+not_found:
+        fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
+        return r->resp_status;
+}
+
+/* Bodies. */
+
+/* Prepares b's JSON (stolen) as the response; 500 when b ran out of memory. */
+static void respond_json(struct rnnd_http_request *r, unsigned status, struct rnnd_strbuf *b)
+{
+        size_t len;
+        char *body = rnnd_strbuf_steal(b, &len);
+
+        if (body == NULL) {
+                rnnd_http_respond_error(r, 500, "out of memory");
+                return;
+        }
+        rnnd_http_respond(r, status, "application/json", body, len);
+}
+
+static void respond_empty(struct rnnd_http_request *r, unsigned status)
+{
+        rnnd_http_respond(r, status, "text/plain; charset=utf-8", NULL, 0);
+}
+
+/* The loaded version a model route works on, or NULL after answering why not. */
+static struct rnnd_served_version *loaded_version(struct rnnd_http_request *r)
+{
+        struct rnnd_served_model *m = r->model;
+        struct rnnd_served_version *v = r->version;
+
+        if (m->entry->status < 0) {
+                fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
+                     m->entry->reason);
+                return NULL;
+        }
+        if (v == NULL) {
+                fail(r, RNND_EUNAVAIL, "model '%s' has no loaded version", m->entry->name);
+                return NULL;
+        }
+        if (v->status < 0) {
+                fail(r, RNND_EUNAVAIL, "version %" PRIu64 " of model '%s' is not available: %s",
+                     v->version, m->entry->name, v->reason);
+                return NULL;
+        }
+        return v;
+}
+
+/* One input or output tensor, as the model's config implies (DESIGN.md §5). */
+struct tensor_desc {
+        const char *name;
+        const char *datatype; /* KServe v2 name */
+        int64_t dims[3];      /* after the batch dimension; -1 = variable */
+        unsigned ndims;       /* 0 = one scalar per batch item */
+        bool optional;
+};
+
+/* Fills io[] with the model's inputs (inputs true) or outputs; returns how many. */
+static unsigned model_tensors(const struct rnnd_model_config *cfg, bool inputs,
+                              struct tensor_desc io[5])
+{
+        int64_t dirs = rnnd_model_config_dirs(cfg), hp = rnnd_model_config_out_size(cfg);
+        int64_t states = (int64_t)cfg->num_layers * dirs, h = cfg->hidden_size;
+        bool lstm = cfg->cell == RNND_CELL_LSTM;
+        unsigned n = 0;
+
+        if (inputs) {
+                if (cfg->embedding.present)
+                        io[n++] = (struct tensor_desc){"tokens", "INT64", {-1}, 1, false};
+                else
+                        io[n++] = (struct tensor_desc){
+                                "input", "FP32", {-1, cfg->input_size}, 2, false};
+                io[n++] = (struct tensor_desc){"lengths", "INT64", {0}, 0, true};
+                io[n++] = (struct tensor_desc){"h0", "FP32", {states, hp}, 2, true};
+                if (lstm)
+                        io[n++] = (struct tensor_desc){"c0", "FP32", {states, h}, 2, true};
+                return n;
+        }
+        io[n++] = (struct tensor_desc){"output", "FP32", {-1, dirs * hp}, 2, false};
+        io[n++] = (struct tensor_desc){"h_n", "FP32", {states, hp}, 2, false};
+        if (lstm)
+                io[n++] = (struct tensor_desc){"c_n", "FP32", {states, h}, 2, false};
+        if (cfg->head.present) {
+                if (cfg->head.apply == RNND_HEAD_ALL)
+                        io[n++] = (struct tensor_desc){
+                                "scores", "FP32", {-1, cfg->head.units}, 2, false};
+                else
+                        io[n++] =
+                                (struct tensor_desc){"scores", "FP32", {cfg->head.units}, 1, false};
+        }
+        return n;
+}
+
+/* KServe metadata: [{"name","datatype","shape"}], the batch dimension -1 first. */
+static void put_metadata_tensors(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg,
+                                 bool inputs)
+{
+        struct tensor_desc io[5];
+        unsigned n = model_tensors(cfg, inputs, io), i, d;
+
+        rnnd_strbuf_json_key(b, inputs ? "inputs" : "outputs");
+        rnnd_strbuf_putc(b, '[');
+        for (i = 0; i < n; i++) {
+                rnnd_strbuf_json_sep(b);
+                rnnd_strbuf_putc(b, '{');
+                rnnd_strbuf_json_kv_str(b, "name", io[i].name);
+                rnnd_strbuf_json_kv_str(b, "datatype", io[i].datatype);
+                rnnd_strbuf_json_key(b, "shape");
+                rnnd_strbuf_puts(b, "[-1");
+                for (d = 0; d < io[i].ndims; d++)
+                        rnnd_strbuf_printf(b, ",%" PRId64, io[i].dims[d]);
+                rnnd_strbuf_puts(b, "]}");
+        }
+        rnnd_strbuf_putc(b, ']');
+}
+
+/* Triton config: [{"name","data_type","dims"}] without the batch dimension. */
+static void put_config_tensors(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg,
+                               bool inputs)
+{
+        struct tensor_desc io[5];
+        unsigned n = model_tensors(cfg, inputs, io), i, d;
+
+        rnnd_strbuf_json_key(b, inputs ? "input" : "output");
+        rnnd_strbuf_putc(b, '[');
+        for (i = 0; i < n; i++) {
+                rnnd_strbuf_json_sep(b);
+                rnnd_strbuf_putc(b, '{');
+                rnnd_strbuf_json_kv_str(b, "name", io[i].name);
+                rnnd_strbuf_json_key(b, "data_type");
+                rnnd_strbuf_printf(b, "\"TYPE_%s\"", io[i].datatype);
+                rnnd_strbuf_json_key(b, "dims");
+                rnnd_strbuf_putc(b, '[');
+                if (io[i].ndims == 0) {
+                        /* A scalar per batch item: Triton spells it dims [1] reshaped to []. */
+                        rnnd_strbuf_puts(b, "1],\"reshape\":{\"shape\":[]}");
+                } else {
+                        for (d = 0; d < io[i].ndims; d++)
+                                rnnd_strbuf_printf(b, "%s%" PRId64, d > 0 ? "," : "",
+                                                   io[i].dims[d]);
+                        rnnd_strbuf_putc(b, ']');
+                }
+                if (inputs)
+                        rnnd_strbuf_json_kv_bool(b, "optional", io[i].optional);
+                rnnd_strbuf_putc(b, '}');
+        }
+        rnnd_strbuf_putc(b, ']');
+}
+
+static void put_loaded_versions(struct rnnd_strbuf *b, const struct rnnd_served_model *m)
+{
+        size_t i;
+
+        rnnd_strbuf_json_key(b, "versions");
+        rnnd_strbuf_putc(b, '[');
+        for (i = 0; i < m->n_versions; i++) {
+                if (m->versions[i].status < 0)
+                        continue;
+                rnnd_strbuf_json_sep(b);
+                rnnd_strbuf_printf(b, "\"%" PRIu64 "\"", m->versions[i].version);
+        }
+        rnnd_strbuf_putc(b, ']');
+}
+
+static void serve_model_metadata(struct rnnd_http_request *r)
+{
+        struct rnnd_served_version *sv = loaded_version(r);
+        struct rnnd_strbuf b;
+
+        if (sv == NULL)
+                return;
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_putc(&b, '{');
+        rnnd_strbuf_json_kv_str(&b, "name", r->model->entry->name);
+        put_loaded_versions(&b, r->model);
+        rnnd_strbuf_json_kv_str(&b, "platform", rnnd_server_platform(sv));
+        put_metadata_tensors(&b, &r->model->entry->cfg, true);
+        put_metadata_tensors(&b, &r->model->entry->cfg, false);
+        rnnd_strbuf_putc(&b, '}');
+        respond_json(r, 200, &b);
+}
+
+static void put_string_param(struct rnnd_strbuf *b, const char *key, const char *v)
+{
+        rnnd_strbuf_json_key(b, key);
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_kv_str(b, "string_value", v);
+        rnnd_strbuf_putc(b, '}');
+}
+
+static void put_u64_param(struct rnnd_strbuf *b, const char *key, uint64_t v)
+{
+        char s[32];
+
+        snprintf(s, sizeof(s), "%" PRIu64, v);
+        put_string_param(b, key, s);
+}
+
+static void put_backend_desc(struct rnnd_strbuf *b, const struct rnnd_backend_desc *d)
+{
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_kv_str(b, "backend", d->backend);
+        rnnd_strbuf_json_kv_str(b, "device", d->device);
+        rnnd_strbuf_json_kv_str(b, "algo", d->algo);
+        rnnd_strbuf_json_kv_str(b, "math", d->math);
+        rnnd_strbuf_json_kv_str(b, "versions", d->versions);
+        rnnd_strbuf_json_kv_str(b, "why_not_cudnn", d->why_not_cudnn);
+        rnnd_strbuf_putc(b, '}');
+}
+
+static void serve_model_config(struct rnnd_http_request *r)
+{
+        struct rnnd_served_version *sv = loaded_version(r);
+        const struct rnnd_model_config *cfg;
+        struct rnnd_strbuf b;
+        uint32_t g, k, i;
+
+        if (sv == NULL)
+                return;
+        cfg = &r->model->entry->cfg;
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_putc(&b, '{');
+        rnnd_strbuf_json_kv_str(&b, "name", r->model->entry->name);
+        rnnd_strbuf_json_kv_str(&b, "platform", rnnd_server_platform(sv));
+        rnnd_strbuf_json_kv_str(&b, "backend", "rnnd");
+
+        rnnd_strbuf_json_key(&b, "version_policy");
+        if (cfg->version_policy.kind == RNND_VP_ALL) {
+                rnnd_strbuf_puts(&b, "{\"all\":{}}");
+        } else if (cfg->version_policy.kind == RNND_VP_SPECIFIC) {
+                rnnd_strbuf_puts(&b, "{\"specific\":{\"versions\":[");
+                for (i = 0; i < cfg->version_policy.n_versions; i++)
+                        rnnd_strbuf_printf(&b, "%s%" PRIu64, i > 0 ? "," : "",
+                                           cfg->version_policy.versions[i]);
+                rnnd_strbuf_puts(&b, "]}}");
+        } else {
+                rnnd_strbuf_printf(&b, "{\"latest\":{\"num_versions\":%" PRIu32 "}}",
+                                   cfg->version_policy.num_versions);
+        }
+        rnnd_strbuf_json_kv_u64(&b, "max_batch_size", cfg->batching.max_batch_size);
+        put_config_tensors(&b, cfg, true);
+        put_config_tensors(&b, cfg, false);
+
+        rnnd_strbuf_json_key(&b, "dynamic_batching");
+        rnnd_strbuf_putc(&b, '{');
+        rnnd_strbuf_json_kv_u64(&b, "max_queue_delay_microseconds",
+                                cfg->batching.max_queue_delay_us);
+        rnnd_strbuf_json_key(&b, "default_queue_policy");
+        rnnd_strbuf_putc(&b, '{');
+        rnnd_strbuf_json_kv_u64(&b, "max_queue_size", cfg->batching.max_queue_size);
+        rnnd_strbuf_json_kv_u64(&b, "default_timeout_microseconds", cfg->batching.queue_timeout_us);
+        rnnd_strbuf_json_kv_str(&b, "timeout_action", "REJECT");
+        rnnd_strbuf_json_kv_bool(&b, "allow_timeout_override", true);
+        rnnd_strbuf_puts(&b, "}}");
+
+        /* Every instance runs the version's plan; say where and why. */
+        rnnd_strbuf_json_key(&b, "instance_group");
+        rnnd_strbuf_putc(&b, '[');
+        for (g = 0; g < cfg->n_instances; g++) {
+                const struct rnnd_instance_group *ig = &cfg->instances[g];
+
+                rnnd_strbuf_json_sep(&b);
+                rnnd_strbuf_putc(&b, '{');
+                rnnd_strbuf_printf(&b, "\"name\":\"%s_%" PRIu32 "\"", r->model->entry->name, g);
+                rnnd_strbuf_json_kv_str(&b, "kind",
+                                        strcmp(sv->desc.backend, "cudnn") == 0 ? "KIND_GPU"
+                                                                               : "KIND_CPU");
+                rnnd_strbuf_json_kv_str(&b, "requested_kind", rnnd_instance_kind_name(ig->kind));
+                rnnd_strbuf_json_kv_u64(&b, "count", ig->count);
+                rnnd_strbuf_json_key(&b, "gpus");
+                rnnd_strbuf_putc(&b, '[');
+                for (k = 0; k < ig->n_gpus; k++)
+                        rnnd_strbuf_printf(&b, "%s%" PRIu32, k > 0 ? "," : "", ig->gpus[k]);
+                rnnd_strbuf_putc(&b, ']');
+                rnnd_strbuf_json_key(&b, "instances");
+                rnnd_strbuf_putc(&b, '[');
+                for (k = 0; k < ig->count; k++) {
+                        rnnd_strbuf_json_sep(&b);
+                        put_backend_desc(&b, &sv->desc);
+                }
+                rnnd_strbuf_puts(&b, "]}");
+        }
+        rnnd_strbuf_putc(&b, ']');
+
+        rnnd_strbuf_json_key(&b, "parameters");
+        rnnd_strbuf_putc(&b, '{');
+        put_string_param(&b, "cell", rnnd_cell_name(cfg->cell));
+        put_u64_param(&b, "input_size", cfg->input_size);
+        put_u64_param(&b, "hidden_size", cfg->hidden_size);
+        put_u64_param(&b, "num_layers", cfg->num_layers);
+        put_string_param(&b, "bidirectional", cfg->bidirectional ? "true" : "false");
+        put_u64_param(&b, "proj_size", cfg->proj_size);
+        put_string_param(&b, "precision", rnnd_precision_name(cfg->precision));
+        put_u64_param(&b, "max_sequence_length", cfg->max_sequence_length);
+        put_u64_param(&b, "max_batch_steps", cfg->batching.max_batch_steps);
+        rnnd_strbuf_putc(&b, '}');
+        rnnd_strbuf_putc(&b, '}');
+        respond_json(r, 200, &b);
+}
+
+static void serve_model_ready(struct rnnd_http_request *r)
+{
+        struct rnnd_served_model *m = r->model;
+        struct rnnd_served_version *v = r->version;
+
+        if (m->entry->status < 0)
+                rnnd_http_respond_error(r, NOT_READY, "model '%s' is not ready: %s", m->entry->name,
+                                        m->entry->reason);
+        else if (v == NULL)
+                rnnd_http_respond_error(r, NOT_READY, "model '%s' has no loaded version",
+                                        m->entry->name);
+        else if (v->status < 0)
+                rnnd_http_respond_error(r, NOT_READY,
+                                        "version %" PRIu64 " of model '%s' is not ready: %s",
+                                        v->version, m->entry->name, v->reason);
+        else
+                respond_empty(r, 200);
+}
+
+static void serve_server_ready(struct rnnd_http_request *r)
+{
+        struct rnnd_server *srv = r->srv;
+
+        if (rnnd_server_ready(srv))
+                respond_empty(r, 200);
+        else if (atomic_load(&srv->stopping))
+                rnnd_http_respond_error(r, NOT_READY, "the server is shutting down");
+        else
+                rnnd_http_respond_error(r, NOT_READY,
+                                        "not every model loaded: %zu of %zu models are "
+                                        "fully loaded",
+                                        srv->n_loaded_models, srv->n_models);
+}
+
+static void serve_server_metadata(struct rnnd_http_request *r)
+{
+        const char *const *e;
+        struct rnnd_strbuf b;
+
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_putc(&b, '{');
+        rnnd_strbuf_json_kv_str(&b, "name", "rnnd");
+        rnnd_strbuf_json_kv_str(&b, "version", RNND_VERSION);
+        rnnd_strbuf_json_key(&b, "extensions");
+        /* Only what is implemented: the /config route. */
+        rnnd_strbuf_puts(&b, "[\"model_configuration\"");
+        for (e = r->srv->infer.extensions; e != NULL && *e != NULL; e++) {
+                rnnd_strbuf_putc(&b, ',');
+                rnnd_strbuf_json_str(&b, *e);
+        }
+        rnnd_strbuf_puts(&b, "]}");
+        respond_json(r, 200, &b);
+}
+
+/* The TF Serving error code for a load failure. */
+static const char *tfs_error_code(int code)
+{
+        switch (code) {
+        case 0:
+                return "OK";
+        case RNND_ENOTFOUND:
+                return "NOT_FOUND";
+        case RNND_ENOMEM:
+                return "RESOURCE_EXHAUSTED";
+        case RNND_EINVAL:
+        case RNND_EMODEL:
+        case RNND_EUNSUPPORTED:
+        case RNND_ELIMIT:
+                return "INVALID_ARGUMENT";
+        case RNND_EIO:
+        case RNND_EGPU:
+        case RNND_EINTERNAL:
+                return "INTERNAL";
+        default:
+                return "UNKNOWN";
+        }
+}
+
+static void put_tfs_version(struct rnnd_strbuf *b, const struct rnnd_served_version *v)
+{
+        rnnd_strbuf_json_sep(b);
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_key(b, "version");
+        rnnd_strbuf_printf(b, "\"%" PRIu64 "\"", v->version);
+        rnnd_strbuf_json_kv_str(b, "state", v->status == 0 ? "AVAILABLE" : "END");
+        rnnd_strbuf_json_key(b, "status");
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_kv_str(b, "error_code", tfs_error_code(v->status));
+        rnnd_strbuf_json_kv_str(b, "error_message", v->status == 0 ? "" : v->reason);
+        rnnd_strbuf_puts(b, "}}");
+}
+
+static void serve_tfs_status(struct rnnd_http_request *r)
+{
+        struct rnnd_served_model *m = r->model;
+        struct rnnd_strbuf b;
+        size_t i;
+
+        if (m->entry->status < 0) {
+                fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
+                     m->entry->reason);
+                return;
+        }
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_puts(&b, "{\"model_version_status\":[");
+        if (r->version_given) {
+                put_tfs_version(&b, r->version);
+        } else {
+                /* TF Serving lists the newest first. */
+                for (i = m->n_versions; i-- > 0;)
+                        put_tfs_version(&b, &m->versions[i]);
+        }
+        rnnd_strbuf_puts(&b, "]}");
+        respond_json(r, 200, &b);
+}
+
+static void put_counters(struct rnnd_strbuf *b, const char *model, const char *version,
+                         const struct rnnd_req_counters *c)
+{
+        unsigned s;
+
+        for (s = 0; s < RNND_CODE_SLOTS; s++) {
+                unsigned long n = atomic_load_explicit(&c->n[s], memory_order_relaxed);
+
+                if (n == 0)
+                        continue;
+                rnnd_strbuf_printf(
+                        b, "rnnd_requests_total{model=\"%s\",version=\"%s\",code=\"%s\"} %lu\n",
+                        model, version, rnnd_server_code_label(s), n);
+        }
+}
+
+static void serve_metrics(struct rnnd_http_request *r)
+{
+        struct rnnd_server *srv = r->srv;
+        struct rnnd_strbuf b;
+        size_t i, j, len;
+        char *body;
+
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_puts(&b, "# HELP rnnd_up Whether the daemon is serving (always 1 when it "
+                             "answers).\n"
+                             "# TYPE rnnd_up gauge\n"
+                             "rnnd_up 1\n"
+                             "# HELP rnnd_models_loaded Models with at least one version "
+                             "loaded.\n"
+                             "# TYPE rnnd_models_loaded gauge\n");
+        rnnd_strbuf_printf(&b, "rnnd_models_loaded %zu\n", srv->n_loaded_models);
+        rnnd_strbuf_puts(&b, "# HELP rnnd_http_requests_in_flight HTTP requests received and not "
+                             "yet completed.\n"
+                             "# TYPE rnnd_http_requests_in_flight gauge\n");
+        rnnd_strbuf_printf(&b, "rnnd_http_requests_in_flight %u\n", atomic_load(&srv->inflight));
+        rnnd_strbuf_puts(&b, "# HELP rnnd_requests_total HTTP requests answered, by model, "
+                             "version and status code (model=\"\" for other paths).\n"
+                             "# TYPE rnnd_requests_total counter\n");
+        put_counters(&b, "", "", &srv->other_requests);
+        for (i = 0; i < srv->n_models; i++) {
+                struct rnnd_served_model *m = &srv->models[i];
+
+                put_counters(&b, m->entry->name, "", &m->requests);
+                for (j = 0; j < m->n_versions; j++) {
+                        char v[24];
+
+                        snprintf(v, sizeof(v), "%" PRIu64, m->versions[j].version);
+                        put_counters(&b, m->entry->name, v, &m->versions[j].requests);
+                }
+        }
+        body = rnnd_strbuf_steal(&b, &len);
+        if (body == NULL) {
+                rnnd_http_respond_error(r, 500, "out of memory");
+                return;
+        }
+        rnnd_http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
+}
+
+/* The inference routes: everything is checked here, the hook does the rest. */
+static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol proto)
+{
+        struct rnnd_server *srv = r->srv;
+        struct rnnd_served_version *sv;
+        rnnd_error_t err = {0};
+        int ret;
+
+        if (atomic_load(&srv->stopping)) {
+                fail(r, RNND_EUNAVAIL, "the server is shutting down");
+                rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+                return;
+        }
+        sv = loaded_version(r);
+        if (sv == NULL)
+                return;
+        ret = srv->infer.handle(srv->infer.cls, r, sv, proto, &err);
+        if (ret < 0) {
+                if (r->suspended) {
+                        /* A hook must not fail after suspending; answer when resumed. */
+                        rnnd_log_req(RNND_LOG_ERR, r->id,
+                                     "inference hook failed after suspending: %s", err.msg);
+                        return;
+                }
+                rnnd_http_respond_error(r, (unsigned)rnnd_error_http_status(ret), "%s",
+                                        err.msg[0] != '\0' ? err.msg : rnnd_strerror(ret));
+                if (ret == RNND_EUNAVAIL || ret == RNND_ETIMEDOUT)
+                        rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        }
+}
+
+void rnnd__routes_serve(struct rnnd_http_request *r)
+{
+        switch (r->route) {
+        case RNND_ROUTE_HEALTH_LIVE:
+                respond_empty(r, 200);
+                break;
+        case RNND_ROUTE_HEALTH_READY:
+                serve_server_ready(r);
+                break;
+        case RNND_ROUTE_SERVER_META:
+                serve_server_metadata(r);
+                break;
+        case RNND_ROUTE_MODEL_META:
+                serve_model_metadata(r);
+                break;
+        case RNND_ROUTE_MODEL_READY:
+                serve_model_ready(r);
+                break;
+        case RNND_ROUTE_MODEL_CONFIG:
+                serve_model_config(r);
+                break;
+        case RNND_ROUTE_MODEL_INFER:
+                serve_infer(r, RNND_INFER_KSERVE_V2);
+                break;
+        case RNND_ROUTE_TFS_STATUS:
+                serve_tfs_status(r);
+                break;
+        case RNND_ROUTE_TFS_PREDICT:
+                serve_infer(r, RNND_INFER_TFS_PREDICT);
+                break;
+        case RNND_ROUTE_METRICS:
+                serve_metrics(r);
+                break;
+        case RNND_ROUTE_NONE:
+                fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
+                break;
+        }
+}

@@ -1,0 +1,201 @@
+/*
+ * server.h: the daemon's state: the models it serves, the HTTP server
+ * (libmicrohttpd) and the loop (libuv) that owns signals and timers.
+ *
+ * Life cycle (main.c, systemd's run() shape):
+ *   rnnd_server_new()    scans the repository, loads every selected version
+ *                        and opens a backend plan for it; a model that fails
+ *                        is kept with its reason and the others are served;
+ *   rnnd_server_start()  starts MHD listening;
+ *   rnnd_server_run()    sends READY=1 and runs the loop until SIGTERM/SIGINT
+ *                        has drained and stopped MHD;
+ *   rnnd_server_free()   frees everything.
+ * The model table is immutable between new() and free(), so MHD threads read
+ * it without locks.  (SIGHUP reload will swap in a new table; not yet.)
+ */
+#ifndef RNND_DAEMON_SERVER_H
+#define RNND_DAEMON_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "error.h"
+#include "options.h"
+#include "pool.h"
+#include "repository.h"
+
+/* HTTP statuses counted by rnnd_requests_total; any other is counted as "other". */
+#define RNND_COUNTED_CODES(XX)                                                                     \
+        XX(200) XX(400) XX(404) XX(405) XX(411) XX(413) XX(499) XX(500) XX(501) XX(503)
+
+#define RNND_CODE_SLOTS 11 /* the codes above, plus "other" */
+
+struct rnnd_req_counters {
+        atomic_ulong n[RNND_CODE_SLOTS]; /* atomic; by slot (rnnd_server_code_slot()) */
+};
+
+struct rnnd_served_model;
+
+/* One version of a model: loaded, or the reason it is not. */
+struct rnnd_served_version {
+        uint64_t version;                   /* immutable */
+        int status;                         /* 0 = loaded, else a negative RNND_E*; immutable */
+        char reason[256];                   /* why, when status < 0; immutable */
+        rnnd_model_t *model;                /* a reference, NULL when not loaded; immutable */
+        const struct rnnd_backend_ops *ops; /* the instances' backend; immutable */
+        rnnd_pool_t *pool;                  /* the instances, NULL when not loaded; immutable */
+        unsigned instances;                 /* worker threads in pool; immutable */
+        struct rnnd_backend_desc desc;      /* describe(plan), why_not_cudnn filled; immutable */
+        struct rnnd_served_model *owner;    /* immutable */
+        struct rnnd_req_counters requests;  /* atomic */
+};
+
+/* A model of the repository and its selected versions. */
+struct rnnd_served_model {
+        const struct rnnd_repo_model *entry;  /* name, status, reason, cfg; borrowed from index */
+        struct rnnd_served_version *versions; /* [n_versions], ascending; immutable */
+        size_t n_versions;                    /* immutable */
+        size_t n_loaded;                      /* versions with status 0; immutable */
+        struct rnnd_req_counters requests;    /* requests naming no valid version; atomic */
+};
+
+struct rnnd_http_request;
+
+/* Which API an inference request came in through. */
+enum rnnd_infer_protocol {
+        RNND_INFER_KSERVE_V2 = 0, /* POST /v2/models/{m}[/versions/{v}]/infer */
+        RNND_INFER_TFS_PREDICT,   /* POST /v1/models/{m}[/versions/{v}]:predict */
+};
+
+/*
+ * The inference hook: what the infer routes call (DESIGN.md §2).  The HTTP
+ * layer has read the whole body (capped at max_body_bytes), resolved the
+ * model version (loaded, and the server not stopping) and calls handle() on
+ * the MHD thread, once per request.  handle() must not block.  It either
+ *   - answers at once: rnnd_http_respond*(req, ...), return 0; or
+ *   - goes asynchronous: rnnd_http_suspend(req) FIRST, then publish the
+ *     request to the engine (holding rnnd_http_request_ref(req)), return 0;
+ *     a worker later calls rnnd_http_respond*() and then rnnd_http_resume();
+ *   - or fails: return a negative RNND_E* with reterr set, answered as
+ *     {"error": reterr->msg} with rnnd_error_http_status(code).
+ * A suspended connection never times out and MHD does not notice its client
+ * leaving, so the engine must answer every request it accepted (queue
+ * timeouts answer 503), and its queues must be bounded (full: 503 at once).
+ * drain() runs on the loop thread when shutdown_timeout has passed with
+ * requests still suspended: answer every queued request 503 and resume it.
+ * stop() (may be NULL) runs on the loop thread after MHD has stopped: join
+ * workers and close the hook's uv handles so that the loop can end.
+ * extensions (NULL-terminated, may be NULL) are added to GET /v2's list.
+ */
+struct rnnd_infer_hook {
+        int (*handle)(void *cls, struct rnnd_http_request *req, struct rnnd_served_version *sv,
+                      enum rnnd_infer_protocol proto, rnnd_error_t *reterr);
+        void (*drain)(void *cls);
+        void (*stop)(void *cls);
+        const char *const *extensions;
+        void *cls;
+};
+
+/* The hook installed until inference lands: answers 501 "not implemented yet". */
+extern const struct rnnd_infer_hook rnnd_infer_hook_unimplemented;
+
+struct MHD_Daemon;
+
+struct rnnd_server {
+        const struct rnnd_options *opts;  /* borrowed; immutable */
+        struct rnnd_repo_index index;     /* immutable */
+        struct rnnd_served_model *models; /* [index.n_models], sorted by name; immutable */
+        size_t n_models;                  /* immutable */
+        size_t n_loaded_models;           /* models with a loaded version; immutable */
+        bool all_loaded;                  /* every model and selected version loaded; immutable */
+        char why_not_cudnn[256];          /* why plans are not on cuDNN, server-wide; immutable */
+        struct rnnd_infer_hook infer;     /* immutable after start */
+        struct rnnd_req_counters other_requests; /* requests not naming a known model; atomic */
+        uint32_t id_seed;                        /* random prefix of request ids; immutable */
+        atomic_uint_fast64_t id_counter;         /* atomic */
+
+        struct MHD_Daemon *mhd; /* set by start, cleared by stop; loop thread only */
+        int listen_fd;          /* returned by MHD_quiesce_daemon, or -1; loop thread only */
+        char listen_name[300];  /* "127.0.0.1:8000" as bound; immutable after start */
+        atomic_bool stopping;   /* atomic: set on SIGTERM/SIGINT */
+        atomic_uint inflight;   /* atomic: requests between first call and completion */
+        atomic_uint suspended;  /* atomic: requests suspended by the hook */
+
+        uv_loop_t loop;             /* loop thread only */
+        uv_signal_t sig[3];         /* SIGINT, SIGTERM, SIGHUP; loop thread only */
+        uv_timer_t drain_timer;     /* shutdown; loop thread only */
+        uv_timer_t watchdog_timer;  /* systemd watchdog; loop thread only */
+        bool watchdog_on;           /* loop thread only */
+        uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
+        int drain_phase;            /* 0 waiting, 1 drained the hook; loop thread only */
+        bool loop_ready;            /* the loop and its handles are initialized */
+};
+
+/*
+ * Builds the server: scans opts->model_repository, loads every version each
+ * model's policy selects and opens a CPU plan for it, logging each model's
+ * status.  Models that fail are kept with their reason.  Errors: the
+ * repository itself cannot be read (RNND_EIO), RNND_ENOMEM.  On success *ret
+ * is new; opts must outlive it.  Main thread, before other threads start.
+ */
+int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret,
+                    rnnd_error_t *reterr);
+
+/* Installs the inference hook (copied).  Before rnnd_server_start(). */
+void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer_hook *hook);
+
+/*
+ * Sets up the loop and its signal handlers, then starts MHD listening on
+ * opts->listen (or the socket systemd passed).  Errors: RNND_EINVAL
+ * (address), RNND_EIO (cannot listen), RNND_EINTERNAL (libuv).  Main thread.
+ */
+int rnnd_server_start(struct rnnd_server *srv, rnnd_error_t *reterr);
+
+/*
+ * Sends READY=1 and runs the loop until SIGTERM or SIGINT: then stops
+ * accepting, waits up to shutdown_timeout for in-flight requests, has the hook
+ * answer the rest 503, stops MHD, closes every handle and the loop.  Returns
+ * 0, or RNND_EINTERNAL when the loop could not be closed.  Loop thread (the
+ * main thread).
+ */
+int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr);
+
+/* Stops MHD if running and frees everything; accepts NULL; returns NULL.  Main thread. */
+struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
+
+/* The model called name, or NULL.  Borrowed until free.  Thread-safe. */
+struct rnnd_served_model *rnnd_server_find_model(struct rnnd_server *srv, const char *name);
+
+/* Version v of m, or NULL.  Borrowed until free.  Thread-safe. */
+struct rnnd_served_version *rnnd_server_find_version(struct rnnd_served_model *m, uint64_t v);
+
+/* m's highest loaded version, or NULL.  Borrowed until free.  Thread-safe. */
+struct rnnd_served_version *rnnd_server_latest(struct rnnd_served_model *m);
+
+/* Whether the server is ready: every model loaded, listening and not stopping.  Thread-safe. */
+bool rnnd_server_ready(const struct rnnd_server *srv);
+
+/* Counts a finished request under m and v (either may be NULL) and status.  Thread-safe. */
+void rnnd_server_count(struct rnnd_server *srv, struct rnnd_served_model *m,
+                       struct rnnd_served_version *v, unsigned status);
+
+/* The counter slot of an HTTP status, and the label of a slot ("200", "other").  Thread-safe. */
+unsigned rnnd_server_code_slot(unsigned status);
+const char *rnnd_server_code_label(unsigned slot);
+
+/* "rnnd_cpu" or "rnnd_cudnn" for a version's backend.  Borrowed, static. */
+const char *rnnd_server_platform(const struct rnnd_served_version *sv);
+
+/*
+ * Writes what was built in and what the machine has (--backends) to f:
+ * the CPU engine and its OpenBLAS, the cuDNN backend and its versions or
+ * "not built", the CUDA driver and GPUs or why there are none, and the
+ * backend setting.
+ */
+void rnnd_server_print_backends(FILE *f, const struct rnnd_options *opts);
+
+#endif

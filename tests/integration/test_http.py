@@ -1,0 +1,645 @@
+#!/usr/bin/env python3
+"""test_http.py: the real rnnd over HTTP (DESIGN.md §5, §8).
+
+Starts $RNND_BIN on a free loopback port with tests/golden/models (about 80
+small models), waits for /v2/health/ready, and checks every route's status,
+headers and body, the body limits (413 for a declared Content-Length and for a
+chunked body over the cap), the command line (--help, --version, --backends,
+--dump-config, bad config files and flags), a repository with broken models,
+JSON logs, and that SIGTERM and SIGINT exit 0 within a few seconds.
+
+Python 3 standard library only.  Prints one line per failed check and a
+summary "N passed, N failed"; exits 1 when any check failed.
+Environment: RNND_BIN (the daemon), RNND_SRC (the source tree).
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+BIN = os.environ.get("RNND_BIN", "build/daemon/rnnd")
+SRC = os.environ.get("RNND_SRC", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+GOLDEN = os.path.join(SRC, "tests", "golden", "models")
+MODEL = "lstm_l1_uni_equal_h0"  # LSTM, input 5, hidden 6, one layer
+HEAD_MODEL = "lstm_emb_l1_uni_ragged_noh0_head_softmax_last"  # embedding + head
+BODY_CAP = 4096
+
+passed = 0
+failed = 0
+
+
+def check(cond, what, detail=""):
+    """Counts one check; prints it when it fails."""
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL: %s%s" % (what, (": " + str(detail)) if detail else ""), flush=True)
+    return cond
+
+
+def free_port():
+    """A port nobody listens on: bind port 0 and give it back."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """One rnnd process on a free loopback port; stderr goes to a file."""
+
+    def __init__(self, *args, repo=GOLDEN, wait_ready=True, env=None):
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", suffix=".txt", delete=False)
+        cmd = [BIN, "--listen=127.0.0.1:%d" % self.port, "--model_repository", repo, "--threads=2"]
+        cmd += list(args)
+        e = dict(os.environ)
+        e.pop("RNND_BACKEND", None)
+        e.pop("NOTIFY_SOCKET", None)
+        if env:
+            e.update(env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=e, cwd=SRC)
+        self.wait_up(wait_ready)
+
+    def wait_up(self, ready):
+        """Polls until the daemon answers (200 on ready, or anything on live)."""
+        deadline = time.time() + 30
+        path = "/v2/health/ready" if ready else "/v2/health/live"
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("rnnd exited with %d:\n%s" % (self.proc.returncode, self.stderr()))
+            try:
+                st, _, _ = self.request("GET", path)
+                if st == 200 or not ready:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("rnnd did not get ready:\n" + self.stderr())
+
+    def request(self, method, path, body=None, headers=None, conn=None):
+        """(status, headers dict with lower-case names, body bytes)."""
+        own = conn is None
+        c = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            data = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            if own:
+                c.close()
+
+    def json(self, method, path, **kw):
+        st, h, body = self.request(method, path, **kw)
+        try:
+            return st, h, json.loads(body) if body else None
+        except ValueError:
+            return st, h, {"__not_json__": body[:200]}
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """Sends sig; returns (exit code or None if it hung, seconds taken)."""
+        t0 = time.time()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = None
+        return rc, time.time() - t0
+
+    def stderr(self):
+        with open(self.log.name, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.unlink(self.log.name)
+
+
+def raw(port, data, read_timeout=5.0, shut=False):
+    """Sends bytes on a fresh socket; returns everything read until close or timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=read_timeout)
+    out = b""
+    try:
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        s.close()
+    return out
+
+
+def status_of(raw_response):
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", raw_response)
+    return int(m.group(1)) if m else None
+
+
+def error_body(body):
+    return isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"] != ""
+
+
+def test_routes(d):
+    # Health.
+    st, h, body = d.request("GET", "/v2/health/live")
+    check(st == 200 and body == b"", "live is 200 with an empty body", (st, body))
+    check("content-type" in h and "x-request-id" in h, "live has Content-Type and X-Request-Id", h)
+    st, h, body = d.request("GET", "/v2/health/ready")
+    check(st == 200 and body == b"", "ready is 200", (st, body))
+
+    # Server metadata.
+    st, h, meta = d.json("GET", "/v2")
+    check(st == 200 and h.get("content-type", "").startswith("application/json"), "GET /v2 is JSON 200", (st, h))
+    check(meta.get("name") == "rnnd" and re.match(r"^\d+\.\d+\.\d+", meta.get("version", "")),
+          "GET /v2 has name and version", meta)
+    check(meta.get("extensions") == ["model_configuration", "binary_tensor_data"],
+          "GET /v2 lists only implemented extensions", meta)
+
+    # Model metadata, with and without a version.
+    for path in ("/v2/models/" + MODEL, "/v2/models/%s/versions/1" % MODEL):
+        st, h, m = d.json("GET", path)
+        check(st == 200, "metadata %s is 200" % path, (st, m))
+        check(m.get("name") == MODEL and m.get("versions") == ["1"] and m.get("platform") in ("rnnd_cpu", "rnnd_cudnn"),
+              "metadata %s names the model, versions and platform" % path, m)
+        ins = {t["name"]: t for t in m.get("inputs", [])}
+        outs = {t["name"]: t for t in m.get("outputs", [])}
+        check(ins.get("input") == {"name": "input", "datatype": "FP32", "shape": [-1, -1, 5]},
+              "metadata input is FP32 [-1,-1,5]", ins.get("input"))
+        check(set(ins) == {"input", "lengths", "h0", "c0"}, "metadata inputs of an LSTM", sorted(ins))
+        check(ins.get("h0", {}).get("shape") == [-1, 1, 6] and ins.get("lengths", {}).get("shape") == [-1],
+              "metadata h0 and lengths shapes", ins)
+        check(set(outs) == {"output", "h_n", "c_n"} and outs["output"]["shape"] == [-1, -1, 6],
+              "metadata outputs of an LSTM", outs)
+    st, h, m = d.json("GET", "/v2/models/" + HEAD_MODEL)
+    ins = {t["name"]: t for t in m.get("inputs", [])}
+    outs = {t["name"]: t for t in m.get("outputs", [])}
+    check(st == 200 and "tokens" in ins and "input" not in ins and ins["tokens"]["shape"] == [-1, -1],
+          "an embedding model takes tokens [-1,-1]", m)
+    check(outs.get("scores", {}).get("shape") == [-1, 3], "a head (apply last) gives scores [-1, units]", outs)
+    st, h, m = d.json("GET", "/v2/models/gru_emb_l2_bi_ragged_noh0_head_softmax_all")
+    outs = {t["name"]: t for t in m.get("outputs", [])}
+    check(outs.get("scores", {}).get("shape") == [-1, -1, 3] and "c_n" not in outs,
+          "a GRU with head apply all: scores [-1,-1,units], no c_n", outs)
+    check(outs.get("output", {}).get("shape") == [-1, -1, 12], "a bidirectional GRU's output is dirs*H", outs)
+
+    # Model readiness.
+    for path in ("/v2/models/%s/ready" % MODEL, "/v2/models/%s/versions/1/ready" % MODEL):
+        st, h, body = d.request("GET", path)
+        check(st == 200, "%s is 200" % path, (st, body))
+
+    # Model config (Triton-style).
+    st, h, cfg = d.json("GET", "/v2/models/%s/config" % MODEL)
+    check(st == 200, "config is 200", (st, cfg))
+    check(cfg.get("name") == MODEL and cfg.get("max_batch_size") == 64, "config name and max_batch_size", cfg)
+    check([i["name"] for i in cfg.get("input", [])] == ["input", "lengths", "h0", "c0"],
+          "config inputs in order", cfg.get("input"))
+    check(cfg.get("input", [{}])[0].get("dims") == [-1, 5] and cfg["input"][0].get("data_type") == "TYPE_FP32",
+          "config input dims exclude the batch dimension", cfg.get("input"))
+    check(all("optional" in i for i in cfg.get("input", [])) and cfg["input"][1]["optional"] is True,
+          "config inputs say which are optional", cfg.get("input"))
+    check(cfg.get("dynamic_batching", {}).get("max_queue_delay_microseconds") == 200,
+          "config dynamic_batching.max_queue_delay_microseconds", cfg.get("dynamic_batching"))
+    groups = cfg.get("instance_group", [])
+    check(len(groups) >= 1 and groups[0].get("kind") in ("KIND_CPU", "KIND_GPU") and groups[0].get("count", 0) >= 1,
+          "config instance_group", groups)
+    inst = groups[0].get("instances", [{}])[0] if groups else {}
+    check(inst.get("backend") in ("cpu", "cudnn") and "why_not_cudnn" in inst and inst.get("algo"),
+          "config instances carry the resolved backend", inst)
+    if inst.get("backend") == "cpu":
+        check(inst.get("why_not_cudnn", "") != "", "a CPU instance says why not cuDNN", inst)
+    check("sequence_batching" not in cfg, "config has no sequence_batching until it is implemented", cfg)
+    st, h, cfg1 = d.json("GET", "/v2/models/%s/versions/1/config" % MODEL)
+    check(st == 200 and cfg1 == cfg, "versioned config equals the latest's", (st, cfg1))
+
+    # Inference routes answer (the numbers are test_infer.py's): 200 for a
+    # good request, 400 naming the field for a bad one.
+    body = json.dumps({"inputs": [{"name": "input", "shape": [1, 2, 5], "datatype": "FP32", "data": [0.0] * 10}]})
+    for path in ("/v2/models/%s/infer" % MODEL, "/v2/models/%s/versions/1/infer" % MODEL):
+        st, h, b = d.json("POST", path, body=body, headers={"Content-Type": "application/json"})
+        check(st == 200 and b.get("model_name") == MODEL, "%s answers 200" % path, (st, b))
+    st, h, b = d.json("POST", "/v1/models/%s:predict" % MODEL, body='{"instances": [[[0,0,0,0,0]]]}')
+    check(st == 200 and "predictions" in b, "TF Serving :predict answers 200", (st, b))
+    st, h, b = d.json("POST", "/v1/models/%s/versions/1:predict" % MODEL, body="{}")
+    check(st == 400 and error_body(b), "TF Serving :predict of {} is 400", (st, b))
+
+    # TF Serving model status.
+    st, h, b = d.json("GET", "/v1/models/" + MODEL)
+    check(st == 200 and b == {"model_version_status": [
+        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]},
+        "TF Serving model status", (st, b))
+    st, h, b = d.json("GET", "/v1/models/%s/versions/1" % MODEL)
+    check(st == 200 and b["model_version_status"][0]["state"] == "AVAILABLE", "TF Serving versioned status", (st, b))
+
+    # 404s.
+    for path in ("/", "/v2/", "/v3", "/v2/health", "/v2/health/lively", "/v2/models", "/v2/models/",
+                 "/v2/models/%s/stats" % MODEL, "/v2/models/%s/versions" % MODEL,
+                 "/v2/models/%s/versions/1/bogus" % MODEL, "/metrics/x", "//v2", "/v1/models"):
+        st, h, b = d.json("GET", path)
+        check(st == 404 and error_body(b), "GET %s is 404 with a JSON error" % path, (st, b))
+    for path, what in (("/v2/models/no_such_model", "unknown model"), ("/v2/models/no_such_model/ready", "unknown model"),
+                       ("/v2/models/no_such_model/config", "unknown model"), ("/v1/models/no_such_model", "unknown model"),
+                       ("/v2/models/%s/versions/2" % MODEL, "unknown version"),
+                       ("/v2/models/%s/versions/0" % MODEL, "unknown version"),
+                       ("/v2/models/%s/versions/01" % MODEL, "unknown version"),
+                       ("/v2/models/%s/versions/abc/ready" % MODEL, "unknown version"),
+                       ("/v2/models/%s/versions/99999999999999999999999" % MODEL, "unknown version"),
+                       ("/v1/models/%s/versions/7" % MODEL, "unknown version")):
+        st, h, b = d.json("GET", path)
+        check(st == 404 and error_body(b) and what in b["error"], "GET %s is 404 (%s)" % (path, what), (st, b))
+    st, h, b = d.json("POST", "/v2/models/no_such_model/infer", body="{}")
+    check(st == 404 and error_body(b), "infer on an unknown model is 404", (st, b))
+
+    # 405 with Allow.
+    for method, path, allow in (("POST", "/v2/health/live", "GET, HEAD"), ("DELETE", "/v2", "GET, HEAD"),
+                                ("PUT", "/v2/models/%s" % MODEL, "GET, HEAD"), ("POST", "/metrics", "GET, HEAD"),
+                                ("GET", "/v2/models/%s/infer" % MODEL, "POST"),
+                                ("GET", "/v1/models/%s:predict" % MODEL, "POST")):
+        st, h, b = d.json(method, path, body="{}" if method in ("POST", "PUT") else None)
+        check(st == 405 and h.get("allow") == allow and error_body(b),
+              "%s %s is 405 with Allow: %s" % (method, path, allow), (st, h.get("allow"), b))
+
+    # HEAD is GET without the body.
+    st, h, b = d.request("HEAD", "/v2")
+    check(st == 200 and b == b"" and h.get("content-type", "").startswith("application/json"), "HEAD /v2", (st, h))
+
+    # Request ids: echoed when safe, replaced when not, generated when absent.
+    st, h, _ = d.request("GET", "/v2/health/live", headers={"X-Request-Id": "client-id.42:x_y"})
+    check(h.get("x-request-id") == "client-id.42:x_y", "a safe X-Request-Id is echoed", h.get("x-request-id"))
+    for bad in ("has space", "x" * 65, "semi;colon"):
+        st, h, _ = d.request("GET", "/v2/health/live", headers={"X-Request-Id": bad})
+        rid = h.get("x-request-id", "")
+        check(rid != bad and re.fullmatch(r"[0-9a-f]{16}", rid), "an unsafe X-Request-Id is replaced", (bad, rid))
+    ids = set()
+    for _ in range(5):
+        ids.add(d.request("GET", "/v2/health/live")[1].get("x-request-id"))
+    check(len(ids) == 5, "generated request ids differ", ids)
+
+    # Keep-alive survives a 404 (answered without closing).
+    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+    try:
+        a = d.request("GET", "/v2/models/no_such_model", conn=c)[0]
+        b = d.request("GET", "/v2/health/live", conn=c)[0]
+        check(a == 404 and b == 200, "a 404 keeps the connection alive", (a, b))
+    finally:
+        c.close()
+
+    # Paths are percent-decoded by MHD; whatever they hold, errors stay valid JSON.
+    for path, want in (("/v2/models/a%22b%5Cc%0Ad", 'a"b\\c\nd'), ("/v2/models/%FF%FE", "\ufffd")):
+        st, h, b = d.json("GET", path)
+        check(st == 404 and error_body(b) and want in b["error"], "GET %s: a JSON-escaped 404" % path, (st, b))
+
+    # Every response has Content-Type and X-Request-Id.
+    for method, path in (("GET", "/v2/models/nope"), ("GET", "/metrics"), ("POST", "/v2/health/ready"),
+                         ("GET", "/v1/models/" + MODEL), ("POST", "/v2/models/%s/infer" % MODEL)):
+        st, h, _ = d.request(method, path, body="{}" if method == "POST" else None)
+        check("content-type" in h and "x-request-id" in h, "%s %s has Content-Type and X-Request-Id" % (method, path), h)
+
+
+def test_limits(d):
+    """413s: declared Content-Length over the cap (at once), chunked body over the cap (at its end)."""
+    path = "/v2/models/%s/infer" % MODEL
+    # Declared: answered before any body byte is sent.
+    resp = raw(d.port, ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: %d\r\n\r\n" % (path, BODY_CAP + 1)).encode(), read_timeout=5)
+    check(status_of(resp) == 413, "a declared Content-Length over max_body_bytes is 413 at once", resp[:200])
+    check(b'"error"' in resp and b"max_body_bytes" in resp, "the 413 says which limit", resp[-200:])
+    # Exactly at the cap reaches the route (which finds it is not JSON: 400).
+    st, h, b = d.json("POST", path, body=b"x" * BODY_CAP)
+    check(st == 400 and "JSON" in b.get("error", ""), "a body of exactly max_body_bytes is accepted", (st, b))
+    # Chunked: the whole body streams in, the answer comes at its end.
+    chunk = b"y" * 1000
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(6)) + b"0\r\n\r\n"
+    resp = raw(d.port, ("POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" % path).encode() + body)
+    check(status_of(resp) == 413, "a chunked body over max_body_bytes is 413", resp[:200])
+    # A chunked body under the cap reaches the route.
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(2)) + b"0\r\n\r\n"
+    resp = raw(d.port, ("POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                        % path).encode() + body)
+    check(status_of(resp) == 400 and b"JSON" in resp, "a chunked body under the cap is accepted", resp[:300])
+    # A bad Content-Length is 400 (MHD's or ours).
+    resp = raw(d.port, ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n" % path).encode(), read_timeout=3)
+    check(status_of(resp) == 400, "an invalid Content-Length is 400", resp[:200])
+    # The daemon still serves.
+    check(d.request("GET", "/v2/health/live")[0] == 200, "still live after the limit checks")
+
+
+def test_metrics(d):
+    for _ in range(3):
+        d.request("GET", "/v2/models/%s/config" % MODEL)
+    d.request("GET", "/v2/models/no_such_model")
+    st, h, body = d.request("GET", "/metrics")
+    text = body.decode()
+    check(st == 200 and h.get("content-type", "").startswith("text/plain"), "metrics is text/plain 200", (st, h))
+    check(re.search(r"^rnnd_up 1$", text, re.M), "metrics has rnnd_up 1", text[:300])
+    m = re.search(r"^rnnd_models_loaded (\d+)$", text, re.M)
+    n_models = len([e for e in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, e))])
+    check(m and int(m.group(1)) == n_models, "rnnd_models_loaded counts every golden model", (m and m.group(0), n_models))
+    m = re.search(r'^rnnd_requests_total\{model="%s",version="1",code="200"\} (\d+)$' % MODEL, text, re.M)
+    check(m and int(m.group(1)) >= 3, "rnnd_requests_total counts the model's 200s", text)
+    m = re.search(r'^rnnd_requests_total\{model="%s",version="1",code="400"\} (\d+)$' % MODEL, text, re.M)
+    check(m and int(m.group(1)) >= 2, "rnnd_requests_total counts the model's 400s", text)
+    m = re.search(r'^rnnd_requests_total\{model="",version="",code="404"\} (\d+)$', text, re.M)
+    check(m and int(m.group(1)) >= 1, "requests for unknown models are counted without a model", text)
+    check("# TYPE rnnd_requests_total counter" in text, "rnnd_requests_total is a counter", text[:400])
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            check(re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? \d+', line),
+                  "metrics line is Prometheus text", line)
+
+
+def test_log(d):
+    text = d.stderr()
+    check(re.search(r"^<6>.*model %s version 1: loaded" % MODEL, text, re.M), "the log says each model loaded", text[:500])
+    check(re.search(r"^<5>.*listening on 127\.0\.0\.1:%d" % d.port, text, re.M), "the log says where it listens", text[:2000])
+    check(re.search(r"^<6>.*\[client-id\.42:x_y\] GET /v2/health/live 200|^<6>.*\] GET /v2 200 [0-9.]+ms", text, re.M),
+          "requests are logged with id, method, path, status and duration", text[-2000:])
+    check(re.search(r"^<6>.*\[[0-9a-f]{16}\] POST /v2/models/%s/infer 200 [0-9.]+ms" % MODEL, text, re.M),
+          "an infer request is logged at info with its id", text[-3000:])
+
+
+def test_command_line():
+    def run(*args, env=None, cwd=SRC):
+        e = dict(os.environ)
+        e.pop("RNND_BACKEND", None)
+        if env:
+            e.update(env)
+        p = subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=60, env=e, cwd=cwd)
+        return p.returncode, p.stdout, p.stderr
+
+    rc, out, err = run("--help")
+    keys = re.findall(r"^([a-z_]+) = ", open(os.path.join(SRC, "config", "rnnd.conf")).read(), re.M)
+    check(rc == 0 and len(keys) >= 15, "--help exits 0; rnnd.conf has every key", (rc, keys))
+    for k in keys:
+        check(("  --%s=" % k) in out, "--help lists %s" % k)
+    check("Default: 127.0.0.1:8000" in out and "RNND_BACKEND" in out, "--help shows defaults and the environment")
+
+    rc, out, err = run("--version")
+    check(rc == 0 and re.fullmatch(r"rnnd \d+\.\d+\.\d+\n", out), "--version", (rc, out))
+
+    rc, out, err = run("--backends")
+    check(rc == 0 and re.search(r"^CPU engine: built \(.*OpenBLAS", out, re.M), "--backends shows the CPU engine", (rc, out, err))
+    check(re.search(r"^cuDNN backend: (built \(cuDNN \d+\.\d+\.\d+, CUDA runtime \d+\.\d+\)|not built)$", out, re.M),
+          "--backends shows the cuDNN backend", out)
+    check(re.search(r"^GPUs: (\d+|none \(.+\)|not probed .*)$", out, re.M), "--backends shows the GPUs or why none", out)
+    rc, out, err = run("--backends", env={"RNND_BACKEND": "cpu"})
+    check(rc == 0 and "backend setting: cpu (from RNND_BACKEND)" in out, "RNND_BACKEND=cpu overrides backend", out)
+
+    rc, out, err = run("--dump-config")
+    with open(os.path.join(SRC, "config", "rnnd.conf")) as f:
+        check(rc == 0 and out == f.read(), "config/rnnd.conf is exactly `rnnd --dump-config`")
+
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("# comment\nthreads = 2\nno_such_key = 1\n")
+        bad = f.name
+    try:
+        rc, out, err = run("--config", bad)
+        check(rc != 0 and ("%s:3: unknown key 'no_such_key'" % bad) in err, "a bad config file names its line", (rc, err))
+        with open(bad, "w") as f:
+            f.write("listen = 127.0.0.1:1\n\nmax_body_bytes = lots\n")
+        rc, out, err = run("--config=" + bad)
+        check(rc != 0 and ("%s:3: max_body_bytes: 'lots'" % bad) in err, "a bad value names the file, line and key", (rc, err))
+    finally:
+        os.unlink(bad)
+    rc, out, err = run("--config", "/nonexistent/rnnd.conf")
+    check(rc != 0 and "/nonexistent/rnnd.conf" in err, "a missing config file is an error", (rc, err))
+    rc, out, err = run("--threads=lots")
+    check(rc != 0 and "--threads: 'lots'" in err, "a bad flag value names the flag", (rc, err))
+    rc, out, err = run("--no-such-flag=1")
+    check(rc != 0 and "unknown option '--no-such-flag'" in err, "an unknown flag is an error", (rc, err))
+    rc, out, err = run("--log_level=loud")
+    check(rc != 0 and "log_level" in err, "a bad enum names the key", (rc, err))
+    rc, out, err = run("--model_repository=/nonexistent/models", "--listen=127.0.0.1:%d" % free_port())
+    check(rc != 0 and "/nonexistent/models" in err, "a missing repository is fatal and named", (rc, err))
+
+    # A port in use is a clear error.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        rc, out, err = run("--model_repository", GOLDEN, "--listen=127.0.0.1:%d" % s.getsockname()[1])
+        check(rc != 0 and "cannot listen on" in err, "a port in use is an error", (rc, err[-300:]))
+
+
+def test_broken_repository():
+    """A repository where some models fail: the daemon serves the rest and says why."""
+    repo = tempfile.mkdtemp(prefix="rnnd-repo-")
+    try:
+        shutil.copytree(os.path.join(GOLDEN, MODEL), os.path.join(repo, "good"))
+        os.makedirs(os.path.join(repo, "badcfg", "1"))
+        with open(os.path.join(repo, "badcfg", "config.json"), "w") as f:
+            f.write('{"cell": "lstm", "input_size": 5, "hidden_size": 6, "colour": "blue"}')
+        shutil.copytree(os.path.join(GOLDEN, MODEL), os.path.join(repo, "noweights"))
+        os.unlink(os.path.join(repo, "noweights", "1", "model.safetensors"))
+        d = Daemon(repo=repo, wait_ready=False)
+        try:
+            st, h, b = d.json("GET", "/v2/health/ready")
+            check(st == 400 and error_body(b), "ready is 400 when a model failed", (st, b))
+            check(d.request("GET", "/v2/health/live")[0] == 200, "live is 200 with broken models")
+            check(d.request("GET", "/v2/models/good/ready")[0] == 200, "the good model is ready")
+            st, h, b = d.json("GET", "/v2/models/good")
+            check(st == 200 and b.get("name") == "good", "the good model serves metadata", (st, b))
+            st, h, b = d.json("GET", "/v2/models/badcfg/ready")
+            check(st == 400 and "colour" in b.get("error", ""), "a bad config's model is not ready and says why", (st, b))
+            st, h, b = d.json("GET", "/v2/models/badcfg")
+            check(st == 503 and "colour" in b.get("error", ""), "a bad config's metadata is 503 with the reason", (st, b))
+            st, h, b = d.json("GET", "/v2/models/noweights/versions/1/ready")
+            check(st == 400 and error_body(b), "a version without weights is not ready", (st, b))
+            st, h, b = d.json("POST", "/v2/models/noweights/infer", body="{}")
+            check(st == 503 and error_body(b), "infer on a model with no loaded version is 503", (st, b))
+            st, h, b = d.json("GET", "/v1/models/noweights")
+            vs = b.get("model_version_status", [{}])[0] if st == 200 else {}
+            check(st == 200 and vs.get("state") == "END" and vs.get("status", {}).get("error_code") != "OK"
+                  and vs.get("status", {}).get("error_message"), "TF status shows the failed version", (st, b))
+            m = re.search(r"^rnnd_models_loaded (\d+)$", d.request("GET", "/metrics")[2].decode(), re.M)
+            check(m and m.group(1) == "1", "rnnd_models_loaded counts only the good model", m and m.group(0))
+            log = d.stderr()
+            check(re.search(r"^<4>.*model badcfg: not loaded: .*colour", log, re.M), "the log says why badcfg failed", log)
+            check(re.search(r"^<4>.*model noweights version 1: not loaded", log, re.M), "the log says why noweights failed", log)
+            rc, secs = d.stop(signal.SIGINT)
+            check(rc == 0 and secs < 5, "SIGINT exits 0 quickly", (rc, secs, d.stderr()[-500:]))
+        finally:
+            d.close()
+    finally:
+        shutil.rmtree(repo)
+
+
+def test_json_log():
+    d = Daemon("--log_format=json", "--log_level=debug")
+    try:
+        d.request("GET", "/v2/health/live", headers={"X-Request-Id": "json-log-1"})
+        d.request("GET", "/v2/models/%s" % MODEL, headers={"X-Request-Id": 'quote"and\\back'})
+        rc, secs = d.stop()
+        check(rc == 0, "the JSON-log daemon exits 0", rc)
+        lines = [l for l in d.stderr().splitlines() if l]
+        objs = []
+        for l in lines:
+            try:
+                objs.append(json.loads(l))
+            except ValueError:
+                check(False, "a json log line parses", l)
+        check(len(objs) == len(lines) and len(objs) > 10, "every log line is one JSON object", len(objs))
+        check(all({"time", "level", "message"} <= set(o) for o in objs), "JSON lines carry time, level and message")
+        check(all(o["level"] in ("err", "warning", "notice", "info", "debug") for o in objs), "JSON levels are syslog names")
+        req = [o for o in objs if o.get("request_id") == "json-log-1"]
+        check(len(req) == 1 and "GET /v2/health/live 200" in req[0]["message"] and req[0]["level"] == "debug",
+              "a request line carries its request_id", req)
+    finally:
+        d.close()
+
+
+def notify_socket():
+    """A datagram socket standing in for systemd's NOTIFY_SOCKET: (socket, path, tmpdir)."""
+    tmp = tempfile.mkdtemp(prefix="rnnd-notify-")
+    path = os.path.join(tmp, "notify")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.settimeout(0.2)
+    return s, path, tmp
+
+
+def notifications(s):
+    out = []
+    while True:
+        try:
+            out.append(s.recv(4096).decode())
+        except socket.timeout:
+            return out
+
+
+def test_shutdown():
+    """sd_notify, SIGTERM with an idle keep-alive connection and with a stalled upload."""
+    ns, path, tmp = notify_socket()
+    d = Daemon(env={"NOTIFY_SOCKET": path})
+    try:
+        msgs = notifications(ns)
+        check(any(m.startswith("READY=1") and "STATUS=Serving" in m for m in msgs), "READY=1 is sent when ready", msgs)
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        check(d.request("GET", "/v2/health/live", conn=c)[0] == 200, "keep-alive request before SIGTERM")
+        rc, secs = d.stop(signal.SIGTERM)
+        check(rc == 0 and secs < 5, "SIGTERM with an idle keep-alive connection exits 0 within 5 s", (rc, secs))
+        check(any(m.startswith("STOPPING=1") for m in notifications(ns)), "STOPPING=1 is sent on SIGTERM")
+        c.close()
+        log = d.stderr()
+        check("SIGTERM: stopping" in log and "stopped" in log, "the log says it stopped", log[-500:])
+        check("ERROR: AddressSanitizer" not in log and "runtime error:" not in log, "no sanitizer report", log[-2000:])
+    finally:
+        d.close()
+
+    ns.close()
+    shutil.rmtree(tmp)
+
+    d = Daemon("--shutdown_timeout=1")
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        s.sendall(("POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{" % MODEL).encode())
+        time.sleep(0.3)
+        rc, secs = d.stop(signal.SIGTERM)
+        check(rc == 0 and 0.8 < secs < 5, "SIGTERM waits up to shutdown_timeout for a stalled upload, then exits 0",
+              (rc, secs, d.stderr()[-500:]))
+        s.close()
+    finally:
+        d.close()
+
+
+def test_socket_activation():
+    """systemd socket activation: the daemon serves on the socket it is given as fd 3."""
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    port = ls.getsockname()[1]
+    log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", delete=False)
+
+    def as_systemd():
+        # In the child, after fork: LISTEN_PID must be the daemon's own pid, so the
+        # environment is changed here and inherited by exec (env=None below).
+        os.dup2(ls.fileno(), 3)
+        os.environ["LISTEN_FDS"] = "1"
+        os.environ["LISTEN_PID"] = str(os.getpid())
+        os.environ.pop("RNND_BACKEND", None)
+        os.environ.pop("NOTIFY_SOCKET", None)
+
+    p = subprocess.Popen([BIN, "--model_repository", GOLDEN, "--listen=127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                         stderr=log, cwd=SRC, close_fds=False, preexec_fn=as_systemd)
+    ls.close()
+    try:
+        st = None
+        deadline = time.time() + 30
+        while time.time() < deadline and p.poll() is None:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                c.request("GET", "/v2/health/ready")
+                st = c.getresponse().status
+                c.close()
+                if st == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        check(st == 200, "serves on the socket systemd passed (LISTEN_FDS), ignoring listen", st)
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=10)
+        check(rc == 0, "socket-activated daemon exits 0 on SIGTERM", rc)
+        with open(log.name, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        check("listening on fd 3 from systemd, port %d" % port in text, "the log names the passed socket", text[-800:])
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.unlink(log.name)
+
+
+def main():
+    if not os.access(BIN, os.X_OK):
+        print("RNND_BIN=%s is not an executable" % BIN)
+        return 1
+    t0 = time.time()
+    d = Daemon("--max_body_bytes=%d" % BODY_CAP, "--log_level=info")
+    try:
+        test_routes(d)
+        test_limits(d)
+        test_metrics(d)
+        test_log(d)
+        rc, secs = d.stop(signal.SIGTERM)
+        check(rc == 0 and secs < 5, "SIGTERM exits 0 within 5 s", (rc, secs))
+        err = d.stderr()
+        check("ERROR: AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report",
+              err[-3000:])
+        if rc != 0:
+            print(err[-3000:])
+    finally:
+        d.close()
+    test_command_line()
+    test_broken_repository()
+    test_json_log()
+    test_shutdown()
+    test_socket_activation()
+    print("test_http: %d passed, %d failed (%.1f s)" % (passed, failed, time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

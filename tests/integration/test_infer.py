@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""test_infer.py: inference through the real rnnd over HTTP (DESIGN.md §4, §5).
+
+Starts $RNND_BIN with the golden repository (tests/golden/models) and checks,
+for every golden case, that KServe v2 JSON, KServe v2 binary tensors and TF
+Serving :predict give PyTorch's numbers (max abs error <= 1e-5); that bad
+requests get a 4xx naming the field while the daemon keeps serving; that a
+full queue answers 503 with Retry-After at once and every accepted request is
+answered; and, on the bundled demo repository, the digits models' accuracy on
+their held-out set.
+
+Python 3 standard library only; reuses test_http.py's Daemon and check().
+"""
+
+import array
+import concurrent.futures
+import json
+import os
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_http as th  # noqa: E402
+from test_http import Daemon, check, GOLDEN, SRC  # noqa: E402
+
+TOL = 1e-5
+DEMO = os.path.join(SRC, "config", "models")
+
+
+def read_safetensors(path):
+    """{name: (dtype, shape, list of values)} for F32 and I64 tensors."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        raw = data[base + b:base + e]
+        code = {"F32": "f", "I64": "q"}.get(t["dtype"])
+        if code is None:
+            continue
+        a = array.array(code)
+        a.frombytes(raw)
+        if sys.byteorder != "little":
+            a.byteswap()
+        out[name] = (t["dtype"], t["shape"], a.tolist())
+    return out
+
+
+def max_err(got, want):
+    if len(got) != len(want):
+        return float("inf")
+    return max((abs(a - b) for a, b in zip(got, want)), default=0.0)
+
+
+def case_inputs(io):
+    """KServe inputs for a golden case (JSON data)."""
+    inputs = []
+    for name, kname, dt in (("x", "input", "FP32"), ("tokens", "tokens", "INT64"),
+                            ("lengths", "lengths", "INT64"), ("h0", "h0", "FP32"), ("c0", "c0", "FP32")):
+        if name in io:
+            _, shape, vals = io[name]
+            inputs.append({"name": kname, "datatype": dt, "shape": shape, "data": vals})
+    return inputs
+
+
+def outputs_of(resp):
+    return {o["name"]: o for o in resp.get("outputs", [])}
+
+
+def compare_case(name, io, outs, how):
+    for key in ("output", "h_n", "c_n", "scores"):
+        if key not in io:
+            continue
+        o = outs.get(key)
+        if not check(o is not None, "%s %s: output %s is answered" % (name, how, key)):
+            continue
+        check(o["shape"] == io[key][1], "%s %s: %s shape" % (name, how, key), (o["shape"], io[key][1]))
+        e = max_err(o["data"], io[key][2])
+        check(e <= TOL, "%s %s: %s within %g of the golden" % (name, how, key, TOL), e)
+
+
+def binary_request(inputs):
+    """The KServe binary extension: JSON header, then each input's raw bytes."""
+    header = {"inputs": [], "parameters": {"binary_data_output": True}}
+    blobs = []
+    for i in inputs:
+        code = "f" if i["datatype"] == "FP32" else "q"
+        blob = array.array(code, i["data"]).tobytes()
+        header["inputs"].append({"name": i["name"], "datatype": i["datatype"], "shape": i["shape"],
+                                 "parameters": {"binary_data_size": len(blob)}})
+        blobs.append(blob)
+    js = json.dumps(header).encode()
+    return js + b"".join(blobs), len(js)
+
+
+def parse_binary_response(h, body):
+    n = int(h.get("inference-header-content-length", len(body)))
+    resp = json.loads(body[:n])
+    off = n
+    for o in resp.get("outputs", []):
+        size = o.get("parameters", {}).get("binary_data_size")
+        if size is not None:
+            a = array.array("f")
+            a.frombytes(body[off:off + size])
+            o["data"] = a.tolist()
+            off += size
+    return resp
+
+
+def test_goldens(d):
+    cases = sorted(e for e in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, e)))
+    check(len(cases) >= 80, "the golden repository is there", len(cases))
+    for name in cases:
+        io = read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
+        inputs = case_inputs(io)
+        path = "/v2/models/%s/infer" % name
+        st, h, resp = d.json("POST", path, body=json.dumps({"id": "g-" + name, "inputs": inputs}))
+        if check(st == 200, "%s JSON: 200" % name, (st, resp)):
+            check(resp.get("id") == "g-" + name and resp.get("model_name") == name, "%s: id and model echoed" % name,
+                  resp)
+            compare_case(name, io, outputs_of(resp), "JSON")
+        body, jlen = binary_request(inputs)
+        st, h, raw = d.request("POST", path, body=body, headers={"Inference-Header-Content-Length": str(jlen),
+                                                                "Content-Type": "application/octet-stream"})
+        if check(st == 200, "%s binary: 200" % name, (st, raw[:300])):
+            check(h.get("content-type") == "application/octet-stream", "%s binary: octet-stream" % name, h)
+            compare_case(name, io, outputs_of(parse_binary_response(h, raw)), "binary")
+    # TF Serving row format: each instance its own length, cut back to it.
+    name = "lstm_l1_bi_ragged_h0"
+    io = read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
+    _, (B, T, I), x = io["x"]
+    lengths = io["lengths"][2]
+    _, hshape, h0 = io["h0"]
+    _, cshape, c0 = io["c0"]
+    hs, cs = hshape[1] * hshape[2], cshape[1] * cshape[2]
+    instances = []
+    for b in range(B):
+        L = lengths[b]
+        seq = [x[(b * T + t) * I:(b * T + t + 1) * I] for t in range(L)]
+        instances.append({"input": seq,
+                          "h0": [h0[b * hs + k * hshape[2]:b * hs + (k + 1) * hshape[2]] for k in range(hshape[1])],
+                          "c0": [c0[b * cs + k * cshape[2]:b * cs + (k + 1) * cshape[2]] for k in range(cshape[1])]})
+    st, h, resp = d.json("POST", "/v1/models/%s:predict" % name, body=json.dumps({"instances": instances}))
+    if check(st == 200 and len(resp.get("predictions", [])) == B, "TF Serving instances: 200, one prediction each",
+             (st, resp)):
+        _, (_, _, W), want = io["output"]
+        for b, p in enumerate(resp["predictions"]):
+            got = [v for row in p["output"] for v in row]
+            check(len(p["output"]) == lengths[b], "TF Serving: prediction %d cut to its length" % b, len(p["output"]))
+            e = max_err(got, want[b * T * W:b * T * W + lengths[b] * W])
+            check(e <= TOL, "TF Serving: prediction %d within %g" % (b, TOL), e)
+
+
+BAD = [
+    # (body, status, substring of the error)
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 4], "data": [0,0,0,0,0,0,0,0]}]}', 400,
+     "input"),
+    ('{"inputs": [{"name": "nope", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,0]}]}', 400,
+     "nope"),
+    ('{"inputs": [{"name": "input", "datatype": "INT8", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,0]}]}', 400,
+     "INT8"),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0]}]}', 400,
+     "data"),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,0]},'
+     ' {"name": "lengths", "datatype": "INT32", "shape": [1], "data": [3]}]}', 400, "lengths"),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,0]},'
+     ' {"name": "lengths", "datatype": "INT32", "shape": [1], "data": [0]}]}', 400, "lengths"),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,1e39]}]}',
+     400, "finite"),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,0]}],'
+     ' "outputs": [{"name": "scores"}]}', 400, "scores"),
+    ('{"inputs": [', 400, "JSON"),
+    ('[' * 100 + ']' * 100, 400, "deep"),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 5000, 5], "data": []}]}', 400, ""),
+    ('{"inputs": [{"name": "input", "datatype": "FP32", "shape": [100000, 1000, 5000], "data": []}]}', 400, ""),
+]
+
+
+def test_bad_requests(d):
+    path = "/v2/models/lstm_l1_uni_equal_h0/infer"
+    for body, status, sub in BAD:
+        st, h, b = d.json("POST", path, body=body)
+        check(st == status and "error" in b and sub.lower() in b["error"].lower(),
+              "bad request gets %d naming %r" % (status, sub), (body[:80], st, b))
+    # Tokens out of range on an embedding model.
+    st, h, b = d.json("POST", "/v2/models/lstm_emb_l1_uni_ragged_noh0_head_softmax_last/infer",
+                      body='{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, 40]}]}')
+    check(st == 400 and "tokens" in b.get("error", ""), "a token id out of range is 400 naming tokens", (st, b))
+    # Binary: the header says more JSON than the body has; the binary section is short.
+    st, h, b = d.json("POST", path, body=b'{"inputs": []}', headers={"Inference-Header-Content-Length": "999"})
+    check(st == 400 and "error" in b, "Inference-Header-Content-Length past the body is 400", (st, b))
+    js = b'{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "parameters": {"binary_data_size": 40}}]}'
+    st, h, b = d.json("POST", path, body=js + b"\0" * 20, headers={"Inference-Header-Content-Length": str(len(js))})
+    check(st == 400 and "error" in b, "a truncated binary section is 400", (st, b))
+    # Still serving.
+    st, _, _ = d.request("GET", "/v2/health/ready")
+    check(st == 200, "the daemon still serves after bad requests", st)
+
+
+def test_overload(d):
+    """A queue of 4 sequences: a flood gets quick 503s with Retry-After, and every accepted one is answered."""
+    name = "overload"
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4000, 8],
+                                   "data": [0.01] * 32000}], "outputs": [{"name": "h_n"}]})
+
+    def one(_):
+        t0 = time.time()
+        st, h, b = d.request("POST", "/v2/models/%s/infer" % name, body=body)
+        return st, h, time.time() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=24) as ex:
+        results = list(ex.map(one, range(48)))
+    ok = [r for r in results if r[0] == 200]
+    busy = [r for r in results if r[0] == 503]
+    check(len(ok) + len(busy) == len(results), "every request is answered 200 or 503",
+          sorted(set(r[0] for r in results)))
+    check(len(ok) >= 1 and len(busy) >= 1, "some are served and some refused", (len(ok), len(busy)))
+    check(all(r[1].get("retry-after") for r in busy), "each 503 has Retry-After")
+    if busy and ok:
+        check(min(r[2] for r in busy) < max(r[2] for r in ok), "503s come back before the slowest 200",
+              (min(r[2] for r in busy), max(r[2] for r in ok)))
+
+
+def overload_repo(tmp):
+    """One model with a queue of 4 sequences and one instance, weights from digits_lstm."""
+    src = os.path.join(DEMO, "digits_lstm")
+    dst = os.path.join(tmp, "overload")
+    os.makedirs(os.path.join(dst, "1"))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["max_sequence_length"] = 4096
+    cfg["batching"] = {"max_batch_size": 4, "max_queue_size": 4}
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
+    return tmp
+
+
+def test_digits():
+    """The demo models' accuracy on their held-out set, measured over HTTP."""
+    with open(os.path.join(DEMO, "digits_lstm", "test_set.json")) as f:
+        ts = json.load(f)
+    d = Daemon(repo=DEMO)
+    try:
+        for model in ("digits_lstm", "digits_gru"):
+            correct = 0
+            for i in range(0, len(ts["y"]), 60):
+                xs, ys = ts["x"][i:i + 60], ts["y"][i:i + 60]
+                body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [len(xs), 8, 8], "data": xs}],
+                        "outputs": [{"name": "scores"}]}
+                st, h, resp = d.json("POST", "/v2/models/%s/infer" % model, body=json.dumps(body))
+                if not check(st == 200, "%s: 200" % model, (st, resp)):
+                    break
+                scores = resp["outputs"][0]["data"]
+                for j, y in enumerate(ys):
+                    row = scores[j * 10:(j + 1) * 10]
+                    correct += row.index(max(row)) == y
+            print("%s: %d/%d correct over HTTP" % (model, correct, len(ts["y"])))
+            check(correct == 350, "%s gets 350/360 over HTTP, as in PyTorch" % model, correct)
+    finally:
+        d.close()
+
+
+def main():
+    import tempfile
+    t0 = time.time()
+    d = Daemon()
+    try:
+        test_goldens(d)
+        test_bad_requests(d)
+        rc, _ = d.stop()
+        check(rc == 0, "SIGTERM exits 0", rc)
+        err = d.stderr()
+        check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
+    finally:
+        d.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Daemon(repo=overload_repo(tmp))
+        try:
+            test_overload(d)
+            rc, _ = d.stop()
+            check(rc == 0, "SIGTERM exits 0 after the flood", rc)
+        finally:
+            d.close()
+    test_digits()
+    print("test_infer: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
+    return 1 if th.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

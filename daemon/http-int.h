@@ -26,6 +26,7 @@ enum rnnd_route {
         RNND_ROUTE_MODEL_READY,  /* GET .../ready */
         RNND_ROUTE_MODEL_CONFIG, /* GET .../config */
         RNND_ROUTE_MODEL_INFER,  /* POST .../infer */
+        RNND_ROUTE_MODEL_STATS,  /* GET /v2/models[/{m}[/versions/{v}]]/stats */
         RNND_ROUTE_TFS_STATUS,   /* GET /v1/models/{m}[/versions/{v}] */
         RNND_ROUTE_TFS_PREDICT,  /* POST /v1/models/{m}[/versions/{v}]:predict */
         RNND_ROUTE_METRICS,      /* GET /metrics */

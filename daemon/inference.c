@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "http.h"
@@ -35,7 +36,48 @@ struct infer_ctx {
         struct rnnd_http_request *http; /* a reference while the job is queued */
         struct rnnd_served_version *sv; /* borrowed from the server */
         enum rnnd_infer_protocol proto;
+        uint64_t t_start_ns; /* handle() began */
+        uint64_t input_ns;   /* parse, bind and allocate took */
 };
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Records a finished job in its version's statistics. */
+static void record(struct infer_ctx *c, int status, uint64_t output_ns)
+{
+        struct rnnd_version_stats *st = &c->sv->stats;
+        const rnnd_job_t *j = &c->job;
+        uint64_t total = now_ns() - c->t_start_ns;
+        uint32_t n = j->batch.n;
+        struct timespec wall;
+
+        if (status < 0) {
+                rnnd_stat_add(&st->fail, total);
+                return;
+        }
+        rnnd_stat_add(&st->success, total);
+        rnnd_stat_add(&st->queue, j->started_ns - j->queued_ns);
+        rnnd_stat_add(&st->compute_input, c->input_ns);
+        rnnd_stat_add(&st->compute_infer, j->finished_ns - j->started_ns);
+        rnnd_stat_add(&st->compute_output, output_ns);
+        atomic_fetch_add_explicit(&st->inference_count, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&st->execution_count, 1, memory_order_relaxed);
+        clock_gettime(CLOCK_REALTIME, &wall);
+        atomic_store_explicit(&st->last_inference_ms,
+                              (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u,
+                              memory_order_relaxed);
+        if (n >= 1 && n <= RNND_STATS_BATCH_MAX) {
+                rnnd_stat_add(&st->batch[n - 1].input, c->input_ns);
+                rnnd_stat_add(&st->batch[n - 1].infer, j->finished_ns - j->started_ns);
+                rnnd_stat_add(&st->batch[n - 1].output, output_ns);
+        }
+}
 
 static void ctx_free(void *data)
 {
@@ -102,8 +144,12 @@ static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
                              rnnd_http_request_id(http), "model %s: %s", c->sv->owner->entry->name,
                              err->msg);
                 respond_error(http, status, err);
+                record(c, status, 0);
         } else {
+                uint64_t t = now_ns();
+
                 respond_outputs(c);
+                record(c, 0, now_ns() - t);
         }
         rnnd_http_resume(http);
         rnnd_http_request_unref(http); /* may free c */
@@ -178,6 +224,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
         c->sv = sv;
         c->proto = proto;
+        c->t_start_ns = now_ns();
         rnnd_http_request_set_data(r, c, ctx_free);
 
         if (proto == RNND_INFER_KSERVE_V2) {
@@ -205,12 +252,14 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         if (ret < 0)
                 return ret;
 
+        c->input_ns = now_ns() - c->t_start_ns;
         c->job.done = job_done;
         c->job.udata = c;
         c->http = rnnd_http_request_ref(r);
         rnnd_http_suspend(r);
         ret = rnnd_pool_submit(sv->pool, &c->job, reterr);
         if (ret < 0) {
+                rnnd_stat_add(&sv->stats.fail, now_ns() - c->t_start_ns);
                 /* Refused at once (queue full, stopping): answer now. */
                 rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(r), "model %s: %s",
                              sv->owner->entry->name, reterr != NULL ? reterr->msg : "");

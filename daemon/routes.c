@@ -106,6 +106,8 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
                         rt = RNND_ROUTE_HEALTH_LIVE;
                 else if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "ready") == 0)
                         rt = RNND_ROUTE_HEALTH_READY;
+                else if (n == 3 && strcmp(seg[1], "models") == 0 && strcmp(seg[2], "stats") == 0)
+                        rt = RNND_ROUTE_MODEL_STATS; /* every model's */
                 else if (n >= 3 && strcmp(seg[1], "models") == 0) {
                         model_name = seg[2];
                         if (n >= 5 && strcmp(seg[3], "versions") == 0) {
@@ -120,6 +122,8 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
                                 rt = RNND_ROUTE_MODEL_CONFIG;
                         else if (n == i + 1 && strcmp(seg[i], "infer") == 0)
                                 rt = RNND_ROUTE_MODEL_INFER;
+                        else if (n == i + 1 && strcmp(seg[i], "stats") == 0)
+                                rt = RNND_ROUTE_MODEL_STATS;
                 }
         } else if (strcmp(seg[0], "v1") == 0 && n >= 3 && strcmp(seg[1], "models") == 0) {
                 model_name = seg[2];
@@ -372,6 +376,85 @@ static void put_backend_desc(struct rnnd_strbuf *b, const struct rnnd_backend_de
         rnnd_strbuf_putc(b, '}');
 }
 
+static void put_stat(struct rnnd_strbuf *b, const char *key, struct rnnd_stat *s)
+{
+        rnnd_strbuf_json_key(b, key);
+        rnnd_strbuf_printf(b, "{\"count\":%llu,\"ns\":%llu}",
+                           (unsigned long long)atomic_load(&s->count),
+                           (unsigned long long)atomic_load(&s->ns));
+}
+
+/* One entry of model_stats (the statistics extension). */
+static void put_version_stats(struct rnnd_strbuf *b, const struct rnnd_served_model *m,
+                              struct rnnd_served_version *sv)
+{
+        struct rnnd_version_stats *st = &sv->stats;
+        struct rnnd_stat zero = {0};
+        char v[24];
+
+        snprintf(v, sizeof(v), "%" PRIu64, sv->version);
+        rnnd_strbuf_json_sep(b);
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_kv_str(b, "name", m->entry->name);
+        rnnd_strbuf_json_kv_str(b, "version", v);
+        rnnd_strbuf_json_kv_u64(b, "last_inference", atomic_load(&st->last_inference_ms));
+        rnnd_strbuf_json_kv_u64(b, "inference_count", atomic_load(&st->inference_count));
+        rnnd_strbuf_json_kv_u64(b, "execution_count", atomic_load(&st->execution_count));
+        rnnd_strbuf_json_key(b, "inference_stats");
+        rnnd_strbuf_putc(b, '{');
+        put_stat(b, "success", &st->success);
+        put_stat(b, "fail", &st->fail);
+        put_stat(b, "queue", &st->queue);
+        put_stat(b, "compute_input", &st->compute_input);
+        put_stat(b, "compute_infer", &st->compute_infer);
+        put_stat(b, "compute_output", &st->compute_output);
+        put_stat(b, "cache_hit", &zero);
+        put_stat(b, "cache_miss", &zero);
+        rnnd_strbuf_putc(b, '}');
+        rnnd_strbuf_json_key(b, "batch_stats");
+        rnnd_strbuf_putc(b, '[');
+        for (unsigned i = 0; i < RNND_STATS_BATCH_MAX; i++) {
+                if (atomic_load(&st->batch[i].infer.count) == 0)
+                        continue;
+                rnnd_strbuf_json_sep(b);
+                rnnd_strbuf_putc(b, '{');
+                rnnd_strbuf_json_kv_u64(b, "batch_size", i + 1);
+                put_stat(b, "compute_input", &st->batch[i].input);
+                put_stat(b, "compute_infer", &st->batch[i].infer);
+                put_stat(b, "compute_output", &st->batch[i].output);
+                rnnd_strbuf_putc(b, '}');
+        }
+        rnnd_strbuf_puts(b, "]}");
+}
+
+/*
+ * GET /v2/models[/{m}[/versions/{v}]]/stats: the statistics extension, for
+ * the named version, every loaded version of the model, or every model.
+ */
+static void serve_model_stats(struct rnnd_http_request *r)
+{
+        struct rnnd_server *srv = r->srv;
+        struct rnnd_strbuf b;
+
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_puts(&b, "{\"model_stats\":[");
+        for (size_t i = 0; i < srv->n_models; i++) {
+                struct rnnd_served_model *m = &srv->models[i];
+
+                if (r->model != NULL && m != r->model)
+                        continue;
+                for (size_t j = 0; j < m->n_versions; j++) {
+                        struct rnnd_served_version *sv = &m->versions[j];
+
+                        if (sv->status < 0 || (r->version_given && sv != r->version))
+                                continue;
+                        put_version_stats(&b, m, sv);
+                }
+        }
+        rnnd_strbuf_puts(&b, "]}");
+        respond_json(r, 200, &b);
+}
+
 static void serve_model_config(struct rnnd_http_request *r)
 {
         struct rnnd_served_version *sv = loaded_version(r);
@@ -506,8 +589,8 @@ static void serve_server_metadata(struct rnnd_http_request *r)
         rnnd_strbuf_json_kv_str(&b, "name", "rnnd");
         rnnd_strbuf_json_kv_str(&b, "version", RNND_VERSION);
         rnnd_strbuf_json_key(&b, "extensions");
-        /* Only what is implemented: the /config route. */
-        rnnd_strbuf_puts(&b, "[\"model_configuration\"");
+        /* Only what is implemented: the /config and /stats routes, and the hook's. */
+        rnnd_strbuf_puts(&b, "[\"model_configuration\",\"statistics\"");
         for (e = r->srv->infer.extensions; e != NULL && *e != NULL; e++) {
                 rnnd_strbuf_putc(&b, ',');
                 rnnd_strbuf_json_str(&b, *e);
@@ -691,6 +774,9 @@ void rnnd__routes_serve(struct rnnd_http_request *r)
                 break;
         case RNND_ROUTE_MODEL_INFER:
                 serve_infer(r, RNND_INFER_KSERVE_V2);
+                break;
+        case RNND_ROUTE_MODEL_STATS:
+                serve_model_stats(r);
                 break;
         case RNND_ROUTE_TFS_STATUS:
                 serve_tfs_status(r);

@@ -205,6 +205,12 @@ static void resolve_why_not_cudnn(struct rnnd_server *srv)
 #endif
 }
 
+void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns)
+{
+        atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->ns, ns, memory_order_relaxed);
+}
+
 /* Every instance of every group of cfg; all run on the CPU engine for now. */
 static unsigned count_instances(const struct rnnd_model_config *cfg)
 {

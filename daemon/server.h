@@ -40,6 +40,34 @@ struct rnnd_req_counters {
 
 struct rnnd_served_model;
 
+/* A count and a total duration, as the statistics extension reports them. */
+struct rnnd_stat {
+        atomic_ullong count; /* atomic */
+        atomic_ullong ns;    /* atomic */
+};
+
+/* Batch sizes with their own batch_stats entry (1..this). */
+#define RNND_STATS_BATCH_MAX 64
+
+/*
+ * One version's statistics (research/serving-anchors.md §1): success and
+ * fail are whole requests; queue is time waiting for an instance;
+ * compute_input parsing and checking, compute_infer the engine,
+ * compute_output rendering.
+ */
+struct rnnd_version_stats {
+        struct rnnd_stat success, fail, queue, compute_input, compute_infer, compute_output;
+        atomic_ullong inference_count;   /* sequences run; atomic */
+        atomic_ullong execution_count;   /* batches run; atomic */
+        atomic_ullong last_inference_ms; /* wall clock of the last success; atomic */
+        struct {
+                struct rnnd_stat input, infer, output;
+        } batch[RNND_STATS_BATCH_MAX]; /* by batch size - 1 */
+};
+
+/* Adds one event of ns nanoseconds to s.  Thread-safe. */
+void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns);
+
 /* One version of a model: loaded, or the reason it is not. */
 struct rnnd_served_version {
         uint64_t version;                   /* immutable */
@@ -52,6 +80,7 @@ struct rnnd_served_version {
         struct rnnd_backend_desc desc;      /* describe(plan), why_not_cudnn filled; immutable */
         struct rnnd_served_model *owner;    /* immutable */
         struct rnnd_req_counters requests;  /* atomic */
+        struct rnnd_version_stats stats;    /* atomic */
 };
 
 /* A model of the repository and its selected versions. */

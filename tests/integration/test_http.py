@@ -177,7 +177,7 @@ def test_routes(d):
     check(st == 200 and h.get("content-type", "").startswith("application/json"), "GET /v2 is JSON 200", (st, h))
     check(meta.get("name") == "rnnd" and re.match(r"^\d+\.\d+\.\d+", meta.get("version", "")),
           "GET /v2 has name and version", meta)
-    check(meta.get("extensions") == ["model_configuration", "binary_tensor_data"],
+    check(meta.get("extensions") == ["model_configuration", "statistics", "binary_tensor_data"],
           "GET /v2 lists only implemented extensions", meta)
 
     # Model metadata, with and without a version.
@@ -257,7 +257,7 @@ def test_routes(d):
 
     # 404s.
     for path in ("/", "/v2/", "/v3", "/v2/health", "/v2/health/lively", "/v2/models", "/v2/models/",
-                 "/v2/models/%s/stats" % MODEL, "/v2/models/%s/versions" % MODEL,
+                 "/v2/models/%s/versions" % MODEL,
                  "/v2/models/%s/versions/1/bogus" % MODEL, "/metrics/x", "//v2", "/v1/models"):
         st, h, b = d.json("GET", path)
         check(st == 404 and error_body(b), "GET %s is 404 with a JSON error" % path, (st, b))

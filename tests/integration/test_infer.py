@@ -182,6 +182,38 @@ BAD = [
 ]
 
 
+def test_stats(d):
+    """The statistics extension counts what test_goldens and test_bad_requests sent."""
+    name = "lstm_l1_bi_ragged_h0"  # 2 successful requests of B = 4 (JSON, binary) + 1 TF Serving
+    st, h, b = d.json("GET", "/v2/models/%s/stats" % name)
+    if not check(st == 200 and len(b.get("model_stats", [])) == 1, "GET .../stats is 200 with one entry", (st, b)):
+        return
+    s = b["model_stats"][0]
+    check(s["name"] == name and s["version"] == "1", "stats name and version", s)
+    check(s["inference_count"] == 12 and s["execution_count"] == 3, "stats count 12 sequences in 3 executions", s)
+    inf = s["inference_stats"]
+    check(inf["success"]["count"] == 3 and inf["fail"]["count"] == 0, "stats count 3 successes", inf)
+    for k in ("queue", "compute_input", "compute_infer", "compute_output"):
+        check(inf[k]["count"] == 3 and inf[k]["ns"] > 0, "stats time %s" % k, inf[k])
+    check(inf["success"]["ns"] >= inf["compute_infer"]["ns"], "success time covers compute", inf)
+    check([e["batch_size"] for e in s["batch_stats"]] == [4] and s["batch_stats"][0]["compute_infer"]["count"] == 3,
+          "batch_stats has batch size 4 three times", s["batch_stats"])
+    check(s["last_inference"] > 1.7e12, "last_inference is a wall-clock time in ms", s["last_inference"])
+    st, h, b = d.json("GET", "/v2/models/%s/versions/1/stats" % name)
+    check(st == 200 and b["model_stats"][0]["inference_count"] == 12, "versioned stats", (st, b))
+    st, h, b = d.json("GET", "/v2/models/stats")
+    n_models = len([e for e in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, e))])
+    check(st == 200 and len(b["model_stats"]) == n_models, "GET /v2/models/stats lists every model", (st, len(b)))
+    bad = "lstm_l1_uni_equal_h0"
+    st, h, b = d.json("GET", "/v2/models/%s/stats" % bad)
+    check(st == 200 and b["model_stats"][0]["inference_stats"]["fail"]["count"] == 0,
+          "requests refused by validation are not engine failures", b)
+    st, h, b = d.json("GET", "/v2/models/nope/stats")
+    check(st == 404, "stats of an unknown model is 404", st)
+    st, h, b = d.json("POST", "/v2/models/%s/stats" % name, body="{}")
+    check(st == 405, "POST to stats is 405", st)
+
+
 def test_bad_requests(d):
     path = "/v2/models/lstm_l1_uni_equal_h0/infer"
     for body, status, sub in BAD:
@@ -274,6 +306,7 @@ def main():
     try:
         test_goldens(d)
         test_bad_requests(d)
+        test_stats(d)
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)
         err = d.stderr()

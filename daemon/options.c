@@ -199,8 +199,10 @@ static const struct rnnd_option options[] = {
                 .max = 1024,
                 .flags = RNND_OPT_AUTO,
                 .metavar = "N",
-                .help = "BLAS threads of each CPU-engine instance. auto leaves it to OpenBLAS "
-                        "(OPENBLAS_NUM_THREADS or the number of CPUs).",
+                .help = "Threads of each CPU-engine instance. A layer whose hidden size is a "
+                        "multiple of 16 is split across them by hidden unit; other layers run "
+                        "on one. OpenBLAS itself runs one thread per call. auto is the number "
+                        "of CPUs.",
         },
         {
                 .name = "shutdown_timeout",
@@ -1089,16 +1091,24 @@ int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
         return 0;
 }
 
-unsigned rnnd_options_threads(const struct rnnd_options *o)
+/* The number of CPUs online, 1..1024. */
+static unsigned cpu_count(void)
 {
-        long n;
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
 
-        if (o->threads > 0)
-                return (unsigned)o->threads;
-        n = sysconf(_SC_NPROCESSORS_ONLN);
         if (n < 1)
                 n = 1;
         return n > 1024 ? 1024u : (unsigned)n;
+}
+
+unsigned rnnd_options_threads(const struct rnnd_options *o)
+{
+        return o->threads > 0 ? (unsigned)o->threads : cpu_count();
+}
+
+unsigned rnnd_options_cpu_threads(const struct rnnd_options *o)
+{
+        return o->cpu_threads > 0 ? (unsigned)o->cpu_threads : cpu_count();
 }
 
 int rnnd_options_check(const struct rnnd_options *o, rnnd_error_t *reterr)

@@ -166,4 +166,7 @@ int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *p
 /* threads with "auto" resolved to the number of online CPUs. */
 unsigned rnnd_options_threads(const struct rnnd_options *o);
 
+/* The CPU engine's threads per instance: cpu_threads, or the CPU count for auto.  Thread-safe. */
+unsigned rnnd_options_cpu_threads(const struct rnnd_options *o);
+
 #endif

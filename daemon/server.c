@@ -230,7 +230,7 @@ static void load_version(struct rnnd_server *srv, struct rnnd_served_model *m,
         struct rnnd_pool_opts po = {
                 .ops = &rnnd_cpu_backend,
                 .instances = count_instances(cfg),
-                .inst = {.device = -1, .threads = (unsigned)o->cpu_threads},
+                .inst = {.device = -1, .threads = rnnd_options_cpu_threads(o)},
                 .max_queue = cfg->batching.max_queue_size,
         };
         rnnd_error_t err = {0};

@@ -30,8 +30,13 @@
 #include "cpu/cpu-int.h"
 #include "cpu/team.h"
 
-/* Steps per input-projection GEMM: bounds the scratch for gates. */
-#define CHUNK_STEPS 32u
+/*
+ * Steps per input-projection GEMM: about CHUNK_ROWS rows, so the GEMM stays
+ * large while a chunk's gate inputs stay in cache for the steps that read
+ * them, and at most CHUNK_STEPS_MAX, which bounds the scratch.
+ */
+#define CHUNK_ROWS      512u
+#define CHUNK_STEPS_MAX 32u
 
 /* One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(). */
 struct packed {
@@ -300,6 +305,13 @@ static int validate(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t 
         return 0;
 }
 
+static uint32_t chunk_steps(const struct pack *pk)
+{
+        uint32_t s = CHUNK_ROWS / pk->n;
+
+        return s < 1 ? 1 : s > CHUNK_STEPS_MAX ? CHUNK_STEPS_MAX : s;
+}
+
 /* Grows the plan's scratch to hold the buffers of this batch and carves them. */
 static int reserve(struct cpu_plan *p, const struct pack *pk, uint64_t S, struct work *w,
                    rnnd_error_t *reterr)
@@ -309,7 +321,7 @@ static int reserve(struct cpu_plan *p, const struct pack *pk, uint64_t S, struct
         const size_t n = pk->n, H = cfg->hidden_size, P = m->out_size, D = m->dirs;
         const size_t gh = (size_t)m->gates * H;
         size_t in_w = cfg->input_size > D * P ? cfg->input_size : D * P;
-        size_t chunk_rows = (size_t)CHUNK_STEPS * n < S ? (size_t)CHUNK_STEPS * n : S;
+        size_t chunk_rows = (size_t)chunk_steps(pk) * n < S ? (size_t)chunk_steps(pk) * n : S;
         size_t units = cfg->head.present ? cfg->head.units : 0;
         size_t head_rows = cfg->head.apply == RNND_HEAD_ALL ? S : n;
         const size_t sizes[] = {S * in_w, S * in_w,  chunk_rows * gh,   n * gh, n * P, n * H,
@@ -431,11 +443,11 @@ static void step_serial(const rnnd_model_t *m, const struct rnnd_layer_weights *
 /* The chunk of steps [t0, t1) that the ci-th chunk of direction d covers. */
 static void chunk_range(const struct pack *pk, unsigned d, uint32_t ci, uint32_t *t0, uint32_t *t1)
 {
-        const uint32_t chunks = (pk->T + CHUNK_STEPS - 1) / CHUNK_STEPS;
+        const uint32_t cs = chunk_steps(pk), chunks = (pk->T + cs - 1) / cs;
         uint32_t c = d == 0 ? ci : chunks - 1 - ci;
 
-        *t0 = c * CHUNK_STEPS;
-        *t1 = *t0 + CHUNK_STEPS < pk->T ? *t0 + CHUNK_STEPS : pk->T;
+        *t0 = c * cs;
+        *t1 = *t0 + cs < pk->T ? *t0 + cs : pk->T;
 }
 
 /*
@@ -449,7 +461,7 @@ static void run_serial(const struct cpu_plan *p, const struct pack *pk, unsigned
         const struct rnnd_layer_weights *lw = &m->layers[l * m->dirs + d];
         const struct packed *pw = &p->pw[l * m->dirs + d];
         const uint32_t P = m->out_size, gh = m->gates * m->cfg.hidden_size;
-        const uint32_t ow = m->dirs * P, chunks = (pk->T + CHUNK_STEPS - 1) / CHUNK_STEPS;
+        const uint32_t ow = m->dirs * P, chunks = (pk->T + chunk_steps(pk) - 1) / chunk_steps(pk);
 
         for (uint32_t ci = 0; ci < chunks; ci++) {
                 uint32_t t0, t1, r0;
@@ -499,7 +511,7 @@ static void sliced_part(void *arg, unsigned s)
         const struct rnnd_layer_weights *lw = &m->layers[ld];
         const struct packed *pw = &p->pw[ld];
         const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
-        const uint32_t ow = m->dirs * H, chunks = (pk->T + CHUNK_STEPS - 1) / CHUNK_STEPS;
+        const uint32_t ow = m->dirs * H, chunks = (pk->T + chunk_steps(pk) - 1) / chunk_steps(pk);
         const uint32_t panels = H / RNND_CPU_NR;
         const uint32_t j0 = p->slices == 1 ? 0 : panels * s / p->slices * RNND_CPU_NR;
         const uint32_t j1 = p->slices == 1 ? H : panels * (s + 1) / p->slices * RNND_CPU_NR;

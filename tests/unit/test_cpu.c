@@ -199,6 +199,58 @@ START_TEST(test_batches)
 }
 END_TEST
 
+/*
+ * Long ragged batches (many input-projection chunks) give the same numbers on
+ * one engine thread and on two, where the recurrence is sliced by hidden
+ * unit and the threads meet per chunk and per step.
+ */
+START_TEST(test_threads_agree)
+{
+        static const char *const models[] = {"lstm_h48_l2_bi_ragged_h0", "gru_h48_l2_bi_ragged_h0"};
+        rnnd_model_t *m = load(models[_i]);
+        const uint32_t N = 9, T = 300, I = m->cfg.input_size, ow = m->dirs * m->out_size;
+        const size_t states = (size_t)m->cfg.num_layers * m->dirs * m->out_size;
+        float *x = calloc((size_t)N * T * I, sizeof(float));
+        float *y[2], *hn[2];
+        struct rnnd_seq seqs[9];
+        struct rnnd_batch b = {seqs, N};
+        rnnd_error_t err = {0};
+        unsigned seed = 11;
+
+        for (size_t k = 0; k < (size_t)N * T * I; k++)
+                x[k] = frand(&seed);
+        for (unsigned t = 0; t < 2; t++) {
+                struct rnnd_instance_opts o = {-1, t + 1};
+                struct rnnd_backend_desc d;
+                void *plan;
+
+                y[t] = calloc((size_t)N * T * ow, sizeof(float));
+                hn[t] = calloc(N * states, sizeof(float));
+                for (uint32_t i = 0; i < N; i++)
+                        seqs[i] = (struct rnnd_seq){.len = T - 33 * i,
+                                                    .x = x + (size_t)i * T * I,
+                                                    .y = y[t] + (size_t)i * T * ow,
+                                                    .h_n = hn[t] + i * states};
+                ck_assert_int_eq(rnnd_cpu_backend.open(m, &o, &plan, &err), 0);
+                rnnd_cpu_backend.describe(plan, &d);
+                ck_assert_str_eq(d.device, t == 0 ? "cpu (1 thread)" : "cpu (2 threads)");
+                ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+                rnnd_cpu_backend.close(plan);
+        }
+        for (size_t k = 0; k < (size_t)N * T * ow; k++)
+                ck_assert_msg(fabsf(y[0][k] - y[1][k]) <= 1e-5f, "%s: y[%zu] %g vs %g", models[_i],
+                              k, y[0][k], y[1][k]);
+        for (size_t k = 0; k < N * states; k++)
+                ck_assert_float_eq_tol(hn[0][k], hn[1][k], 1e-5f);
+        for (int t = 0; t < 2; t++) {
+                free(y[t]);
+                free(hn[t]);
+        }
+        free(x);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 /* Failing every allocation in turn gives ENOMEM, never a crash or a leak. */
 START_TEST(test_oom)
 {
@@ -266,6 +318,7 @@ static Suite *cpu_suite(void)
         tc = tcase_create("batches");
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_describe);
+        tcase_add_loop_test(tc, test_threads_agree, 0, 2);
         suite_add_tcase(s, tc);
         tc = tcase_create("oom");
         tcase_set_timeout(tc, 60);

@@ -29,6 +29,7 @@
 
 #include "alloc.h"
 #include "infer.h"
+#include "json-int.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "tensors are little-endian on the wire and used in place");
@@ -79,39 +80,6 @@ static void __attribute__((format(printf, 2, 3))) pathf(char *dst, const char *f
 static int nomem(rnnd_error_t *e, const char *what)
 {
         return rnnd_error_set(e, RNND_ENOMEM, "out of memory for %s", what);
-}
-
-/* A short rendering of a JSON value for "got ..." in messages. */
-static const char *describe(const json_t *v, char *buf, size_t n)
-{
-        switch (json_typeof(v)) {
-        case JSON_INTEGER:
-                snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-                break;
-        case JSON_REAL:
-                snprintf(buf, n, "%.15g", json_real_value(v));
-                break;
-        case JSON_STRING:
-                snprintf(buf, n, "\"%.24s%s\"", json_string_value(v),
-                         json_string_length(v) > 24 ? "..." : "");
-                break;
-        case JSON_TRUE:
-                snprintf(buf, n, "true");
-                break;
-        case JSON_FALSE:
-                snprintf(buf, n, "false");
-                break;
-        case JSON_NULL:
-                snprintf(buf, n, "null");
-                break;
-        case JSON_OBJECT:
-                snprintf(buf, n, "an object");
-                break;
-        case JSON_ARRAY:
-                snprintf(buf, n, "a list of %zu", json_array_size(v));
-                break;
-        }
-        return buf;
 }
 
 /* "[2, 5, 7]". */
@@ -234,7 +202,7 @@ static int get_string(json_t *v, char *dst, size_t cap, bool nonempty, const cha
 
         if (!json_is_string(v))
                 return path_error(err, RNND_EINVAL, path, "must be a string, got %s",
-                                  describe(v, got, sizeof(got)));
+                                  rnnd__json_describe(v, got, sizeof(got)));
         if (json_string_length(v) >= cap)
                 return path_error(err, RNND_EINVAL, path, "longer than %zu bytes", cap - 1);
         if (nonempty && json_string_length(v) == 0)
@@ -249,7 +217,7 @@ static int get_bool(json_t *v, bool *dst, const char *path, rnnd_error_t *err)
 
         if (!json_is_boolean(v))
                 return path_error(err, RNND_EINVAL, path, "must be true or false, got %s",
-                                  describe(v, got, sizeof(got)));
+                                  rnnd__json_describe(v, got, sizeof(got)));
         *dst = json_is_true(v);
         return 0;
 }
@@ -260,7 +228,7 @@ static int get_uint(json_t *v, uint64_t *dst, const char *path, rnnd_error_t *er
 
         if (!json_is_integer(v) || json_integer_value(v) < 0)
                 return path_error(err, RNND_EINVAL, path, "must be a non-negative integer, got %s",
-                                  describe(v, got, sizeof(got)));
+                                  rnnd__json_describe(v, got, sizeof(got)));
         *dst = (uint64_t)json_integer_value(v);
         return 0;
 }
@@ -359,7 +327,8 @@ static int put_int(const struct where *w, const json_t *v, rnnd_dtype_t dt, void
 
                 if (d != trunc(d))
                         return where_error(w, "%s is not an integer (%s)",
-                                           describe(v, got, sizeof(got)), rnnd_dtype_name(dt));
+                                           rnnd__json_describe(v, got, sizeof(got)),
+                                           rnnd_dtype_name(dt));
                 if (d < 0) {
                         if (!sgn || d < -ldexp(1, (int)bits - 1))
                                 goto range;
@@ -373,7 +342,7 @@ static int put_int(const struct where *w, const json_t *v, rnnd_dtype_t dt, void
         memcpy(dst, &u, bits / 8); /* the low bytes, on a little-endian host */
         return 0;
 range:
-        return where_error(w, "%s is out of range for %s", describe(v, got, sizeof(got)),
+        return where_error(w, "%s is out of range for %s", rnnd__json_describe(v, got, sizeof(got)),
                            rnnd_dtype_name(dt));
 }
 
@@ -385,12 +354,13 @@ static int put_number(const struct where *w, const json_t *v, rnnd_dtype_t dt, v
         if (dt == RNND_DT_BOOL) {
                 if (!json_is_boolean(v))
                         return where_error(w, "expected true or false, got %s",
-                                           describe(v, got, sizeof(got)));
+                                           rnnd__json_describe(v, got, sizeof(got)));
                 *(uint8_t *)dst = json_is_true(v);
                 return 0;
         }
         if (!json_is_number(v))
-                return where_error(w, "expected a number, got %s", describe(v, got, sizeof(got)));
+                return where_error(w, "expected a number, got %s",
+                                   rnnd__json_describe(v, got, sizeof(got)));
         if (dtype_is_float(dt))
                 return put_float(w, json_number_value(v), dt, dst);
         return put_int(w, v, dt, dst);
@@ -420,8 +390,8 @@ static int fill_rec(struct filler *f, const json_t *v, unsigned d)
                 return r;
         }
         if (!json_is_array(v))
-                return where_error(&w, "expected a list of %" PRIu64 ", got %s", f->shape[d],
-                                   describe(v, got, sizeof(got)));
+                return where_error(&w, "expected an array of %" PRIu64 ", got %s", f->shape[d],
+                                   rnnd__json_describe(v, got, sizeof(got)));
         if (json_array_size(v) != f->shape[d])
                 return where_error(&w, "expected %" PRIu64 " elements, got %zu", f->shape[d],
                                    json_array_size(v));
@@ -555,7 +525,7 @@ static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool
 
         if (!json_is_object(p))
                 return path_error(c->err, RNND_EINVAL, path, "must be an object, got %s",
-                                  describe(p, got, sizeof(got)));
+                                  rnnd__json_describe(p, got, sizeof(got)));
         json_object_foreach(p, key, v)
         {
                 pathf(sub, "%s.%.64s", path, key);
@@ -619,7 +589,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
         pathf(path, "%s[%u]", c->list, i);
         if (!json_is_object(obj))
                 return path_error(c->err, RNND_EINVAL, path, "must be an object, got %s",
-                                  describe(obj, got, sizeof(got)));
+                                  rnnd__json_describe(obj, got, sizeof(got)));
         r = check_keys(obj, keys, path, c->err);
         if (r < 0)
                 return r;
@@ -638,11 +608,11 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                 return path_error(c->err, RNND_EINVAL, sub, "missing");
         if (!json_is_string(v))
                 return path_error(c->err, RNND_EINVAL, sub, "must be a string, got %s",
-                                  describe(v, got, sizeof(got)));
+                                  rnnd__json_describe(v, got, sizeof(got)));
         dt = rnnd_dtype_from_name(json_string_value(v));
         if (dt == RNND_DT_INVALID)
                 return path_error(c->err, RNND_EINVAL, sub, "unknown datatype %s",
-                                  describe(v, got, sizeof(got)));
+                                  rnnd__json_describe(v, got, sizeof(got)));
         if (dt == RNND_DT_BYTES)
                 return path_error(c->err, RNND_EINVAL, sub, "BYTES is not supported");
 
@@ -652,7 +622,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                 return path_error(c->err, RNND_EINVAL, sub, "missing");
         if (!json_is_array(v))
                 return path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
-                                  describe(v, got, sizeof(got)));
+                                  rnnd__json_describe(v, got, sizeof(got)));
         ndim = json_array_size(v);
         if (ndim > RNND_MAX_DIMS)
                 return path_error(c->err, RNND_EINVAL, sub, "more than %d dimensions",
@@ -691,7 +661,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                                   "missing data (or parameters.binary_data_size)");
         if (!json_is_array(data))
                 return path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
-                                  describe(data, got, sizeof(got)));
+                                  rnnd__json_describe(data, got, sizeof(got)));
         r = alloc_data(t, c->err);
         if (r < 0)
                 return r;
@@ -712,7 +682,7 @@ static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *t
                 return path_error(c->err, RNND_EINVAL, c->list, "missing");
         if (!json_is_array(list))
                 return path_error(c->err, RNND_EINVAL, c->list, "must be a list, got %s",
-                                  describe(list, got, sizeof(got)));
+                                  rnnd__json_describe(list, got, sizeof(got)));
         if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
                 return path_error(c->err, RNND_EINVAL, c->list, "more than %d tensors",
                                   RNND_INFER_MAX_TENSORS);
@@ -754,7 +724,7 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
 
         if (!json_is_object(p))
                 return path_error(c->err, RNND_EINVAL, "parameters", "must be an object, got %s",
-                                  describe(p, got, sizeof(got)));
+                                  rnnd__json_describe(p, got, sizeof(got)));
         json_object_foreach(p, key, v)
         {
                 pathf(sub, "parameters.%.64s", key);
@@ -767,7 +737,7 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
                         else
                                 r = path_error(c->err, RNND_EINVAL, sub,
                                                "must be an unsigned integer or a string, got %s",
-                                               describe(v, got, sizeof(got)));
+                                               rnnd__json_describe(v, got, sizeof(got)));
                 } else if (strcmp(key, "sequence_start") == 0) {
                         r = get_bool(v, &q->sequence_start, sub, c->err);
                 } else if (strcmp(key, "sequence_end") == 0) {
@@ -778,7 +748,7 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
                         if (!json_is_integer(v))
                                 r = path_error(c->err, RNND_EINVAL, sub,
                                                "must be an integer, got %s",
-                                               describe(v, got, sizeof(got)));
+                                               rnnd__json_describe(v, got, sizeof(got)));
                         else
                                 q->priority = json_integer_value(v);
                 } else if (strcmp(key, "timeout") == 0) {
@@ -804,7 +774,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
 
         if (!json_is_array(list))
                 return path_error(c->err, RNND_EINVAL, "outputs", "must be a list, got %s",
-                                  describe(list, got, sizeof(got)));
+                                  rnnd__json_describe(list, got, sizeof(got)));
         if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
                 return path_error(c->err, RNND_EINVAL, "outputs", "more than %d outputs",
                                   RNND_INFER_MAX_TENSORS);
@@ -816,7 +786,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                 pathf(path, "outputs[%zu]", i);
                 if (!json_is_object(o))
                         return path_error(c->err, RNND_EINVAL, path, "must be an object, got %s",
-                                          describe(o, got, sizeof(got)));
+                                          rnnd__json_describe(o, got, sizeof(got)));
                 r = check_keys(o, keys, path, c->err);
                 if (r < 0)
                         return r;
@@ -838,7 +808,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                 pathf(sub, "%s.parameters", path);
                 if (!json_is_object(p))
                         return path_error(c->err, RNND_EINVAL, sub, "must be an object, got %s",
-                                          describe(p, got, sizeof(got)));
+                                          rnnd__json_describe(p, got, sizeof(got)));
                 json_object_foreach(p, key, v)
                 {
                         pathf(sub, "%s.parameters.%.64s", path, key);
@@ -1160,7 +1130,7 @@ static int tfs_rows(json_t *list, const struct rnnd_model_config *cfg,
         req->format = RNND_FMT_TFS_ROW;
         if (!json_is_array(list))
                 return path_error(err, RNND_EINVAL, "instances", "must be a list, got %s",
-                                  describe(list, got, sizeof(got)));
+                                  rnnd__json_describe(list, got, sizeof(got)));
         if (B == 0)
                 return path_error(err, RNND_EINVAL, "instances", "must not be empty");
 
@@ -1181,7 +1151,7 @@ static int tfs_rows(json_t *list, const struct rnnd_model_config *cfg,
                 } else if (!json_is_array(inst)) {
                         return path_error(err, RNND_EINVAL, path,
                                           "must be a list or an object, got %s",
-                                          describe(inst, got, sizeof(got)));
+                                          rnnd__json_describe(inst, got, sizeof(got)));
                 }
                 for (unsigned k = 0; k < ROW_COUNT; k++) {
                         struct row_col *col = &cols[k];
@@ -1310,7 +1280,7 @@ int rnnd_tfs_parse(const void *body, size_t len, const struct rnnd_model_config 
         if (v != NULL && (!json_is_string(v) || strcmp(json_string_value(v), "serving_default"))) {
                 r = path_error(reterr, RNND_EINVAL, "signature_name",
                                "%s is not a signature of this model (serving_default)",
-                               describe(v, got, sizeof(got)));
+                               rnnd__json_describe(v, got, sizeof(got)));
                 goto out;
         }
         instances = json_object_get(root, "instances");

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json-int.h"
 #include "modelcfg.h"
 
 /* Room for a dotted field path; a longer one (only from unknown keys) is truncated. */
@@ -230,42 +231,6 @@ static void path_index(char *dst, const char *parent, size_t i)
         snprintf(dst, PATH_LEN, "%s[%zu]", parent, i);
 }
 
-/* A short rendering of a JSON value for "got ..." in messages. */
-static const char *describe(json_t *v, char *buf, size_t n)
-{
-        switch (json_typeof(v)) {
-        case JSON_INTEGER:
-                snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-                break;
-        case JSON_REAL:
-                snprintf(buf, n, "%.15g", json_real_value(v));
-                /* Make 8.0 read as a real, not as the integer 8. */
-                if (buf[strspn(buf, "-0123456789")] == '\0')
-                        strncat(buf, ".0", n - strlen(buf) - 1);
-                break;
-        case JSON_STRING:
-                snprintf(buf, n, "\"%.40s%s\"", json_string_value(v),
-                         json_string_length(v) > 40 ? "..." : "");
-                break;
-        case JSON_TRUE:
-                snprintf(buf, n, "true");
-                break;
-        case JSON_FALSE:
-                snprintf(buf, n, "false");
-                break;
-        case JSON_NULL:
-                snprintf(buf, n, "null");
-                break;
-        case JSON_OBJECT:
-                snprintf(buf, n, "an object");
-                break;
-        case JSON_ARRAY:
-                snprintf(buf, n, "an array of %zu", json_array_size(v));
-                break;
-        }
-        return buf;
-}
-
 /* "a, b, c" from a NULL-terminated name list. */
 static const char *name_list(const char *const *names, char *buf, size_t n)
 {
@@ -292,7 +257,7 @@ static int check_uint(struct ctx *c, json_t *v, const char *path, uint64_t lo, u
                 }
         }
         return field_error(c, path, "must be an integer in %" PRIu64 "..%" PRIu64 ", got %s", lo,
-                           hi, describe(v, got, sizeof(got)));
+                           hi, rnnd__json_describe(v, got, sizeof(got)));
 }
 
 static int check_enum(struct ctx *c, json_t *v, const char *path, const char *const *names,
@@ -303,14 +268,15 @@ static int check_enum(struct ctx *c, json_t *v, const char *path, const char *co
         if (!json_is_string(v))
                 return field_error(c, path, "must be a string (%s), got %s",
                                    name_list(names, list, sizeof(list)),
-                                   describe(v, got, sizeof(got)));
+                                   rnnd__json_describe(v, got, sizeof(got)));
         for (int i = 0; names[i] != NULL; i++) {
                 if (strcmp(json_string_value(v), names[i]) == 0) {
                         *out = i;
                         return 0;
                 }
         }
-        return field_error(c, path, "unknown value %s (%s)", describe(v, got, sizeof(got)),
+        return field_error(c, path, "unknown value %s (%s)",
+                           rnnd__json_describe(v, got, sizeof(got)),
                            name_list(names, list, sizeof(list)));
 }
 
@@ -322,7 +288,7 @@ static int check_name(struct ctx *c, json_t *v, const char *path, char *out)
 
         if (!json_is_string(v))
                 return field_error(c, path, "must be a string, got %s",
-                                   describe(v, got, sizeof(got)));
+                                   rnnd__json_describe(v, got, sizeof(got)));
         len = json_string_length(v);
         if (len > RNND_CFG_NAME_MAX - 1)
                 return field_error(c, path, "must be at most %u bytes long, got %zu",
@@ -363,7 +329,7 @@ static int parse_field(struct ctx *c, const struct field *f, json_t *v, const ch
         case F_BOOL:
                 if (!json_is_boolean(v))
                         return field_error(c, path, "must be true or false, got %s",
-                                           describe(v, got, sizeof(got)));
+                                           rnnd__json_describe(v, got, sizeof(got)));
                 b = json_is_true(v);
                 memcpy(dst, &b, sizeof(b));
                 return 0;
@@ -414,7 +380,7 @@ static int walk(struct ctx *c, json_t *obj, const char *path, const struct field
 
         if (!json_is_object(obj))
                 return field_error(c, path, "must be an object, got %s",
-                                   describe(obj, got, sizeof(got)));
+                                   rnnd__json_describe(obj, got, sizeof(got)));
         json_object_foreach(obj, key, v)
         {
                 if (find_field(fields, key) == NULL) {
@@ -452,7 +418,7 @@ static int check_uint_set(struct ctx *c, json_t *v, const char *path, size_t lo,
 
         if (!json_is_array(v) || json_array_size(v) < lo || json_array_size(v) > hi)
                 return field_error(c, path, "must be an array of %zu..%zu %ss, got %s", lo, hi,
-                                   what, describe(v, got, sizeof(got)));
+                                   what, rnnd__json_describe(v, got, sizeof(got)));
         json_array_foreach(v, i, e)
         {
                 path_index(sub, path, i);
@@ -497,7 +463,8 @@ static int parse_instances(struct ctx *c, json_t *v, const char *path, void *bas
         if (!json_is_array(v) || json_array_size(v) < 1 ||
             json_array_size(v) > RNND_CFG_MAX_INSTANCE_GROUPS)
                 return field_error(c, path, "must be an array of 1..%u instance groups, got %s",
-                                   RNND_CFG_MAX_INSTANCE_GROUPS, describe(v, got, sizeof(got)));
+                                   RNND_CFG_MAX_INSTANCE_GROUPS,
+                                   rnnd__json_describe(v, got, sizeof(got)));
         json_array_foreach(v, i, e)
         {
                 groups[i] = (struct rnnd_instance_group){.kind = RNND_INST_AUTO, .count = 1};
@@ -536,7 +503,7 @@ static int parse_version_policy(struct ctx *c, json_t *v, const char *path, void
 
         if (!json_is_object(v))
                 return field_error(c, path, "must be an object, got %s",
-                                   describe(v, got, sizeof(got)));
+                                   rnnd__json_describe(v, got, sizeof(got)));
         if (json_object_size(v) != 1)
                 return field_error(c, path,
                                    "must have exactly one key (latest, all or specific), got %zu",
@@ -653,7 +620,7 @@ int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
                                       jerr.line, jerr.column, jerr.text);
         if (!json_is_object(c.root)) {
                 r = model_error(&c, "must be a JSON object, got %s",
-                                describe(c.root, got, sizeof(got)));
+                                rnnd__json_describe(c.root, got, sizeof(got)));
                 goto out;
         }
         rnnd_model_config_defaults(&cfg);

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http-int.h"
 #include "log.h"
@@ -726,6 +727,7 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
         struct rnnd_server *srv = r->srv;
         struct rnnd_served_version *sv;
         rnnd_error_t err = {0};
+        const char *enc;
         int ret;
 
         if (atomic_load(&srv->stopping)) {
@@ -736,6 +738,12 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
         sv = loaded_version(r);
         if (sv == NULL)
                 return;
+        enc = rnnd_http_request_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
+        if (enc != NULL && strcasecmp(enc, "identity") != 0) {
+                fail(r, RNND_EMEDIATYPE,
+                     "Content-Encoding '%.32s' is not supported; send the body uncompressed", enc);
+                return;
+        }
         ret = srv->infer.handle(srv->infer.cls, r, sv, proto, &err);
         if (ret < 0) {
                 if (r->suspended) {

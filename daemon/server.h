@@ -30,9 +30,9 @@
 
 /* HTTP statuses counted by rnnd_requests_total; any other is counted as "other". */
 #define RNND_COUNTED_CODES(XX)                                                                     \
-        XX(200) XX(400) XX(404) XX(405) XX(411) XX(413) XX(499) XX(500) XX(501) XX(503)
+        XX(200) XX(400) XX(404) XX(405) XX(411) XX(413) XX(415) XX(499) XX(500) XX(501) XX(503)
 
-#define RNND_CODE_SLOTS 11 /* the codes above, plus "other" */
+#define RNND_CODE_SLOTS 12 /* the codes above, plus "other" */
 
 struct rnnd_req_counters {
         atomic_ulong n[RNND_CODE_SLOTS]; /* atomic; by slot (rnnd_server_code_slot()) */

@@ -30,7 +30,8 @@
         XX(EGPU, -12, 500, "GPU error")                                                            \
         XX(EINTERNAL, -13, 500, "internal error")                                                  \
         XX(ECANCELED, -14, 499, "canceled")                                                        \
-        XX(ELIMIT, -15, 400, "limit exceeded")
+        XX(ELIMIT, -15, 400, "limit exceeded")                                                     \
+        XX(EMEDIATYPE, -16, 415, "unsupported media type")
 
 enum rnnd_errno {
 #define RNND_ERRNO_ENUM(name, val, status, msg) RNND_##name = (val),

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -87,7 +88,7 @@ static const struct rnnd_option options[] = {
                 .metavar = "N",
                 .help = "HTTP threads (the libmicrohttpd thread pool) that read requests and "
                         "write responses; they never wait for a model. auto is the number of "
-                        "CPUs.",
+                        "CPUs this process may use (its affinity mask).",
         },
         {
                 .name = "connection_limit",
@@ -202,7 +203,7 @@ static const struct rnnd_option options[] = {
                 .help = "Threads of each CPU-engine instance. A layer whose hidden size is a "
                         "multiple of 16 is split across them by hidden unit; other layers run "
                         "on one. OpenBLAS itself runs one thread per call. auto is the number "
-                        "of CPUs.",
+                        "of CPUs this process may use.",
         },
         {
                 .name = "shutdown_timeout",
@@ -1091,11 +1092,19 @@ int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
         return 0;
 }
 
-/* The number of CPUs online, 1..1024. */
+/*
+ * The CPUs this process may run on (its affinity mask: taskset, cgroup
+ * cpusets), 1..1024; the CPUs online when the mask cannot be read.
+ */
 static unsigned cpu_count(void)
 {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t set;
+        long n;
 
+        if (sched_getaffinity(0, sizeof(set), &set) == 0)
+                n = CPU_COUNT(&set);
+        else
+                n = sysconf(_SC_NPROCESSORS_ONLN);
         if (n < 1)
                 n = 1;
         return n > 1024 ? 1024u : (unsigned)n;

@@ -12,22 +12,10 @@
 #include "alloc.h"
 #include "backend.h"
 #include "check-main.h"
+#include "golden-model.h"
 #include "tensor.h"
 #include "cpu/cpu-int.h"
 #include "repository.h"
-
-static rnnd_model_t *load(const char *name)
-{
-        char dir[4096];
-        struct rnnd_model_config cfg;
-        rnnd_error_t err = {0};
-        rnnd_model_t *m = NULL;
-
-        snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), name);
-        ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
-        ck_assert_msg(rnnd_model_load(dir, name, 1, &cfg, &m, &err) == 0, "%s", err.msg);
-        return m;
-}
 
 static float frand(unsigned *s)
 {
@@ -96,7 +84,7 @@ static const struct {
 
 START_TEST(test_validate)
 {
-        rnnd_model_t *m = load("rnn_tanh_emb_l1_bi_ragged_h0");
+        rnnd_model_t *m = rnnd_test_load_golden("rnn_tanh_emb_l1_bi_ragged_h0");
         static int64_t tokens[4097];
         struct rnnd_seq q = {0};
         struct rnnd_batch b = {&q, 1};
@@ -127,7 +115,8 @@ END_TEST
  */
 START_TEST(test_batches)
 {
-        rnnd_model_t *m = load("gru_emb_l2_bi_ragged_noh0_head_softmax_all"); /* head apply all */
+        rnnd_model_t *m = rnnd_test_load_golden(
+                "gru_emb_l2_bi_ragged_noh0_head_softmax_all"); /* head apply all */
         const uint32_t ow = m->dirs * m->out_size, U = m->cfg.head.units, T = 40, N = 24;
         static int64_t tokens[24][40];
         static float y1[24][40 * 16 + 1], s1[24][40 * 8 + 1], hn1[24][64];
@@ -207,7 +196,7 @@ END_TEST
 START_TEST(test_threads_agree)
 {
         static const char *const models[] = {"lstm_h48_l2_bi_ragged_h0", "gru_h48_l2_bi_ragged_h0"};
-        rnnd_model_t *m = load(models[_i]);
+        rnnd_model_t *m = rnnd_test_load_golden(models[_i]);
         const uint32_t N = 9, T = 300, I = m->cfg.input_size, ow = m->dirs * m->out_size;
         const size_t states = (size_t)m->cfg.num_layers * m->dirs * m->out_size;
         float *x = calloc((size_t)N * T * I, sizeof(float));
@@ -288,7 +277,7 @@ END_TEST
 
 START_TEST(test_describe)
 {
-        rnnd_model_t *m = load("gru_rbr_l1_uni_ragged_h0");
+        rnnd_model_t *m = rnnd_test_load_golden("gru_rbr_l1_uni_ragged_h0");
         struct rnnd_backend_desc d;
         rnnd_error_t err = {0};
         void *plan;

@@ -12,21 +12,9 @@
 #include <unistd.h>
 
 #include "check-main.h"
+#include "golden-model.h"
 #include "pool.h"
 #include "repository.h"
-
-static rnnd_model_t *load(const char *name)
-{
-        char dir[4096];
-        struct rnnd_model_config cfg;
-        rnnd_error_t err = {0};
-        rnnd_model_t *m = NULL;
-
-        snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), name);
-        ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
-        ck_assert_msg(rnnd_model_load(dir, name, 1, &cfg, &m, &err) == 0, "%s", err.msg);
-        return m;
-}
 
 /* Completion bookkeeping shared by the tests. */
 static sem_t done_sem;
@@ -54,7 +42,7 @@ static void reset_counts(void)
 
 START_TEST(test_runs)
 {
-        rnnd_model_t *m = load("lstm_l1_uni_ragged_h0");
+        rnnd_model_t *m = rnnd_test_load_golden("lstm_l1_uni_ragged_h0");
         struct rnnd_pool_opts o = {&rnnd_cpu_backend, 2, {-1, 1}, 64};
         static float x[16][7 * 5], y[16][7 * 6], want[16][7 * 6];
         struct rnnd_seq seqs[16];
@@ -153,7 +141,7 @@ static void *stop_pool(void *p)
 
 START_TEST(test_queue_full_and_stop)
 {
-        rnnd_model_t *m = load("gru_l1_uni_equal_noh0");
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
         struct rnnd_pool_opts o = {&gated, 1, {-1, 0}, 4};
         struct rnnd_seq seqs[3];
         rnnd_job_t jobs[4];
@@ -209,7 +197,7 @@ END_TEST
 
 START_TEST(test_open_fails)
 {
-        rnnd_model_t *m = load("gru_l1_uni_equal_noh0");
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
         struct rnnd_pool_opts o = {&gated, 3, {-1, 0}, 4};
         rnnd_error_t err = {0};
         rnnd_pool_t *p = NULL;

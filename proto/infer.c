@@ -574,6 +574,31 @@ static int take_binary(struct kctx *c, struct rnnd_tensor *t, uint64_t bds, cons
         return 0;
 }
 
+/*
+ * Checks that obj, found at path, is an object with only the given keys and a
+ * non-empty string "name", copied into name[cap].  Fills sub with
+ * "<path>.name" for the caller's later messages.
+ */
+static int named_object(json_t *obj, const char *const *keys, const char *path, char *name,
+                        size_t cap, char *sub, rnnd_error_t *err)
+{
+        char got[64];
+        json_t *v;
+        int r;
+
+        if (!json_is_object(obj))
+                return path_error(err, RNND_EINVAL, path, "must be an object, got %s",
+                                  rnnd__json_describe(obj, got, sizeof(got)));
+        r = check_keys(obj, keys, path, err);
+        if (r < 0)
+                return r;
+        pathf(sub, "%s.name", path);
+        v = json_object_get(obj, "name");
+        if (v == NULL)
+                return path_error(err, RNND_EINVAL, sub, "missing");
+        return get_string(v, name, cap, true, sub, err);
+}
+
 /* inputs[i] (or outputs[i] of a response) into t. */
 static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_tensor *t)
 {
@@ -587,18 +612,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
         int r;
 
         pathf(path, "%s[%u]", c->list, i);
-        if (!json_is_object(obj))
-                return path_error(c->err, RNND_EINVAL, path, "must be an object, got %s",
-                                  rnnd__json_describe(obj, got, sizeof(got)));
-        r = check_keys(obj, keys, path, c->err);
-        if (r < 0)
-                return r;
-
-        pathf(sub, "%s.name", path);
-        v = json_object_get(obj, "name");
-        if (v == NULL)
-                return path_error(c->err, RNND_EINVAL, sub, "missing");
-        r = get_string(v, t->name, sizeof(t->name), true, sub, c->err);
+        r = named_object(obj, keys, path, t->name, sizeof(t->name), sub, c->err);
         if (r < 0)
                 return r;
 
@@ -784,17 +798,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                 struct rnnd_requested_output *ro = &req->outputs[i];
 
                 pathf(path, "outputs[%zu]", i);
-                if (!json_is_object(o))
-                        return path_error(c->err, RNND_EINVAL, path, "must be an object, got %s",
-                                          rnnd__json_describe(o, got, sizeof(got)));
-                r = check_keys(o, keys, path, c->err);
-                if (r < 0)
-                        return r;
-                pathf(sub, "%s.name", path);
-                v = json_object_get(o, "name");
-                if (v == NULL)
-                        return path_error(c->err, RNND_EINVAL, sub, "missing");
-                r = get_string(v, ro->name, sizeof(ro->name), true, sub, c->err);
+                r = named_object(o, keys, path, ro->name, sizeof(ro->name), sub, c->err);
                 if (r < 0)
                         return r;
                 for (size_t j = 0; j < i; j++)

@@ -67,7 +67,10 @@ struct rnnd_backend_ops {
          * Runs batch b (valid: lengths in range, tokens in range, at most
          * max_batch_size sequences and max_batch_steps B x longest).  Reads the
          * inputs and writes the outputs of every sequence before returning.
-         * Worker thread only; one call at a time per plan.
+         * Worker thread only; one call at a time per plan.  Returns 0, or
+         * a negative RNND_E* that fails the batch's requests; RNND_EDEVLOST
+         * means the plan can run nothing more (its device failed): the pool
+         * takes the instance out of service and gives the batch to another.
          */
         int (*run)(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr);
 

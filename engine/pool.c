@@ -41,6 +41,8 @@ struct rnnd_pool {
         unsigned n_open;         /* opens finished; guarded by mu */
         int open_status;         /* first failing open; guarded by mu */
         rnnd_error_t open_err;   /* guarded by mu */
+        uint64_t completed;      /* jobs done; guarded by mu */
+        bool closed;             /* no new jobs; guarded by mu */
         bool stopping;           /* guarded by mu */
 };
 
@@ -96,6 +98,7 @@ static void *worker_main(void *arg)
                 job->done(job, r, &err);
 
                 pthread_mutex_lock(&p->mu);
+                p->completed++;
                 if (--p->running == 0)
                         pthread_cond_broadcast(&p->idle);
                 pthread_mutex_unlock(&p->mu);
@@ -181,7 +184,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         job->next = NULL;
         job->queued_ns = now_ns();
         pthread_mutex_lock(&p->mu);
-        if (p->stopping) {
+        if (p->closed) {
                 pthread_mutex_unlock(&p->mu);
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
                                       p->m->name);
@@ -220,9 +223,27 @@ uint32_t rnnd_pool_queued(rnnd_pool_t *p)
         return q;
 }
 
+void rnnd_pool_progress(rnnd_pool_t *p, struct rnnd_pool_progress *ret)
+{
+        pthread_mutex_lock(&p->mu);
+        ret->queued = p->queued;
+        ret->running = p->running;
+        ret->completed = p->completed;
+        ret->closed = p->closed;
+        pthread_mutex_unlock(&p->mu);
+}
+
+void rnnd_pool_close(rnnd_pool_t *p)
+{
+        pthread_mutex_lock(&p->mu);
+        p->closed = true;
+        pthread_mutex_unlock(&p->mu);
+}
+
 void rnnd_pool_stop(rnnd_pool_t *p)
 {
         pthread_mutex_lock(&p->mu);
+        p->closed = true;
         p->stopping = true;
         pthread_cond_broadcast(&p->work);
         drain_locked(p);

@@ -7,6 +7,7 @@
 #ifndef RNND_ENGINE_POOL_H
 #define RNND_ENGINE_POOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -31,6 +32,16 @@ struct rnnd_job {
         uint64_t queued_ns, started_ns, finished_ns;
 
         rnnd_job_t *next; /* pool private; guarded by the pool's mutex */
+};
+
+/*
+ * One instance of a pool: which backend and where.  (The batching issue
+ * moves rnnd_pool_opts to a list of these, so that one model's instance
+ * groups may mix GPUs and CPU threads.)
+ */
+struct rnnd_pool_instance {
+        const struct rnnd_backend_ops *ops;
+        struct rnnd_instance_opts opts;
 };
 
 struct rnnd_pool_opts {
@@ -63,6 +74,25 @@ void rnnd_pool_describe(const rnnd_pool_t *p, struct rnnd_backend_desc *ret);
 
 /* Sequences waiting in the queue now.  Thread-safe. */
 uint32_t rnnd_pool_queued(rnnd_pool_t *p);
+
+/* What the pool is doing, for the watchdog and the drain. */
+struct rnnd_pool_progress {
+        uint32_t queued;    /* sequences waiting */
+        uint32_t running;   /* batches on workers now */
+        uint64_t completed; /* batches run since the pool started (ok or failed) */
+        bool closed;        /* rnnd_pool_close() or rnnd_pool_stop() was called */
+};
+
+/* Fills *ret.  Thread-safe. */
+void rnnd_pool_progress(rnnd_pool_t *p, struct rnnd_pool_progress *ret);
+
+/*
+ * Stops accepting jobs (submit fails with RNND_EUNAVAIL) but runs every job
+ * already queued, without waiting for fuller batches.  The caller watches
+ * rnnd_pool_progress() until queued and running are 0, or gives up and calls
+ * rnnd_pool_stop().  Idempotent.  Thread-safe.
+ */
+void rnnd_pool_close(rnnd_pool_t *p);
 
 /*
  * Stops accepting jobs, completes the ones still queued with RNND_EUNAVAIL

@@ -31,7 +31,8 @@
         XX(EINTERNAL, -13, 500, "internal error")                                                  \
         XX(ECANCELED, -14, 499, "canceled")                                                        \
         XX(ELIMIT, -15, 400, "limit exceeded")                                                     \
-        XX(EMEDIATYPE, -16, 415, "unsupported media type")
+        XX(EMEDIATYPE, -16, 415, "unsupported media type")                                         \
+        XX(EDEVLOST, -17, 503, "device unavailable")
 
 enum rnnd_errno {
 #define RNND_ERRNO_ENUM(name, val, status, msg) RNND_##name = (val),

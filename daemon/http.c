@@ -19,11 +19,13 @@
  * MHD_OPTION_NOTIFY_COMPLETED then logs the request, counts it, and drops
  * the HTTP side's reference.  Handlers never block.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "alloc.h"
@@ -223,6 +225,19 @@ void rnnd_http_resume(struct rnnd_http_request *r)
 
         atomic_fetch_sub(&r->srv->suspended, 1);
         MHD_resume_connection(conn);
+}
+
+bool rnnd_http_request_peer_gone(const struct rnnd_http_request *r)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        char c;
+        ssize_t n;
+
+        if (ci == NULL)
+                return false;
+        n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 /* The request id: the client's X-Request-Id when it is safe to echo and log. */

@@ -16,6 +16,7 @@
 #ifndef RNND_DAEMON_HTTP_H
 #define RNND_DAEMON_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,5 +99,14 @@ void rnnd_http_suspend(struct rnnd_http_request *r);
  * and drops it with rnnd_http_request_unref().  Thread-safe.
  */
 void rnnd_http_resume(struct rnnd_http_request *r);
+
+/*
+ * Whether the client of a suspended request has closed its connection or
+ * reset it.  MHD does not watch a suspended connection, so this peeks at the
+ * socket: end of file or an error means gone; a pipelined next request does
+ * not.  (A client that only shuts down its sending side looks gone too.)
+ * Never blocks.  Thread-safe while the request is suspended.
+ */
+bool rnnd_http_request_peer_gone(const struct rnnd_http_request *r);
 
 #endif

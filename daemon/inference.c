@@ -54,7 +54,6 @@ static void record(struct infer_ctx *c, int status, uint64_t output_ns)
         struct rnnd_version_stats *st = &c->sv->stats;
         const rnnd_job_t *j = &c->job;
         uint64_t total = now_ns() - c->t_start_ns;
-        uint32_t n = j->batch.n;
         struct timespec wall;
 
         if (status < 0) {
@@ -66,17 +65,13 @@ static void record(struct infer_ctx *c, int status, uint64_t output_ns)
         rnnd_stat_add(&st->compute_input, c->input_ns);
         rnnd_stat_add(&st->compute_infer, j->finished_ns - j->started_ns);
         rnnd_stat_add(&st->compute_output, output_ns);
-        atomic_fetch_add_explicit(&st->inference_count, n, memory_order_relaxed);
-        atomic_fetch_add_explicit(&st->execution_count, 1, memory_order_relaxed);
+        rnnd_hist_add(&st->request_h, total);
+        rnnd_hist_add(&st->queue_h, j->started_ns - j->queued_ns);
+        rnnd_hist_add(&st->compute_h, j->finished_ns - j->started_ns);
         clock_gettime(CLOCK_REALTIME, &wall);
         atomic_store_explicit(&st->last_inference_ms,
                               (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u,
                               memory_order_relaxed);
-        if (n >= 1 && n <= RNND_STATS_BATCH_MAX) {
-                rnnd_stat_add(&st->batch[n - 1].input, c->input_ns);
-                rnnd_stat_add(&st->batch[n - 1].infer, j->finished_ns - j->started_ns);
-                rnnd_stat_add(&st->batch[n - 1].output, output_ns);
-        }
 }
 
 static void ctx_free(void *data)
@@ -133,6 +128,39 @@ static void respond_outputs(struct infer_ctx *c)
         rnnd_http_respond(c->http, 200, "application/json", body, len);
 }
 
+/* Under the pool's lock, as the job's first sequence is about to start. */
+static bool job_alive(rnnd_job_t *job)
+{
+        struct infer_ctx *c = job->udata;
+
+        return !rnnd_http_request_peer_gone(c->http);
+}
+
+/*
+ * The request's priority and timeout parameters (the schedule-policy
+ * extension): priority 0 is the model's default level, 1 the highest.
+ */
+static int schedule(struct infer_ctx *c, const struct rnnd_model_config *cfg, rnnd_error_t *reterr)
+{
+        const struct rnnd_infer_params *q = &c->req.params;
+        uint32_t levels = cfg->batching.priority_levels;
+
+        if (q->priority < 0 || q->priority > (int64_t)levels)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "parameters.priority: %" PRId64 " is outside 0..%" PRIu32
+                                      " (0 = the model's default, %" PRIu32 ", 1 = the highest)",
+                                      q->priority, levels, cfg->batching.default_priority_level);
+        c->job.level =
+                (q->priority == 0 ? cfg->batching.default_priority_level : (uint32_t)q->priority) -
+                1;
+        if (q->timeout_us > UINT64_MAX / 1000)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "parameters.timeout: %" PRIu64 " microseconds is too long",
+                                      q->timeout_us);
+        c->job.timeout_ns = q->timeout_us * 1000;
+        return 0;
+}
+
 /* Worker thread: the job ran (or was refused at shutdown). */
 static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
 {
@@ -140,9 +168,11 @@ static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
         struct rnnd_http_request *http = c->http;
 
         if (status < 0) {
-                rnnd_log_req(status == RNND_EUNAVAIL ? RNND_LOG_INFO : RNND_LOG_ERR,
-                             rnnd_http_request_id(http), "model %s: %s", c->sv->owner->entry->name,
-                             err->msg);
+                bool expected = status == RNND_EUNAVAIL || status == RNND_ETIMEDOUT ||
+                                status == RNND_ECANCELED;
+
+                rnnd_log_req(expected ? RNND_LOG_INFO : RNND_LOG_ERR, rnnd_http_request_id(http),
+                             "model %s: %s", c->sv->owner->entry->name, err->msg);
                 respond_error(http, status, err);
                 record(c, status, 0);
         } else {
@@ -251,9 +281,13 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         ret = make_batch(c, reterr);
         if (ret < 0)
                 return ret;
+        ret = schedule(c, cfg, reterr);
+        if (ret < 0)
+                return ret;
 
         c->input_ns = now_ns() - c->t_start_ns;
         c->job.done = job_done;
+        c->job.alive = job_alive;
         c->job.udata = c;
         c->http = rnnd_http_request_ref(r);
         rnnd_http_suspend(r);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "alloc.h"
 #include "http-int.h"
 #include "log.h"
 #include "rnnd-config.h"
@@ -385,22 +386,59 @@ static void put_stat(struct rnnd_strbuf *b, const char *key, struct rnnd_stat *s
                            (unsigned long long)atomic_load(&s->ns));
 }
 
-/* One entry of model_stats (the statistics extension). */
+static void put_count_ns(struct rnnd_strbuf *b, const char *key, uint64_t count, uint64_t ns)
+{
+        rnnd_strbuf_json_key(b, key);
+        rnnd_strbuf_printf(b, "{\"count\":%llu,\"ns\":%llu}", (unsigned long long)count,
+                           (unsigned long long)ns);
+}
+
+/*
+ * batch_stats: one entry per batch size run, from the pool; compute_infer is
+ * the engine's time for batches of that size.  Input and output work is per
+ * request, not per batch: those entries carry the count with 0 ns.
+ */
+static void put_batch_stats(struct rnnd_strbuf *b, struct rnnd_served_version *sv)
+{
+        uint32_t max = sv->owner->entry->cfg.batching.max_batch_size, n;
+        struct rnnd_pool_size_stat *by = rnnd_calloc(max, sizeof(*by));
+
+        rnnd_strbuf_json_key(b, "batch_stats");
+        rnnd_strbuf_putc(b, '[');
+        n = by != NULL ? rnnd_pool_size_stats(sv->pool, by, max) : 0;
+        for (uint32_t i = 0; i < n; i++) {
+                if (by[i].count == 0)
+                        continue;
+                rnnd_strbuf_json_sep(b);
+                rnnd_strbuf_putc(b, '{');
+                rnnd_strbuf_json_kv_u64(b, "batch_size", i + 1);
+                put_count_ns(b, "compute_input", by[i].count, 0);
+                put_count_ns(b, "compute_infer", by[i].count, by[i].ns);
+                put_count_ns(b, "compute_output", by[i].count, 0);
+                rnnd_strbuf_putc(b, '}');
+        }
+        rnnd_strbuf_putc(b, ']');
+        rnnd_free(by);
+}
+
+/* One entry of model_stats (the statistics extension), plus rnnd's batching figures. */
 static void put_version_stats(struct rnnd_strbuf *b, const struct rnnd_served_model *m,
                               struct rnnd_served_version *sv)
 {
         struct rnnd_version_stats *st = &sv->stats;
+        struct rnnd_pool_stats ps;
         struct rnnd_stat zero = {0};
         char v[24];
 
+        rnnd_pool_stats(sv->pool, &ps);
         snprintf(v, sizeof(v), "%" PRIu64, sv->version);
         rnnd_strbuf_json_sep(b);
         rnnd_strbuf_putc(b, '{');
         rnnd_strbuf_json_kv_str(b, "name", m->entry->name);
         rnnd_strbuf_json_kv_str(b, "version", v);
         rnnd_strbuf_json_kv_u64(b, "last_inference", atomic_load(&st->last_inference_ms));
-        rnnd_strbuf_json_kv_u64(b, "inference_count", atomic_load(&st->inference_count));
-        rnnd_strbuf_json_kv_u64(b, "execution_count", atomic_load(&st->execution_count));
+        rnnd_strbuf_json_kv_u64(b, "inference_count", ps.sequences);
+        rnnd_strbuf_json_kv_u64(b, "execution_count", ps.batches);
         rnnd_strbuf_json_key(b, "inference_stats");
         rnnd_strbuf_putc(b, '{');
         put_stat(b, "success", &st->success);
@@ -412,20 +450,22 @@ static void put_version_stats(struct rnnd_strbuf *b, const struct rnnd_served_mo
         put_stat(b, "cache_hit", &zero);
         put_stat(b, "cache_miss", &zero);
         rnnd_strbuf_putc(b, '}');
-        rnnd_strbuf_json_key(b, "batch_stats");
-        rnnd_strbuf_putc(b, '[');
-        for (unsigned i = 0; i < RNND_STATS_BATCH_MAX; i++) {
-                if (atomic_load(&st->batch[i].infer.count) == 0)
-                        continue;
-                rnnd_strbuf_json_sep(b);
-                rnnd_strbuf_putc(b, '{');
-                rnnd_strbuf_json_kv_u64(b, "batch_size", i + 1);
-                put_stat(b, "compute_input", &st->batch[i].input);
-                put_stat(b, "compute_infer", &st->batch[i].infer);
-                put_stat(b, "compute_output", &st->batch[i].output);
-                rnnd_strbuf_putc(b, '}');
-        }
-        rnnd_strbuf_puts(b, "]}");
+        put_batch_stats(b, sv);
+        rnnd_strbuf_json_key(b, "batching");
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_kv_u64(b, "queued_sequences", ps.queued);
+        rnnd_strbuf_json_kv_u64(b, "running_batches", ps.running);
+        rnnd_strbuf_json_kv_u64(b, "steps_used", ps.steps_used);
+        rnnd_strbuf_json_kv_u64(b, "steps_total", ps.steps_total);
+        rnnd_strbuf_json_key(b, "padding_efficiency");
+        rnnd_strbuf_printf(b, "%.4f",
+                           ps.steps_total > 0 ? (double)ps.steps_used / (double)ps.steps_total
+                                              : 1.0);
+        rnnd_strbuf_json_kv_u64(b, "expired_sequences", ps.expired);
+        rnnd_strbuf_json_kv_u64(b, "canceled_requests", ps.canceled);
+        rnnd_strbuf_json_kv_u64(b, "rejected_requests", ps.rejected);
+        rnnd_strbuf_json_kv_u64(b, "instances_in_service", ps.in_service);
+        rnnd_strbuf_puts(b, "}}");
 }
 
 /*
@@ -493,6 +533,9 @@ static void serve_model_config(struct rnnd_http_request *r)
         rnnd_strbuf_putc(&b, '{');
         rnnd_strbuf_json_kv_u64(&b, "max_queue_delay_microseconds",
                                 cfg->batching.max_queue_delay_us);
+        rnnd_strbuf_json_kv_u64(&b, "priority_levels", cfg->batching.priority_levels);
+        rnnd_strbuf_json_kv_u64(&b, "default_priority_level",
+                                cfg->batching.default_priority_level);
         rnnd_strbuf_json_key(&b, "default_queue_policy");
         rnnd_strbuf_putc(&b, '{');
         rnnd_strbuf_json_kv_u64(&b, "max_queue_size", cfg->batching.max_queue_size);
@@ -678,6 +721,165 @@ static void put_counters(struct rnnd_strbuf *b, const char *model, const char *v
         }
 }
 
+/* One histogram series; counts are per bucket (not cumulative), bounds end with +Inf. */
+static void put_histogram(struct rnnd_strbuf *b, const char *name, const char *labels,
+                          const double *bounds, const uint64_t *counts, unsigned n, double sum)
+{
+        uint64_t cum = 0;
+
+        for (unsigned i = 0; i < n; i++) {
+                cum += counts[i];
+                if (i + 1 < n)
+                        rnnd_strbuf_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels,
+                                           bounds[i], (unsigned long long)cum);
+                else
+                        rnnd_strbuf_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels,
+                                           (unsigned long long)cum);
+        }
+        rnnd_strbuf_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, sum, name,
+                           labels, (unsigned long long)cum);
+}
+
+static void put_latency(struct rnnd_strbuf *b, const char *name, const char *labels,
+                        struct rnnd_hist *h)
+{
+        uint64_t counts[RNND_HIST_BUCKETS];
+
+        for (unsigned i = 0; i < RNND_HIST_BUCKETS; i++)
+                counts[i] = atomic_load_explicit(&h->b[i], memory_order_relaxed);
+        put_histogram(b, name, labels, rnnd_hist_bounds_s, counts, RNND_HIST_BUCKETS,
+                      (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9);
+}
+
+/* The per-version series of one metric family (HELP and TYPE once, then each version). */
+enum version_metric {
+        VM_REQUEST_S,
+        VM_QUEUE_S,
+        VM_COMPUTE_S,
+        VM_BATCH_SIZE,
+        VM_PADDING,
+        VM_COUNTERS,
+        VM_GAUGES,
+};
+
+static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, const char *labels,
+                               struct rnnd_served_version *sv, const struct rnnd_pool_stats *ps)
+{
+        switch (k) {
+        case VM_REQUEST_S:
+                put_latency(b, "rnnd_request_duration_seconds", labels, &sv->stats.request_h);
+                break;
+        case VM_QUEUE_S:
+                put_latency(b, "rnnd_queue_duration_seconds", labels, &sv->stats.queue_h);
+                break;
+        case VM_COMPUTE_S:
+                put_latency(b, "rnnd_compute_duration_seconds", labels, &sv->stats.compute_h);
+                break;
+        case VM_BATCH_SIZE:
+                put_histogram(b, "rnnd_batch_size", labels, rnnd_pool_size_bounds, ps->size_buckets,
+                              RNND_POOL_SIZE_BUCKETS, (double)ps->sequences);
+                break;
+        case VM_PADDING:
+                put_histogram(b, "rnnd_batch_padding_efficiency", labels, rnnd_pool_padding_bounds,
+                              ps->padding_buckets, RNND_POOL_PADDING_BUCKETS, ps->padding_sum);
+                break;
+        case VM_COUNTERS:
+                rnnd_strbuf_printf(
+                        b,
+                        "rnnd_inference_count_total{%s} %llu\n"
+                        "rnnd_execution_count_total{%s} %llu\n"
+                        "rnnd_batch_steps_used_total{%s} %llu\n"
+                        "rnnd_batch_steps_total{%s} %llu\n"
+                        "rnnd_batch_compute_seconds_total{%s} %.9g\n"
+                        "rnnd_queue_expired_total{%s} %llu\n"
+                        "rnnd_requests_canceled_total{%s} %llu\n"
+                        "rnnd_queue_rejected_total{%s} %llu\n",
+                        labels, (unsigned long long)ps->sequences, labels,
+                        (unsigned long long)ps->batches, labels, (unsigned long long)ps->steps_used,
+                        labels, (unsigned long long)ps->steps_total, labels,
+                        (double)ps->compute_ns / 1e9, labels, (unsigned long long)ps->expired,
+                        labels, (unsigned long long)ps->canceled, labels,
+                        (unsigned long long)ps->rejected);
+                break;
+        case VM_GAUGES:
+                rnnd_strbuf_printf(b,
+                                   "rnnd_queue_depth{%s} %u\n"
+                                   "rnnd_batches_running{%s} %u\n"
+                                   "rnnd_instances_in_service{%s} %u\n",
+                                   labels, ps->queued, labels, ps->running, labels, ps->in_service);
+                break;
+        }
+}
+
+static const char *const version_metric_help[] = {
+        [VM_REQUEST_S] = "# HELP rnnd_request_duration_seconds Successful inference requests, "
+                         "from parsing to the rendered answer.\n"
+                         "# TYPE rnnd_request_duration_seconds histogram\n",
+        [VM_QUEUE_S] = "# HELP rnnd_queue_duration_seconds Time until a request's first "
+                       "sequence started.\n"
+                       "# TYPE rnnd_queue_duration_seconds histogram\n",
+        [VM_COMPUTE_S] = "# HELP rnnd_compute_duration_seconds From a request's first sequence's "
+                         "start to its last one's end.\n"
+                         "# TYPE rnnd_compute_duration_seconds histogram\n",
+        [VM_BATCH_SIZE] = "# HELP rnnd_batch_size Sequences per batch run.\n"
+                          "# TYPE rnnd_batch_size histogram\n",
+        [VM_PADDING] = "# HELP rnnd_batch_padding_efficiency Per batch: sum of lengths / (batch "
+                       "size x longest).\n"
+                       "# TYPE rnnd_batch_padding_efficiency histogram\n",
+        [VM_COUNTERS] = "# HELP rnnd_inference_count_total Sequences run.\n"
+                        "# TYPE rnnd_inference_count_total counter\n"
+                        "# HELP rnnd_execution_count_total Batches run.\n"
+                        "# TYPE rnnd_execution_count_total counter\n"
+                        "# HELP rnnd_batch_steps_used_total Sum of the lengths of the sequences "
+                        "run.\n"
+                        "# TYPE rnnd_batch_steps_used_total counter\n"
+                        "# HELP rnnd_batch_steps_total Sum of batch size x longest over batches "
+                        "run (steps_used / this = padding efficiency).\n"
+                        "# TYPE rnnd_batch_steps_total counter\n"
+                        "# HELP rnnd_batch_compute_seconds_total Time the instances spent "
+                        "running batches.\n"
+                        "# TYPE rnnd_batch_compute_seconds_total counter\n"
+                        "# HELP rnnd_queue_expired_total Sequences whose queue timeout "
+                        "expired (503).\n"
+                        "# TYPE rnnd_queue_expired_total counter\n"
+                        "# HELP rnnd_requests_canceled_total Requests dropped before they "
+                        "started because the client went away.\n"
+                        "# TYPE rnnd_requests_canceled_total counter\n"
+                        "# HELP rnnd_queue_rejected_total Requests refused at once: queue full "
+                        "or shutting down (503).\n"
+                        "# TYPE rnnd_queue_rejected_total counter\n",
+        [VM_GAUGES] = "# HELP rnnd_queue_depth Sequences waiting.\n"
+                      "# TYPE rnnd_queue_depth gauge\n"
+                      "# HELP rnnd_batches_running Batches on instances now.\n"
+                      "# TYPE rnnd_batches_running gauge\n"
+                      "# HELP rnnd_instances_in_service Instances that can run batches.\n"
+                      "# TYPE rnnd_instances_in_service gauge\n",
+};
+
+static void put_version_metrics(struct rnnd_strbuf *b, struct rnnd_server *srv)
+{
+        for (unsigned k = VM_REQUEST_S; k <= VM_GAUGES; k++) {
+                rnnd_strbuf_puts(b, version_metric_help[k]);
+                for (size_t i = 0; i < srv->n_models; i++) {
+                        struct rnnd_served_model *m = &srv->models[i];
+
+                        for (size_t j = 0; j < m->n_versions; j++) {
+                                struct rnnd_served_version *sv = &m->versions[j];
+                                struct rnnd_pool_stats ps;
+                                char labels[RNND_CFG_NAME_MAX + 64];
+
+                                if (sv->pool == NULL)
+                                        continue;
+                                rnnd_pool_stats(sv->pool, &ps);
+                                snprintf(labels, sizeof(labels),
+                                         "model=\"%s\",version=\"%" PRIu64 "\"", m->entry->name,
+                                         sv->version);
+                                put_version_metric(b, (enum version_metric)k, labels, sv, &ps);
+                        }
+                }
+        }
+}
+
 static void serve_metrics(struct rnnd_http_request *r)
 {
         struct rnnd_server *srv = r->srv;
@@ -713,6 +915,7 @@ static void serve_metrics(struct rnnd_http_request *r)
                         put_counters(&b, m->entry->name, v, &m->versions[j].requests);
                 }
         }
+        put_version_metrics(&b, srv);
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
                 rnnd_http_respond_error(r, 500, "out of memory");

@@ -211,6 +211,21 @@ void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns)
         atomic_fetch_add_explicit(&s->ns, ns, memory_order_relaxed);
 }
 
+const double rnnd_hist_bounds_s[RNND_HIST_BUCKETS] = {
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+        0.025,  0.05,    0.1,    0.25,  1,      5,     __builtin_inf()};
+
+void rnnd_hist_add(struct rnnd_hist *h, uint64_t ns)
+{
+        double s = (double)ns / 1e9;
+        unsigned i;
+
+        for (i = 0; i + 1 < RNND_HIST_BUCKETS && s > rnnd_hist_bounds_s[i]; i++)
+                ;
+        atomic_fetch_add_explicit(&h->b[i], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
+}
+
 /* Every instance of every group of cfg; all run on the CPU engine for now. */
 static unsigned count_instances(const struct rnnd_model_config *cfg)
 {
@@ -221,28 +236,63 @@ static unsigned count_instances(const struct rnnd_model_config *cfg)
         return n > 0 ? n : 1;
 }
 
+/* Any thread: a pool has a new earliest deadline; have the loop sweep. */
+static void pool_wakeup(void *arg)
+{
+        struct rnnd_server *srv = arg;
+
+        if (atomic_load(&srv->sweep_ready))
+                uv_async_send(&srv->sweep_async);
+}
+
+/* The pool options of a version: its instances and its batching settings. */
+static int pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *cfg,
+                     struct rnnd_pool_opts *po, rnnd_error_t *reterr)
+{
+        unsigned n = count_instances(cfg);
+        struct rnnd_pool_instance *inst = rnnd_calloc(n, sizeof(*inst));
+
+        if (inst == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u instances", n);
+        for (unsigned i = 0; i < n; i++) {
+                inst[i].ops = &rnnd_cpu_backend;
+                inst[i].opts.device = -1;
+                inst[i].opts.threads = rnnd_options_cpu_threads(srv->opts);
+        }
+        *po = (struct rnnd_pool_opts){
+                .instances = inst,
+                .n_instances = n,
+                .max_queue = cfg->batching.max_queue_size,
+                .max_batch_size = cfg->batching.max_batch_size,
+                .max_batch_steps = cfg->batching.max_batch_steps,
+                .max_queue_delay_ns = (uint64_t)cfg->batching.max_queue_delay_us * 1000u,
+                .queue_timeout_ns = (uint64_t)cfg->batching.queue_timeout_us * 1000u,
+                .levels = cfg->batching.priority_levels,
+                .wakeup = pool_wakeup,
+                .wakeup_arg = srv,
+        };
+        return 0;
+}
+
 /* Loads one version and starts its instances; a failure stays in sv. */
 static void load_version(struct rnnd_server *srv, struct rnnd_served_model *m,
                          struct rnnd_served_version *sv)
 {
         const struct rnnd_options *o = srv->opts;
-        const struct rnnd_model_config *cfg = &m->entry->cfg;
-        struct rnnd_pool_opts po = {
-                .ops = &rnnd_cpu_backend,
-                .instances = count_instances(cfg),
-                .inst = {.device = -1, .threads = rnnd_options_cpu_threads(o)},
-                .max_queue = cfg->batching.max_queue_size,
-        };
+        struct rnnd_pool_opts po = {0};
         rnnd_error_t err = {0};
         int r;
 
         sv->owner = m;
         r = rnnd_repository_load(o->model_repository, m->entry, sv->version, &sv->model, &err);
+        if (r == 0)
+                r = pool_opts(srv, &m->entry->cfg, &po, &err);
         if (r == 0) {
-                sv->ops = po.ops;
-                sv->instances = po.instances;
+                sv->ops = po.instances[0].ops;
+                sv->instances = po.n_instances;
                 r = rnnd_pool_new(sv->model, &po, &sv->pool, &err);
         }
+        rnnd_free((void *)po.instances);
         if (r < 0) {
                 sv->status = r;
                 snprintf(sv->reason, sizeof(sv->reason), "%s",
@@ -253,7 +303,7 @@ static void load_version(struct rnnd_server *srv, struct rnnd_served_model *m,
                          m->entry->name, sv->version, sv->reason);
                 return;
         }
-        rnnd_pool_describe(sv->pool, &sv->desc);
+        rnnd_pool_describe(sv->pool, 0, &sv->desc);
         if (sv->desc.why_not_cudnn[0] == '\0' && strcmp(sv->desc.backend, "cudnn") != 0)
                 snprintf(sv->desc.why_not_cudnn, sizeof(sv->desc.why_not_cudnn), "%s",
                          srv->why_not_cudnn);
@@ -370,6 +420,16 @@ static void stop_mhd(struct rnnd_server *srv)
         }
 }
 
+/* After MHD stopped, no submit can wake the loop any more. */
+static void close_sweep(struct rnnd_server *srv)
+{
+        atomic_store(&srv->sweep_ready, false);
+        if (srv->sweep_timer.loop != NULL)
+                close_handle((uv_handle_t *)&srv->sweep_timer);
+        if (srv->sweep_async.loop != NULL)
+                close_handle((uv_handle_t *)&srv->sweep_async);
+}
+
 static void finish(struct rnnd_server *srv)
 {
         unsigned left = atomic_load(&srv->suspended);
@@ -384,6 +444,7 @@ static void finish(struct rnnd_server *srv)
         uv_timer_stop(&srv->drain_timer);
         close_handle((uv_handle_t *)&srv->drain_timer);
         close_handle((uv_handle_t *)&srv->watchdog_timer);
+        close_sweep(srv);
         for (i = 0; i < sizeof(srv->sig) / sizeof(srv->sig[0]); i++)
                 close_handle((uv_handle_t *)&srv->sig[i]);
         rnnd_log(RNND_LOG_NOTICE, "stopped");
@@ -463,6 +524,48 @@ static void watchdog_tick(uv_timer_t *t)
         sd_notify(0, "WATCHDOG=1");
 }
 
+/*
+ * Queue timeouts: sweeps every pool and sleeps until the earliest deadline
+ * left.  A pool wakes the loop (sweep_async) when a submit brings its
+ * earliest deadline forward.  libuv timers tick in milliseconds, so a
+ * timeout fires up to 1 ms late; the batching delay, which is shorter, is
+ * kept by the pools' own workers.
+ */
+static void sweep_tick(uv_timer_t *t);
+
+static void sweep(struct rnnd_server *srv)
+{
+        uint64_t next = UINT64_MAX, now_ns = uv_hrtime();
+
+        for (size_t i = 0; i < srv->n_models; i++)
+                for (size_t j = 0; j < srv->models[i].n_versions; j++) {
+                        rnnd_pool_t *p = srv->models[i].versions[j].pool;
+                        uint64_t due;
+
+                        if (p == NULL)
+                                continue;
+                        due = rnnd_pool_sweep(p);
+                        if (due < next)
+                                next = due;
+                }
+        uv_timer_stop(&srv->sweep_timer);
+        if (next != UINT64_MAX) {
+                uint64_t ms = next > now_ns ? (next - now_ns + 999999) / 1000000 : 0;
+
+                uv_timer_start(&srv->sweep_timer, sweep_tick, ms, 0);
+        }
+}
+
+static void sweep_tick(uv_timer_t *t)
+{
+        sweep(t->data);
+}
+
+static void sweep_wake(uv_async_t *a)
+{
+        sweep(a->data);
+}
+
 static int init_loop(struct rnnd_server *srv, rnnd_error_t *reterr)
 {
         static const int signums[] = {SIGINT, SIGTERM, SIGHUP};
@@ -478,6 +581,13 @@ static int init_loop(struct rnnd_server *srv, rnnd_error_t *reterr)
         uv_timer_init(&srv->loop, &srv->watchdog_timer);
         srv->drain_timer.data = srv;
         srv->watchdog_timer.data = srv;
+        uv_timer_init(&srv->loop, &srv->sweep_timer);
+        srv->sweep_timer.data = srv;
+        r = uv_async_init(&srv->loop, &srv->sweep_async, sweep_wake);
+        if (r < 0)
+                return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
+        srv->sweep_async.data = srv;
+        atomic_store(&srv->sweep_ready, true);
         for (i = 0; i < sizeof(signums) / sizeof(signums[0]); i++) {
                 uv_signal_init(&srv->loop, &srv->sig[i]);
                 srv->sig[i].data = srv;
@@ -621,6 +731,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                                 close_handle((uv_handle_t *)&srv->sig[i]);
                 close_handle((uv_handle_t *)&srv->drain_timer);
                 close_handle((uv_handle_t *)&srv->watchdog_timer);
+                close_sweep(srv);
                 uv_run(&srv->loop, UV_RUN_DEFAULT);
                 uv_loop_close(&srv->loop);
         }

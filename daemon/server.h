@@ -46,23 +46,32 @@ struct rnnd_stat {
         atomic_ullong ns;    /* atomic */
 };
 
-/* Batch sizes with their own batch_stats entry (1..this). */
-#define RNND_STATS_BATCH_MAX 64
+/*
+ * A latency histogram for /metrics, in seconds: bucket i counts events of
+ * at most rnnd_hist_bounds_s[i] (the last is +Inf); not cumulative.
+ */
+#define RNND_HIST_BUCKETS 14
+extern const double rnnd_hist_bounds_s[RNND_HIST_BUCKETS];
+
+struct rnnd_hist {
+        atomic_ullong b[RNND_HIST_BUCKETS]; /* atomic */
+        atomic_ullong sum_ns;               /* atomic */
+};
+
+/* Adds one event of ns nanoseconds to h.  Thread-safe. */
+void rnnd_hist_add(struct rnnd_hist *h, uint64_t ns);
 
 /*
- * One version's statistics (research/serving-anchors.md §1): success and
- * fail are whole requests; queue is time waiting for an instance;
- * compute_input parsing and checking, compute_infer the engine,
- * compute_output rendering.
+ * One version's request statistics (research/serving-anchors.md §1):
+ * success and fail are whole requests; queue is the time until a request's
+ * first sequence started; compute_input parsing and checking, compute_infer
+ * from the first sequence's start to the last one's end, compute_output
+ * rendering.  Batch counts come from the version's pool (pool.h).
  */
 struct rnnd_version_stats {
         struct rnnd_stat success, fail, queue, compute_input, compute_infer, compute_output;
-        atomic_ullong inference_count;   /* sequences run; atomic */
-        atomic_ullong execution_count;   /* batches run; atomic */
-        atomic_ullong last_inference_ms; /* wall clock of the last success; atomic */
-        struct {
-                struct rnnd_stat input, infer, output;
-        } batch[RNND_STATS_BATCH_MAX]; /* by batch size - 1 */
+        atomic_ullong last_inference_ms;                /* wall clock of the last success; atomic */
+        struct rnnd_hist request_h, queue_h, compute_h; /* successes only */
 };
 
 /* Adds one event of ns nanoseconds to s.  Thread-safe. */
@@ -162,6 +171,9 @@ struct rnnd_server {
         uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
         int drain_phase;            /* 0 waiting, 1 drained the hook; loop thread only */
         bool loop_ready;            /* the loop and its handles are initialized */
+        uv_async_t sweep_async;     /* a pool has a new earliest queue deadline */
+        uv_timer_t sweep_timer;     /* the earliest queue deadline of every pool; loop thread */
+        atomic_bool sweep_ready;    /* sweep_async may be sent; atomic */
 };
 
 /*

@@ -1,14 +1,25 @@
 /*
- * pool.c: worker threads running a model's jobs through a backend.
+ * pool.c: a model version's sequence queue and its workers (see pool.h).
  *
  * DESIGN
- * One mutex guards the queue (a singly linked FIFO with a tail pointer), the
- * count of waiting sequences and the stopping flag; workers wait on one
- * condition variable.  A submit that would pass max_queue sequences fails at
- * once, so overload is a quick 503 and never a hang.  Each worker opens its
- * own plan at start (a GPU plan must be made on the thread that uses its
- * stream) and reports to the creator through a second condition.  done() is
- * called without the mutex held.  Lock order: only pool->mu, never nested.
+ * One mutex guards the batcher, every job's private fields, the workers'
+ * states and the counters.  Idle workers wait on one condition variable,
+ * with a timeout at the batcher's next due time, so the batching delay is
+ * kept to the microsecond by the worker that will run the batch (an event
+ * loop timer ticks in milliseconds).  A submit wakes one idle worker, which
+ * forms a batch if one is due or goes back to sleep until one will be.
+ * Queue timeouts must fire while every worker is busy, so they are swept by
+ * the owner's loop (rnnd_pool_sweep), which the pool wakes through
+ * opts.wakeup whenever a submit brings the earliest deadline forward.
+ *
+ * A job's sequences are batcher nodes in one array (struct
+ * rnnd_pool_jobseq).  A job completes when its last sequence finishes or
+ * leaves the queue; the first error wins and cancels its waiting sequences,
+ * but sequences already running are waited for, since they write into the
+ * job's buffers.  done() is always called without the mutex, from a list
+ * collected under it.  A run that returns RNND_EDEVLOST takes its worker out
+ * of service and pushes the batch back at its old place in the queue.
+ * Lock order: only pool->mu, never nested.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -16,35 +27,57 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "batcher.h"
 #include "pool.h"
 
+struct rnnd_pool_jobseq {
+        struct rnnd_bseq node; /* first: the batcher hands back node pointers */
+        rnnd_job_t *job;
+        uint32_t index; /* into job->batch.seqs */
+};
+
 struct worker {
-        rnnd_pool_t *pool; /* immutable */
-        pthread_t thread;  /* immutable after start */
-        void *plan;        /* worker thread only after open */
+        rnnd_pool_t *pool;                /* immutable */
+        struct rnnd_pool_instance inst;   /* immutable */
+        pthread_t thread;                 /* immutable after start */
+        void *plan;                       /* worker thread only after open */
+        struct rnnd_backend_desc desc;    /* immutable after new */
+        struct rnnd_pool_jobseq **picked; /* [max_batch_size]; worker only */
+        struct rnnd_seq *seqs;            /* [max_batch_size]; worker only */
+        bool in_service;                  /* guarded by mu */
+};
+
+struct size_stat {
+        uint64_t count, ns;
 };
 
 struct rnnd_pool {
-        rnnd_model_t *m;               /* a reference; immutable */
-        struct rnnd_pool_opts opts;    /* immutable */
-        struct worker *workers;        /* [opts.instances]; immutable */
-        unsigned started;              /* threads created; creator only */
-        struct rnnd_backend_desc desc; /* immutable after new */
+        rnnd_model_t *m;            /* a reference; immutable */
+        struct rnnd_pool_opts opts; /* immutable; instances points into workers */
+        struct worker *workers;     /* [opts.n_instances]; immutable */
+        unsigned started;           /* threads created; creator only */
 
         pthread_mutex_t mu;
-        pthread_cond_t work;     /* signalled on submit and stop */
-        pthread_cond_t opened;   /* signalled when a worker's open ends */
-        pthread_cond_t idle;     /* signalled when running drops to 0 */
-        unsigned running;        /* jobs between dequeue and done(); guarded by mu */
-        rnnd_job_t *head, *tail; /* guarded by mu */
-        uint32_t queued;         /* sequences waiting; guarded by mu */
-        unsigned n_open;         /* opens finished; guarded by mu */
-        int open_status;         /* first failing open; guarded by mu */
-        rnnd_error_t open_err;   /* guarded by mu */
-        uint64_t completed;      /* jobs done; guarded by mu */
-        bool closed;             /* no new jobs; guarded by mu */
-        bool stopping;           /* guarded by mu */
+        pthread_cond_t work;       /* submit, stop, close, a batch pushed back */
+        pthread_cond_t opened;     /* a worker's open ended */
+        pthread_cond_t idle;       /* running dropped to 0 */
+        rnnd_batcher_t *batcher;   /* guarded by mu */
+        struct rnnd_pool_stats st; /* guarded by mu */
+        struct size_stat *by_size; /* [max_batch_size]; guarded by mu */
+        uint64_t completed;        /* guarded by mu */
+        uint64_t sweep_due;        /* deadline the owner was last told of; guarded by mu */
+        unsigned n_open;           /* opens finished; guarded by mu */
+        unsigned waiting;          /* workers in cond_wait; guarded by mu */
+        int open_status;           /* first failing open; guarded by mu */
+        rnnd_error_t open_err;     /* guarded by mu */
+        bool closed;               /* guarded by mu */
+        bool stopping;             /* guarded by mu */
 };
+
+const double rnnd_pool_size_bounds[RNND_POOL_SIZE_BUCKETS] = {
+        1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, __builtin_inf()};
+const double rnnd_pool_padding_bounds[RNND_POOL_PADDING_BUCKETS] = {
+        0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1, __builtin_inf()};
 
 static uint64_t now_ns(void)
 {
@@ -54,6 +87,213 @@ static uint64_t now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static struct rnnd_pool_jobseq *jobseq(struct rnnd_bseq *node)
+{
+        return (struct rnnd_pool_jobseq *)node;
+}
+
+/*
+ * Finishes count sequences of job; when none remains, links the job into
+ * *done for completion after the unlock.  Called with mu held.
+ */
+static void finish_seqs(rnnd_job_t *job, uint32_t count, rnnd_job_t **done)
+{
+        job->remaining_ -= count;
+        if (job->remaining_ == 0) {
+                job->finished_ns = now_ns();
+                job->next_ = *done;
+                *done = job;
+        }
+}
+
+/*
+ * Fails job with code (the first error wins) and takes its waiting sequences
+ * out of the queue.  Called with mu held.
+ */
+static void fail_job(rnnd_pool_t *p, rnnd_job_t *job, const rnnd_error_t *err, rnnd_job_t **done)
+{
+        uint32_t removed = 0;
+
+        if (job->status_ == 0) {
+                job->status_ = err->code;
+                job->err_ = *err;
+        }
+        for (uint32_t i = 0; i < job->batch.n; i++) {
+                struct rnnd_bseq *node = &job->seqs_[i].node;
+
+                if (node->queued) {
+                        rnnd_batcher_remove(p->batcher, node);
+                        removed++;
+                }
+        }
+        if (removed > 0)
+                finish_seqs(job, removed, done);
+}
+
+static void complete(rnnd_job_t *list)
+{
+        while (list != NULL) {
+                rnnd_job_t *next = list->next_;
+                struct rnnd_pool_jobseq *seqs = list->seqs_;
+
+                list->seqs_ = NULL;
+                rnnd_free(seqs);
+                list->done(list, list->status_, &list->err_);
+                list = next;
+        }
+}
+
+/* Expires what is past its deadline.  Called with mu held. */
+static void expire_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
+{
+        struct rnnd_bseq *node;
+
+        while (rnnd_batcher_pop_expired(p->batcher, now, &node, 1) == 1) {
+                rnnd_job_t *job = jobseq(node)->job;
+                rnnd_error_t err;
+
+                p->st.expired++;
+                rnnd_error_set(&err, RNND_ETIMEDOUT,
+                               "model '%s': request timeout expired after %llu us in the queue",
+                               p->m->name, (unsigned long long)((now - node->arrival_ns) / 1000));
+                /* The expired node is out of the queue already: count it here. */
+                fail_job(p, job, &err, done);
+                finish_seqs(job, 1, done);
+        }
+}
+
+/*
+ * Forms a batch for w if one is due, dropping the sequences of jobs whose
+ * client has gone.  Returns how many sequences w->picked holds.  Called with
+ * mu held.
+ */
+static uint32_t form_locked(rnnd_pool_t *p, struct worker *w, uint64_t now, rnnd_job_t **done)
+{
+        struct rnnd_bseq **nodes = (struct rnnd_bseq **)w->picked;
+        uint32_t n, kept = 0;
+
+        expire_locked(p, now, done);
+        n = rnnd_batcher_pop(p->batcher, now, p->closed, nodes);
+        for (uint32_t i = 0; i < n; i++) {
+                struct rnnd_pool_jobseq *s = jobseq(nodes[i]);
+                rnnd_job_t *job = s->job;
+
+                if (job->started_ns == 0 && job->status_ == 0) {
+                        if (job->alive != NULL && !job->alive(job)) {
+                                rnnd_error_t err;
+
+                                p->st.canceled++;
+                                rnnd_error_set(&err, RNND_ECANCELED,
+                                               "model '%s': the client went away", p->m->name);
+                                fail_job(p, job, &err, done);
+                        } else {
+                                job->started_ns = now;
+                        }
+                }
+                if (job->status_ != 0) {
+                        finish_seqs(job, 1, done); /* popped: no longer queued */
+                        continue;
+                }
+                w->picked[kept++] = s;
+        }
+        return kept;
+}
+
+static void record_batch(rnnd_pool_t *p, struct worker *w, uint32_t n, uint64_t ns)
+{
+        uint64_t used = 0, longest = 0, total;
+        unsigned b;
+
+        for (uint32_t i = 0; i < n; i++) {
+                uint32_t len = w->picked[i]->node.len;
+
+                used += len;
+                if (len > longest)
+                        longest = len;
+        }
+        total = longest * n;
+        p->st.batches++;
+        p->st.sequences += n;
+        p->st.steps_used += used;
+        p->st.steps_total += total;
+        p->st.compute_ns += ns;
+        p->st.padding_sum += (double)used / (double)total;
+        for (b = 0; b + 1 < RNND_POOL_SIZE_BUCKETS && n > rnnd_pool_size_bounds[b]; b++)
+                ;
+        p->st.size_buckets[b]++;
+        for (b = 0; b + 1 < RNND_POOL_PADDING_BUCKETS &&
+                    (double)used > rnnd_pool_padding_bounds[b] * (double)total;
+             b++)
+                ;
+        p->st.padding_buckets[b]++;
+        p->by_size[n - 1].count++;
+        p->by_size[n - 1].ns += ns;
+}
+
+/* Completes every queued job with err.  Called with mu held. */
+static void fail_queued_locked(rnnd_pool_t *p, const rnnd_error_t *err, rnnd_job_t **done)
+{
+        struct rnnd_bseq *node;
+
+        while ((node = rnnd_batcher_oldest(p->batcher)) != NULL)
+                fail_job(p, jobseq(node)->job, err, done);
+}
+
+/* The run of w's batch ended with r.  Called with mu held. */
+static void ran_locked(rnnd_pool_t *p, struct worker *w, uint32_t n, int r, const rnnd_error_t *err,
+                       rnnd_job_t **done)
+{
+        if (r == RNND_EDEVLOST) {
+                w->in_service = false;
+                p->st.in_service--;
+                for (uint32_t i = 0; i < n; i++)
+                        rnnd_batcher_push(p->batcher, &w->picked[i]->node);
+                if (p->st.in_service == 0) {
+                        rnnd_error_t e;
+
+                        rnnd_error_set(&e, RNND_EUNAVAIL,
+                                       "model '%s': no instance in service (last: %s)", p->m->name,
+                                       err->msg);
+                        fail_queued_locked(p, &e, done);
+                }
+                pthread_cond_broadcast(&p->work);
+                return;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+                rnnd_job_t *job = w->picked[i]->job;
+
+                if (r < 0)
+                        fail_job(p, job, err, done);
+                finish_seqs(job, 1, done);
+        }
+}
+
+/* Points w->seqs at the picked sequences' buffers. */
+static void gather(struct worker *w, uint32_t n, struct rnnd_batch *b)
+{
+        for (uint32_t i = 0; i < n; i++) {
+                const struct rnnd_pool_jobseq *s = w->picked[i];
+
+                w->seqs[i] = s->job->batch.seqs[s->index];
+        }
+        b->seqs = w->seqs;
+        b->n = n;
+}
+
+static void wait_work(rnnd_pool_t *p, uint64_t due)
+{
+        p->waiting++;
+        if (due == UINT64_MAX) {
+                pthread_cond_wait(&p->work, &p->mu);
+        } else {
+                struct timespec ts = {.tv_sec = (time_t)(due / 1000000000u),
+                                      .tv_nsec = (long)(due % 1000000000u)};
+
+                pthread_cond_timedwait(&p->work, &p->mu, &ts);
+        }
+        p->waiting--;
+}
+
 static void *worker_main(void *arg)
 {
         struct worker *w = arg;
@@ -61,7 +301,9 @@ static void *worker_main(void *arg)
         rnnd_error_t err = {0};
         int r;
 
-        r = p->opts.ops->open(p->m, &p->opts.inst, &w->plan, &err);
+        r = w->inst.ops->open(p->m, &w->inst.opts, &w->plan, &err);
+        if (r == 0)
+                w->inst.ops->describe(w->plan, &w->desc);
         pthread_mutex_lock(&p->mu);
         if (r < 0 && p->open_status == 0) {
                 p->open_status = r;
@@ -69,86 +311,137 @@ static void *worker_main(void *arg)
         }
         p->n_open++;
         pthread_cond_broadcast(&p->opened);
-        pthread_mutex_unlock(&p->mu);
-        if (r < 0)
+        if (r < 0) {
+                pthread_mutex_unlock(&p->mu);
                 return NULL;
+        }
 
         for (;;) {
-                rnnd_job_t *job;
+                rnnd_job_t *done = NULL;
+                struct rnnd_batch batch;
+                uint64_t t0, t1;
+                uint32_t n;
 
-                pthread_mutex_lock(&p->mu);
-                while (p->head == NULL && !p->stopping)
-                        pthread_cond_wait(&p->work, &p->mu);
-                if (p->head == NULL) { /* stopping and drained */
-                        pthread_mutex_unlock(&p->mu);
+                if (p->stopping || !w->in_service)
                         break;
+                n = form_locked(p, w, now_ns(), &done);
+                if (done != NULL) {
+                        /* Canceled or expired jobs: answer them, then look again. */
+                        pthread_mutex_unlock(&p->mu);
+                        complete(done);
+                        done = NULL;
+                        pthread_mutex_lock(&p->mu);
+                        if (n == 0)
+                                continue;
                 }
-                job = p->head;
-                p->head = job->next;
-                if (p->head == NULL)
-                        p->tail = NULL;
-                p->queued -= job->batch.n;
-                p->running++;
+                if (n == 0) {
+                        wait_work(p, rnnd_batcher_next_due(p->batcher));
+                        continue;
+                }
+                p->st.running++;
                 pthread_mutex_unlock(&p->mu);
 
+                gather(w, n, &batch);
                 memset(&err, 0, sizeof(err));
-                job->started_ns = now_ns();
-                r = p->opts.ops->run(w->plan, &job->batch, &err);
-                job->finished_ns = now_ns();
-                job->done(job, r, &err);
+                t0 = now_ns();
+                r = w->inst.ops->run(w->plan, &batch, &err);
+                t1 = now_ns();
+                if (r < 0 && err.code == 0)
+                        rnnd_error_set(&err, r, "model '%s': %s", p->m->name, rnnd_strerror(r));
 
                 pthread_mutex_lock(&p->mu);
+                record_batch(p, w, n, t1 - t0);
                 p->completed++;
-                if (--p->running == 0)
+                ran_locked(p, w, n, r, &err, &done);
+                if (--p->st.running == 0)
                         pthread_cond_broadcast(&p->idle);
-                pthread_mutex_unlock(&p->mu);
+                if (done != NULL) {
+                        pthread_mutex_unlock(&p->mu);
+                        complete(done);
+                        pthread_mutex_lock(&p->mu);
+                }
         }
+        pthread_mutex_unlock(&p->mu);
         return NULL;
 }
 
-/* Completes every queued job with EUNAVAIL.  Called with mu held; releases it. */
-static void drain_locked(rnnd_pool_t *p)
+static int check_opts(const rnnd_model_t *m, const struct rnnd_pool_opts *o, rnnd_error_t *reterr)
 {
-        rnnd_job_t *list = p->head;
-        rnnd_error_t err;
-
-        p->head = p->tail = NULL;
-        p->queued = 0;
-        pthread_mutex_unlock(&p->mu);
-        rnnd_error_set(&err, RNND_EUNAVAIL, "model '%s' is shutting down", p->m->name);
-        while (list != NULL) {
-                rnnd_job_t *next = list->next;
-
-                list->done(list, RNND_EUNAVAIL, &err);
-                list = next;
-        }
+        if (o->n_instances == 0 || o->instances == NULL)
+                return rnnd_error_set(reterr, RNND_EINVAL, "a pool needs at least one instance");
+        for (unsigned i = 0; i < o->n_instances; i++)
+                if (o->instances[i].ops == NULL)
+                        return rnnd_error_set(reterr, RNND_EINVAL, "instance %u has no backend", i);
+        if (o->max_queue == 0 || o->max_batch_size == 0)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "a pool needs a queue and a batch of at least 1");
+        if (o->levels == 0 || o->levels > RNND_BATCHER_MAX_LEVELS)
+                return rnnd_error_set(reterr, RNND_EINVAL, "priority levels %u outside 1..%u",
+                                      o->levels, RNND_BATCHER_MAX_LEVELS);
+        if (o->max_batch_steps < m->cfg.max_sequence_length)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "max_batch_steps %llu is less than max_sequence_length %u",
+                                      (unsigned long long)o->max_batch_steps,
+                                      m->cfg.max_sequence_length);
+        return 0;
 }
 
 int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_t **ret,
                   rnnd_error_t *reterr)
 {
+        struct rnnd_batcher_params bp = {
+                .max_batch_size = opts->max_batch_size,
+                .max_batch_steps = opts->max_batch_steps,
+                .delay_ns = opts->max_queue_delay_ns,
+                .max_len = m->cfg.max_sequence_length,
+                .levels = opts->levels,
+                /* Room for batches pushed back after a device failed. */
+                .capacity = opts->max_queue + opts->n_instances * opts->max_batch_size,
+        };
         rnnd_pool_t *p;
-        int r = 0;
+        int r;
 
-        if (opts->instances == 0 || opts->max_queue == 0 || opts->ops == NULL)
-                return rnnd_error_set(reterr, RNND_EINVAL, "a pool needs instances and a queue");
+        r = check_opts(m, opts, reterr);
+        if (r < 0)
+                return r;
         p = rnnd_calloc(1, sizeof(*p));
         if (p == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a pool");
-        p->workers = rnnd_calloc(opts->instances, sizeof(*p->workers));
-        if (p->workers == NULL) {
-                rnnd_free(p);
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a pool");
-        }
         p->m = rnnd_model_ref(m);
         p->opts = *opts;
+        p->sweep_due = UINT64_MAX;
         pthread_mutex_init(&p->mu, NULL);
-        pthread_cond_init(&p->work, NULL);
         pthread_cond_init(&p->opened, NULL);
         pthread_cond_init(&p->idle, NULL);
+        {
+                pthread_condattr_t ca;
 
-        for (unsigned i = 0; i < opts->instances; i++) {
-                p->workers[i].pool = p;
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&p->work, &ca);
+                pthread_condattr_destroy(&ca);
+        }
+        p->workers = rnnd_calloc(opts->n_instances, sizeof(*p->workers));
+        p->by_size = rnnd_calloc(opts->max_batch_size, sizeof(*p->by_size));
+        if (p->workers == NULL || p->by_size == NULL || rnnd_batcher_new(&bp, &p->batcher) < 0) {
+                rnnd_pool_free(p);
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a pool");
+        }
+        for (unsigned i = 0; i < opts->n_instances; i++) {
+                struct worker *w = &p->workers[i];
+
+                w->pool = p;
+                w->inst = opts->instances[i];
+                w->in_service = true;
+                w->picked = rnnd_calloc(opts->max_batch_size, sizeof(*w->picked));
+                w->seqs = rnnd_calloc(opts->max_batch_size, sizeof(*w->seqs));
+                if (w->picked == NULL || w->seqs == NULL) {
+                        r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a pool");
+                        break;
+                }
+        }
+        p->opts.instances = NULL; /* copied into the workers */
+        for (unsigned i = 0; r == 0 && i < opts->n_instances; i++) {
                 if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]) != 0) {
                         r = rnnd_error_set(reterr, RNND_EINTERNAL,
                                            "cannot start worker %u of model '%s'", i, m->name);
@@ -164,53 +457,131 @@ int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_
                 if (reterr != NULL)
                         *reterr = p->open_err;
         }
+        p->st.in_service = p->started;
         pthread_mutex_unlock(&p->mu);
         if (r < 0) {
                 rnnd_pool_free(p);
                 return r;
         }
-        p->opts.ops->describe(p->workers[0].plan, &p->desc);
         *ret = p;
+        return 0;
+}
+
+static int check_job(const rnnd_pool_t *p, const rnnd_job_t *job, rnnd_error_t *reterr)
+{
+        uint32_t n = job->batch.n;
+
+        if (n == 0 || n > p->opts.max_queue)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "%u sequences: a job has 1..%u (the queue's size)", n,
+                                      p->opts.max_queue);
+        if (job->level >= p->opts.levels)
+                return rnnd_error_set(reterr, RNND_EINVAL, "priority level %u is outside 0..%u",
+                                      job->level, p->opts.levels - 1);
+        for (uint32_t i = 0; i < n; i++) {
+                uint32_t len = job->batch.seqs[i].len;
+
+                if (len == 0 || len > p->m->cfg.max_sequence_length)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "sequence %u: length %u is outside 1..%u", i, len,
+                                              p->m->cfg.max_sequence_length);
+        }
+        return 0;
+}
+
+/* Why a submit is refused, or 0.  Called with mu held. */
+static int admit_locked(rnnd_pool_t *p, uint32_t n, rnnd_error_t *reterr)
+{
+        uint32_t q = rnnd_batcher_count(p->batcher);
+
+        if (p->closed)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
+                                      p->m->name);
+        if (p->st.in_service == 0)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s': no instance in service",
+                                      p->m->name);
+        if (n > p->opts.max_queue - q)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                      "model '%s': queue full (%u of %u sequences waiting)",
+                                      p->m->name, q, p->opts.max_queue);
         return 0;
 }
 
 int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 {
         uint32_t n = job->batch.n;
+        uint64_t now, timeout, deadline;
+        bool wake = false;
+        int r;
 
-        if (n == 0 || n > p->m->cfg.batching.max_batch_size)
-                return rnnd_error_set(reterr, RNND_EINVAL, "batch of %u sequences is outside 1..%u",
-                                      n, p->m->cfg.batching.max_batch_size);
-        job->next = NULL;
-        job->queued_ns = now_ns();
+        r = check_job(p, job, reterr);
+        if (r < 0)
+                return r;
+        job->seqs_ = rnnd_calloc(n, sizeof(*job->seqs_));
+        if (job->seqs_ == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u sequences", n);
+        timeout = p->opts.queue_timeout_ns;
+        if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
+                timeout = job->timeout_ns;
+        now = now_ns();
+        deadline = timeout != 0 ? now + timeout : 0;
+        job->queued_ns = now;
+        job->started_ns = job->finished_ns = 0;
+        job->remaining_ = n;
+        job->status_ = 0;
+        memset(&job->err_, 0, sizeof(job->err_));
+        job->next_ = NULL;
+        for (uint32_t i = 0; i < n; i++) {
+                struct rnnd_pool_jobseq *s = &job->seqs_[i];
+
+                s->job = job;
+                s->index = i;
+                s->node.len = job->batch.seqs[i].len;
+                s->node.level = job->level;
+                s->node.arrival_ns = now;
+                s->node.deadline_ns = deadline;
+        }
+
         pthread_mutex_lock(&p->mu);
-        if (p->closed) {
+        r = admit_locked(p, n, reterr);
+        if (r < 0) {
+                p->st.rejected++;
                 pthread_mutex_unlock(&p->mu);
-                return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
-                                      p->m->name);
+                rnnd_free(job->seqs_);
+                job->seqs_ = NULL;
+                return r;
         }
-        if (n > p->opts.max_queue - p->queued) {
-                uint32_t q = p->queued;
-
-                pthread_mutex_unlock(&p->mu);
-                return rnnd_error_set(reterr, RNND_EUNAVAIL,
-                                      "model '%s': queue full (%u of %u sequences waiting)",
-                                      p->m->name, q, p->opts.max_queue);
+        for (uint32_t i = 0; i < n; i++)
+                rnnd_batcher_push(p->batcher, &job->seqs_[i].node);
+        if (deadline != 0 && deadline < p->sweep_due) {
+                p->sweep_due = deadline;
+                wake = true;
         }
-        if (p->tail != NULL)
-                p->tail->next = job;
-        else
-                p->head = job;
-        p->tail = job;
-        p->queued += n;
-        pthread_cond_signal(&p->work);
+        if (p->waiting > 0)
+                pthread_cond_signal(&p->work);
         pthread_mutex_unlock(&p->mu);
+        if (wake && p->opts.wakeup != NULL)
+                p->opts.wakeup(p->opts.wakeup_arg);
         return 0;
 }
 
-void rnnd_pool_describe(const rnnd_pool_t *p, struct rnnd_backend_desc *ret)
+uint64_t rnnd_pool_sweep(rnnd_pool_t *p)
 {
-        *ret = p->desc;
+        rnnd_job_t *done = NULL;
+        uint64_t next;
+
+        pthread_mutex_lock(&p->mu);
+        expire_locked(p, now_ns(), &done);
+        next = rnnd_batcher_next_deadline(p->batcher);
+        p->sweep_due = next;
+        pthread_mutex_unlock(&p->mu);
+        complete(done);
+        return next;
+}
+
+void rnnd_pool_describe(const rnnd_pool_t *p, unsigned i, struct rnnd_backend_desc *ret)
+{
+        *ret = p->workers[i < p->started ? i : 0].desc;
 }
 
 uint32_t rnnd_pool_queued(rnnd_pool_t *p)
@@ -218,16 +589,37 @@ uint32_t rnnd_pool_queued(rnnd_pool_t *p)
         uint32_t q;
 
         pthread_mutex_lock(&p->mu);
-        q = p->queued;
+        q = rnnd_batcher_count(p->batcher);
         pthread_mutex_unlock(&p->mu);
         return q;
+}
+
+void rnnd_pool_stats(rnnd_pool_t *p, struct rnnd_pool_stats *ret)
+{
+        pthread_mutex_lock(&p->mu);
+        *ret = p->st;
+        ret->queued = rnnd_batcher_count(p->batcher);
+        pthread_mutex_unlock(&p->mu);
+}
+
+uint32_t rnnd_pool_size_stats(rnnd_pool_t *p, struct rnnd_pool_size_stat *ret, uint32_t n)
+{
+        if (n > p->opts.max_batch_size)
+                n = p->opts.max_batch_size;
+        pthread_mutex_lock(&p->mu);
+        for (uint32_t i = 0; i < n; i++) {
+                ret[i].count = p->by_size[i].count;
+                ret[i].ns = p->by_size[i].ns;
+        }
+        pthread_mutex_unlock(&p->mu);
+        return n;
 }
 
 void rnnd_pool_progress(rnnd_pool_t *p, struct rnnd_pool_progress *ret)
 {
         pthread_mutex_lock(&p->mu);
-        ret->queued = p->queued;
-        ret->running = p->running;
+        ret->queued = rnnd_batcher_count(p->batcher);
+        ret->running = p->st.running;
         ret->completed = p->completed;
         ret->closed = p->closed;
         pthread_mutex_unlock(&p->mu);
@@ -237,18 +629,26 @@ void rnnd_pool_close(rnnd_pool_t *p)
 {
         pthread_mutex_lock(&p->mu);
         p->closed = true;
+        pthread_cond_broadcast(&p->work); /* flush: no waiting for fuller batches */
         pthread_mutex_unlock(&p->mu);
 }
 
 void rnnd_pool_stop(rnnd_pool_t *p)
 {
+        rnnd_job_t *done = NULL;
+        rnnd_error_t err;
+
+        rnnd_error_set(&err, RNND_EUNAVAIL, "model '%s' is shutting down", p->m->name);
         pthread_mutex_lock(&p->mu);
         p->closed = true;
         p->stopping = true;
+        if (p->batcher != NULL)
+                fail_queued_locked(p, &err, &done);
         pthread_cond_broadcast(&p->work);
-        drain_locked(p);
+        pthread_mutex_unlock(&p->mu);
+        complete(done);
         pthread_mutex_lock(&p->mu);
-        while (p->running > 0)
+        while (p->st.running > 0)
                 pthread_cond_wait(&p->idle, &p->mu);
         pthread_mutex_unlock(&p->mu);
 }
@@ -260,13 +660,19 @@ rnnd_pool_t *rnnd_pool_free(rnnd_pool_t *p)
         rnnd_pool_stop(p);
         for (unsigned i = 0; i < p->started; i++) {
                 pthread_join(p->workers[i].thread, NULL);
-                p->opts.ops->close(p->workers[i].plan);
+                p->workers[i].inst.ops->close(p->workers[i].plan);
+        }
+        for (unsigned i = 0; p->workers != NULL && i < p->opts.n_instances; i++) {
+                rnnd_free(p->workers[i].picked);
+                rnnd_free(p->workers[i].seqs);
         }
         pthread_cond_destroy(&p->idle);
         pthread_cond_destroy(&p->opened);
         pthread_cond_destroy(&p->work);
         pthread_mutex_destroy(&p->mu);
+        rnnd_batcher_free(p->batcher);
         rnnd_model_unref(p->m);
+        rnnd_free(p->by_size);
         rnnd_free(p->workers);
         rnnd_free(p);
         return NULL;

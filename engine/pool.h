@@ -1,8 +1,18 @@
 /*
- * pool.h: a model version's instances: worker threads, each with its own
- * backend plan, fed by one bounded queue of jobs.  A job is one request's
- * sequences, run as one batch.  (The batching issue replaces the scheduling
- * behind this interface with the sequence batcher of DESIGN.md §6.)
+ * pool.h: a model version's queue, batcher and instances (DESIGN.md §6).
+ *
+ * A job is one request: its sequences, each with its own buffers.  The pool
+ * queues the sequences (not the job) in a sequence batcher (batcher.h), and
+ * its workers, one thread per instance with its own backend plan, run the
+ * batches the batcher forms; sequences of one job may run in different
+ * batches, and the job completes when all of its sequences have.
+ *
+ * Admission: a submit that would pass max_queue waiting sequences fails at
+ * once (a 503, never a hang).  Each sequence may expire after the queue
+ * timeout (the smaller of the pool's and the job's); a job whose client went
+ * away is canceled when its first sequence would start.  Expiry runs in
+ * rnnd_pool_sweep(), which the owner's event loop calls when the pool asks
+ * for it through the wakeup callback.
  */
 #ifndef RNND_ENGINE_POOL_H
 #define RNND_ENGINE_POOL_H
@@ -16,64 +26,136 @@
 
 typedef struct rnnd_pool rnnd_pool_t;
 typedef struct rnnd_job rnnd_job_t;
+struct rnnd_pool_jobseq;
 
 struct rnnd_job {
         struct rnnd_batch batch; /* borrowed by the pool until done() is called */
+        uint32_t level;          /* priority level, 0 (highest) .. levels-1 */
+        uint64_t timeout_ns;     /* in the queue; 0 = the pool's queue timeout */
 
         /*
-         * Called once, on a worker thread (or in rnnd_pool_free() for jobs
-         * that never ran), with 0 or a negative RNND_E* and its message.  The
-         * pool does not touch the job after calling it.
+         * Optional: false when the client has gone.  Called under the pool's
+         * lock, once per job, when its first sequence is about to start; a
+         * dead job completes with RNND_ECANCELED instead.  Must not block.
+         */
+        bool (*alive)(rnnd_job_t *job);
+
+        /*
+         * Called once, without the pool's lock, on a worker thread, in
+         * rnnd_pool_sweep() or in rnnd_pool_stop(), with 0 or a negative
+         * RNND_E* and its message.  The pool does not touch the job after.
          */
         void (*done)(rnnd_job_t *job, int status, const rnnd_error_t *err);
         void *udata; /* the submitter's */
 
         /* Filled by the pool, in nanoseconds of CLOCK_MONOTONIC. */
-        uint64_t queued_ns, started_ns, finished_ns;
+        uint64_t queued_ns;   /* submitted */
+        uint64_t started_ns;  /* its first batch started (0 if none did) */
+        uint64_t finished_ns; /* its last sequence finished */
 
-        rnnd_job_t *next; /* pool private; guarded by the pool's mutex */
+        /* Pool private; guarded by the pool's mutex. */
+        struct rnnd_pool_jobseq *seqs_; /* [batch.n] */
+        uint32_t remaining_;            /* sequences not finished */
+        int status_;
+        rnnd_error_t err_;
+        rnnd_job_t *next_;
 };
 
-/*
- * One instance of a pool: which backend and where.  (The batching issue
- * moves rnnd_pool_opts to a list of these, so that one model's instance
- * groups may mix GPUs and CPU threads.)
- */
+/* One instance of a pool: which backend and where. */
 struct rnnd_pool_instance {
         const struct rnnd_backend_ops *ops;
         struct rnnd_instance_opts opts;
 };
 
 struct rnnd_pool_opts {
-        const struct rnnd_backend_ops *ops; /* which backend */
-        unsigned instances;                 /* worker threads, 1.. */
-        struct rnnd_instance_opts inst;     /* per-instance backend options */
-        uint32_t max_queue;                 /* sequences waiting, 1.. */
+        const struct rnnd_pool_instance *instances; /* [n_instances], copied */
+        unsigned n_instances;                       /* 1.. */
+        uint32_t max_queue;                         /* sequences waiting, 1.. */
+        uint32_t max_batch_size;                    /* sequences per batch, 1.. */
+        uint64_t max_batch_steps;                   /* B x longest, >= model's max length */
+        uint64_t max_queue_delay_ns;                /* wait for a fuller batch */
+        uint64_t queue_timeout_ns;                  /* 0 = none */
+        uint32_t levels;                            /* priority levels, 1..8 */
+
+        /*
+         * Optional: asks the owner to call rnnd_pool_sweep() soon (a new
+         * earliest deadline).  Called from any thread, without the lock;
+         * must not block (uv_async_send).
+         */
+        void (*wakeup)(void *arg);
+        void *wakeup_arg;
 };
 
+/* Counters since the pool started.  Histograms count batches. */
+#define RNND_POOL_SIZE_BUCKETS    12 /* batch size <= 1, 2, 4, ... 1024, +Inf */
+#define RNND_POOL_PADDING_BUCKETS 10 /* efficiency <= .5 .6 .7 .8 .85 .9 .95 .99 1 +Inf */
+
+struct rnnd_pool_stats {
+        uint64_t batches;     /* run (ok or failed) */
+        uint64_t sequences;   /* in those batches */
+        uint64_t steps_used;  /* sum of lengths */
+        uint64_t steps_total; /* sum of B x longest */
+        uint64_t compute_ns;  /* in run() */
+        double padding_sum;   /* sum over batches of steps used / (B x longest) */
+        uint64_t size_buckets[RNND_POOL_SIZE_BUCKETS];
+        uint64_t padding_buckets[RNND_POOL_PADDING_BUCKETS];
+        uint64_t expired;  /* sequences past their queue timeout */
+        uint64_t canceled; /* jobs whose client had gone */
+        uint64_t rejected; /* submits refused (queue full, closed) */
+        uint32_t queued;   /* sequences waiting now */
+        uint32_t running;  /* batches on workers now */
+        unsigned in_service;
+};
+
+/* The upper bounds of the histograms' buckets (the last is +Inf). */
+extern const double rnnd_pool_size_bounds[RNND_POOL_SIZE_BUCKETS];
+extern const double rnnd_pool_padding_bounds[RNND_POOL_PADDING_BUCKETS];
+
 /*
- * Starts opts->instances workers for model m; each opens its plan on its own
+ * Starts a worker per instance for model m; each opens its plan on its own
  * thread, and this waits until all did.  On success *ret is a new pool that
- * holds references on m.  Errors: the first failing open's code and message,
- * RNND_ENOMEM, RNND_EINTERNAL (no thread).  Never writes *ret on failure.
- * Thread-safe.
+ * holds references on m.  Errors: RNND_EINVAL for bad opts, the first failing
+ * open's code and message, RNND_ENOMEM, RNND_EINTERNAL (no thread).  Never
+ * writes *ret on failure.  Thread-safe.
  */
 int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_t **ret,
                   rnnd_error_t *reterr);
 
 /*
  * Queues job (steals it until its done() is called).  Errors, returned at
- * once without queueing or calling done(): RNND_EUNAVAIL when the queue holds
- * max_queue sequences or the pool is stopping, RNND_EINVAL for an empty or
- * oversized batch.  Thread-safe.
+ * once without queueing or calling done(): RNND_EUNAVAIL when the queue has
+ * no room for the job's sequences, the pool is closed or no instance is in
+ * service; RNND_EINVAL for no sequences or more than max_queue, a length
+ * outside 1..max_sequence_length or a bad level; RNND_ENOMEM.  Thread-safe.
  */
 int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr);
 
-/* Describes instance 0's plan.  Thread-safe. */
-void rnnd_pool_describe(const rnnd_pool_t *p, struct rnnd_backend_desc *ret);
+/*
+ * Expires the sequences past their deadline (their jobs complete with
+ * RNND_ETIMEDOUT).  Returns the next deadline (CLOCK_MONOTONIC ns), or
+ * UINT64_MAX when none waits.  Thread-safe; not from done().
+ */
+uint64_t rnnd_pool_sweep(rnnd_pool_t *p);
+
+/* Describes instance i's plan (0 when i is out of range).  Thread-safe. */
+void rnnd_pool_describe(const rnnd_pool_t *p, unsigned i, struct rnnd_backend_desc *ret);
 
 /* Sequences waiting in the queue now.  Thread-safe. */
 uint32_t rnnd_pool_queued(rnnd_pool_t *p);
+
+/* Fills *ret.  Thread-safe. */
+void rnnd_pool_stats(rnnd_pool_t *p, struct rnnd_pool_stats *ret);
+
+/* Compute time of batches of one size, for the statistics extension. */
+struct rnnd_pool_size_stat {
+        uint64_t count, ns;
+};
+
+/*
+ * Copies the per-batch-size counters for sizes 1..n into ret[0..n-1], n at
+ * most max_batch_size.  Returns how many were copied.  Thread-safe.
+ */
+uint32_t rnnd_pool_size_stats(rnnd_pool_t *p, struct rnnd_pool_size_stat *ret, uint32_t n);
 
 /* What the pool is doing, for the watchdog and the drain. */
 struct rnnd_pool_progress {

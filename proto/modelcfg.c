@@ -135,6 +135,10 @@ static const struct field batching_fields[] = {
         U32("max_queue_size", false, CFG(batching.max_queue_size), 1, 1000000),
         U32("queue_timeout_us", false, CFG(batching.queue_timeout_us), 0, 3600000000u),
         U64("max_batch_steps", false, CFG(batching.max_batch_steps), 1, UINT64_C(1) << 32),
+        U32("priority_levels", false, CFG(batching.priority_levels), 1,
+            RNND_CFG_MAX_PRIORITY_LEVELS),
+        U32("default_priority_level", false, CFG(batching.default_priority_level), 1,
+            RNND_CFG_MAX_PRIORITY_LEVELS),
         END,
 };
 
@@ -568,6 +572,11 @@ static int check_cross(struct ctx *c, const struct rnnd_model_config *cfg)
                                    "must be at least max_sequence_length (%" PRIu32
                                    "), got %" PRIu64 ", or a full-length sequence could never run",
                                    cfg->max_sequence_length, cfg->batching.max_batch_steps);
+        if (cfg->batching.default_priority_level > cfg->batching.priority_levels)
+                return field_error(c, "batching.default_priority_level",
+                                   "must be at most priority_levels (%" PRIu32 "), got %" PRIu32,
+                                   cfg->batching.priority_levels,
+                                   cfg->batching.default_priority_level);
         return 0;
 }
 
@@ -593,6 +602,8 @@ void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
                                 .max_queue_size = 4096,
                                 .queue_timeout_us = 0,
                                 .max_batch_steps = 262144,
+                                .priority_levels = 2,
+                                .default_priority_level = 2,
                         },
                 .n_instances = 1,
                 .instances = {{.kind = RNND_INST_AUTO, .count = 1}},
@@ -627,6 +638,8 @@ int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
         r = walk(&c, c.root, "", top_fields, &cfg);
         if (r < 0)
                 goto out;
+        if (!has(c.root, "batching", "default_priority_level"))
+                cfg.batching.default_priority_level = cfg.batching.priority_levels;
         r = check_cross(&c, &cfg);
         if (r < 0)
                 goto out;

@@ -18,6 +18,7 @@
 #define RNND_CFG_MAX_EMBEDDINGS      (1u << 24)
 #define RNND_CFG_MAX_UNITS           65536u
 #define RNND_CFG_MAX_SEQ_LEN         (1u << 20)
+#define RNND_CFG_MAX_PRIORITY_LEVELS 8
 #define RNND_CFG_MAX_BATCH           65536u
 #define RNND_CFG_MAX_INSTANCE_GROUPS 8u
 #define RNND_CFG_MAX_INSTANCE_COUNT  256u
@@ -104,11 +105,13 @@ struct rnnd_model_config {
         uint32_t max_sequence_length; /* 4096 */
 
         struct {
-                uint32_t max_batch_size;     /* 64 */
-                uint32_t max_queue_delay_us; /* 200 */
-                uint32_t max_queue_size;     /* 4096 sequences */
-                uint32_t queue_timeout_us;   /* 0 = none */
-                uint64_t max_batch_steps;    /* 262144 = B x longest */
+                uint32_t max_batch_size;         /* 64 */
+                uint32_t max_queue_delay_us;     /* 200 */
+                uint32_t max_queue_size;         /* 4096 sequences */
+                uint32_t queue_timeout_us;       /* 0 = none */
+                uint64_t max_batch_steps;        /* 262144 = B x longest */
+                uint32_t priority_levels;        /* 2; a request's priority 1 is the highest */
+                uint32_t default_priority_level; /* priority_levels: for priority 0 */
         } batching;
 
         uint32_t n_instances;                                               /* 1 */

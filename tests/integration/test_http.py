@@ -368,7 +368,7 @@ def test_metrics(d):
     check("# TYPE rnnd_requests_total counter" in text, "rnnd_requests_total is a counter", text[:400])
     for line in text.splitlines():
         if line and not line.startswith("#"):
-            check(re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? \d+', line),
+            check(re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? (\d+(\.\d+)?([eE][-+]?\d+)?)', line),
                   "metrics line is Prometheus text", line)
 
 

@@ -59,6 +59,8 @@ START_TEST(test_defaults)
         ck_assert_uint_eq(c.batching.max_queue_size, 4096);
         ck_assert_uint_eq(c.batching.queue_timeout_us, 0);
         ck_assert_uint_eq(c.batching.max_batch_steps, 262144);
+        ck_assert_uint_eq(c.batching.priority_levels, 2);
+        ck_assert_uint_eq(c.batching.default_priority_level, 2);
         ck_assert_uint_eq(c.n_instances, 1);
         ck_assert_int_eq(c.instances[0].kind, RNND_INST_AUTO);
         ck_assert_uint_eq(c.instances[0].count, 1);
@@ -96,7 +98,8 @@ static const char full_lstm[] =
         "\"head_weight\":\"fc.weight\",\"head_bias\":\"fc.bias\"},"
         "\"precision\":\"fp16\",\"max_sequence_length\":512,"
         "\"batching\":{\"max_batch_size\":32,\"max_queue_delay_us\":1000,\"max_queue_size\":100,"
-        "\"queue_timeout_us\":5000,\"max_batch_steps\":8192},"
+        "\"queue_timeout_us\":5000,\"max_batch_steps\":8192,\"priority_levels\":4,"
+        "\"default_priority_level\":3},"
         "\"instances\":[{\"kind\":\"gpu\",\"count\":2,\"gpus\":[1,0]},{\"kind\":\"cpu\","
         "\"count\":4},{}],"
         "\"sequence\":{\"idle_timeout_ms\":1000,\"max_sequences\":50},"
@@ -132,6 +135,8 @@ START_TEST(test_full)
         ck_assert_uint_eq(c.batching.max_queue_size, 100);
         ck_assert_uint_eq(c.batching.queue_timeout_us, 5000);
         ck_assert_uint_eq(c.batching.max_batch_steps, 8192);
+        ck_assert_uint_eq(c.batching.priority_levels, 4);
+        ck_assert_uint_eq(c.batching.default_priority_level, 3);
         ck_assert_uint_eq(c.n_instances, 3);
         ck_assert_int_eq(c.instances[0].kind, RNND_INST_GPU);
         ck_assert_uint_eq(c.instances[0].count, 2);
@@ -183,6 +188,8 @@ static const char *const good[] = {
         "{\"cell\":\"rnn_tanh\",\"input_size\":65536,\"hidden_size\":65536}",
         CFG(",\"max_sequence_length\":1048576,\"batching\":{\"max_batch_steps\":4294967296}"),
         CFG(",\"max_sequence_length\":100,\"batching\":{\"max_batch_steps\":100}"),
+        CFG(",\"batching\":{\"priority_levels\":8,\"default_priority_level\":1}"),
+        CFG(",\"batching\":{\"priority_levels\":1}"),
         CFG(",\"batching\":{\"max_batch_size\":65536,\"max_queue_delay_us\":0,"
             "\"max_queue_size\":1000000,\"queue_timeout_us\":3600000000}"),
         CFG(",\"batching\":{\"max_batch_size\":1,\"max_queue_delay_us\":10000000,"
@@ -425,6 +432,14 @@ static const struct {
          "field 'batching.queue_timeout_us': must be an integer in 0..3600000000, got 3600000001"},
         {CFG(",\"batching\":{\"queue_timeout_us\":false}"), RNND_EMODEL,
          "field 'batching.queue_timeout_us': must be an integer in 0..3600000000, got false"},
+        {CFG(",\"batching\":{\"priority_levels\":0}"), RNND_EMODEL,
+         "field 'batching.priority_levels': must be an integer in 1..8, got 0"},
+        {CFG(",\"batching\":{\"priority_levels\":9}"), RNND_EMODEL,
+         "field 'batching.priority_levels': must be an integer in 1..8, got 9"},
+        {CFG(",\"batching\":{\"priority_levels\":3,\"default_priority_level\":4}"), RNND_EMODEL,
+         "field 'batching.default_priority_level': must be at most priority_levels (3), got 4"},
+        {CFG(",\"batching\":{\"default_priority_level\":3}"), RNND_EMODEL,
+         "field 'batching.default_priority_level': must be at most priority_levels (2), got 3"},
         {CFG(",\"batching\":{\"max_batch_steps\":0}"), RNND_EMODEL,
          "field 'batching.max_batch_steps': must be an integer in 1..4294967296, got 0"},
         {CFG(",\"batching\":{\"max_batch_steps\":4294967297}"), RNND_EMODEL,

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""test_batching.py: the sequence batcher and the worker pool through the real rnnd (DESIGN.md §6).
+
+- 200 concurrent clients, each sending 1 to 3 sequences of mixed lengths, get
+  number for number (within 1e-5) what each sequence gives sent alone, and the
+  server really batched them (fewer batches than sequences, padding counted);
+- overload: a flood against a small queue gets quick 503s with Retry-After,
+  every accepted request is answered, the stats add up, and the daemon's memory
+  does not grow from one flood to the next;
+- a request's `timeout` parameter and the model's queue_timeout_us answer 503
+  "timeout expired"; `priority` outside the model's levels is a 400 naming it;
+- a client that disconnects while its request waits is canceled, not run.
+
+Python 3 standard library only; reuses test_http.py's Daemon and check().
+"""
+
+import concurrent.futures
+import json
+import os
+import random
+import re
+import socket
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_http as th  # noqa: E402
+from test_http import Daemon, check, GOLDEN  # noqa: E402
+
+TOL = 1e-5
+MODELS = {  # name in the test repository: (golden model, batching settings)
+    "lstm": ("lstm_h48_l2_bi_ragged_h0", {"max_batch_size": 16, "max_queue_delay_us": 2000}),
+    "gru": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 16, "max_queue_delay_us": 2000}),
+    "small_queue": ("lstm_h48_l2_bi_ragged_h0", {"max_batch_size": 4, "max_queue_size": 8}),
+    "slow_delay": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_delay_us": 400000}),
+    "queue_timeout": ("gru_h48_l2_bi_ragged_h0",
+                      {"max_batch_size": 64, "max_queue_delay_us": 400000, "queue_timeout_us": 30000}),
+}
+INPUT = 5  # input_size of both golden models
+
+
+def make_repo(tmp):
+    for name, (golden, batching) in MODELS.items():
+        src = os.path.join(GOLDEN, golden)
+        dst = os.path.join(tmp, name)
+        os.makedirs(os.path.join(dst, "1"))
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["batching"] = batching
+        cfg["max_sequence_length"] = 256
+        with open(os.path.join(dst, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
+    return tmp
+
+
+def sequence(rng, length):
+    return [round(rng.uniform(-1, 1), 4) for _ in range(length * INPUT)]
+
+
+def request_body(seqs):
+    """One KServe request holding seqs (lists of floats), padded to the longest, with lengths."""
+    lengths = [len(s) // INPUT for s in seqs]
+    t = max(lengths)
+    data = []
+    for s in seqs:
+        data += s + [0.0] * ((t - len(s) // INPUT) * INPUT)
+    return json.dumps({"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [len(seqs), t, INPUT], "data": data},
+        {"name": "lengths", "datatype": "INT64", "shape": [len(seqs)], "data": lengths}]})
+
+
+def split_outputs(resp, lengths):
+    """Per sequence: {name: values}, the output cut to the sequence's own steps."""
+    outs = {o["name"]: o for o in resp["outputs"]}
+    per = [dict() for _ in lengths]
+    for name, o in outs.items():
+        shape, data = o["shape"], o["data"]
+        size = len(data) // shape[0]
+        for i, n in enumerate(lengths):
+            row = data[i * size:(i + 1) * size]
+            if name == "output":
+                row = row[:n * (size // shape[1])]
+            per[i][name] = row
+    return per
+
+
+def max_err(a, b):
+    if len(a) != len(b):
+        return float("inf")
+    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)
+
+
+def stats_of(d, model):
+    st, _, js = d.json("GET", "/v2/models/%s/stats" % model)
+    return js["model_stats"][0] if st == 200 else {}
+
+
+def metric(d, name, model):
+    _, _, body = d.request("GET", "/metrics")
+    m = re.search(r'^%s\{model="%s",version="1"\} ([0-9.e+-]+)$' % (name, model), body.decode(), re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_concurrent_clients(d):
+    """200 clients at once, mixed lengths: the same numbers as one sequence at a time."""
+    for model in ("lstm", "gru"):
+        rng = random.Random(7 if model == "lstm" else 8)
+        clients = []
+        for _ in range(200):
+            clients.append([sequence(rng, rng.choice([1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 90, 144]))
+                            for _ in range(rng.randint(1, 3))])
+        # The reference: every sequence alone, one request at a time.
+        alone = {}
+        for c in clients:
+            for s in c:
+                key = tuple(s)
+                if key in alone:
+                    continue
+                st, _, resp = d.json("POST", "/v2/models/%s/infer" % model, body=request_body([s]))
+                if not check(st == 200, "%s: a sequence alone is answered" % model, (st, resp)):
+                    return
+                alone[key] = split_outputs(resp, [len(s) // INPUT])[0]
+        before = stats_of(d, model)
+
+        def one(c):
+            st, _, resp = d.json("POST", "/v2/models/%s/infer" % model, body=request_body(c))
+            return st, resp
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=200) as ex:
+            results = list(ex.map(one, clients))
+        worst, bad = 0.0, 0
+        for c, (st, resp) in zip(clients, results):
+            if st != 200:
+                bad += 1
+                continue
+            for s, got in zip(c, split_outputs(resp, [len(s) // INPUT for s in c])):
+                want = alone[tuple(s)]
+                for name in want:
+                    worst = max(worst, max_err(got.get(name, []), want[name]))
+        check(bad == 0, "%s: all 200 concurrent clients get 200" % model, bad)
+        check(worst <= TOL, "%s: batched answers equal one-at-a-time within %g" % (model, TOL), worst)
+        after = stats_of(d, model)
+        seqs = sum(len(c) for c in clients)
+        runs = after["execution_count"] - before["execution_count"]
+        check(after["inference_count"] - before["inference_count"] == seqs,
+              "%s: inference_count counts every sequence" % model,
+              (after["inference_count"] - before["inference_count"], seqs))
+        check(0 < runs < seqs / 2, "%s: sequences from different requests were batched" % model, (runs, seqs))
+        used = after["batching"]["steps_used"] - before["batching"]["steps_used"]
+        total = after["batching"]["steps_total"] - before["batching"]["steps_total"]
+        check(used == sum(len(s) // INPUT for c in clients for s in c),
+              "%s: steps_used is the sum of the lengths" % model, used)
+        check(0 < used <= total, "%s: padding efficiency is counted" % model, (used, total))
+        print("%s: %d sequences from 200 clients in %d batches, padding efficiency %.3f"
+              % (model, seqs, runs, used / total))
+    check(metric(d, "rnnd_batch_steps_used_total", "lstm") is not None, "/metrics has the steps counters")
+    _, _, body = d.request("GET", "/metrics")
+    text = body.decode()
+    for fam in ("rnnd_batch_size", "rnnd_batch_padding_efficiency", "rnnd_queue_duration_seconds",
+                "rnnd_compute_duration_seconds", "rnnd_request_duration_seconds"):
+        check("# TYPE %s histogram" % fam in text, "/metrics has the %s histogram" % fam)
+        m = re.search(r'^%s_count\{model="lstm",version="1"\} (\d+)$' % fam, text, re.M)
+        check(m and int(m.group(1)) > 0, "%s counts lstm's events" % fam)
+        check(re.search(r'^%s_bucket\{model="lstm",version="1",le="\+Inf"\} (\d+)$' % fam, text, re.M),
+              "%s has a +Inf bucket" % fam)
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_overload(d):
+    """A queue of 8: floods get quick 503s, every accepted request is answered, memory stays put."""
+    rng = random.Random(3)
+    bodies = [request_body([sequence(rng, 250) for _ in range(2)]) for _ in range(8)]
+    rss = []
+    accepted_total = 0
+    before = stats_of(d, "small_queue")
+    for flood in range(3):
+        def one(i):
+            t0 = time.time()
+            st, h, b = d.request("POST", "/v2/models/small_queue/infer", body=bodies[i % len(bodies)])
+            return st, h, b, time.time() - t0
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=64) as ex:
+            results = list(ex.map(one, range(400)))
+        ok = [r for r in results if r[0] == 200]
+        busy = [r for r in results if r[0] == 503]
+        accepted_total += len(ok)
+        check(len(ok) + len(busy) == len(results), "flood %d: every request is answered 200 or 503" % flood,
+              sorted(set(r[0] for r in results)))
+        check(len(ok) >= 1 and len(busy) >= 1, "flood %d: some served and some refused" % flood,
+              (len(ok), len(busy)))
+        check(all(r[1].get("retry-after") for r in busy), "flood %d: each 503 has Retry-After" % flood)
+        check(all(b"queue full" in r[2] for r in busy), "flood %d: each 503 says the queue is full" % flood,
+              busy[0][2][:200] if busy else "")
+        if busy:
+            busy_t = sorted(r[3] for r in busy)
+            ok_t = sorted(r[3] for r in ok)
+            check(busy_t[len(busy_t) // 2] < ok_t[-1], "flood %d: 503s come back quickly" % flood,
+                  (busy_t[len(busy_t) // 2], ok_t[-1]))
+        rss.append(rss_kb(d.proc.pid))
+    after = stats_of(d, "small_queue")
+    succ = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
+    check(succ == accepted_total, "every 200 is a success in the stats", (succ, accepted_total))
+    check(rss[2] <= rss[0] * 1.1 + 8192, "memory does not grow from flood to flood", rss)
+    st, _, _ = d.request("GET", "/v2/health/ready")
+    check(st == 200, "the daemon still serves after the floods", st)
+
+
+def test_timeouts(d):
+    """timeout parameter and queue_timeout_us: 503 'timeout expired' well before the batch delay."""
+    rng = random.Random(5)
+    body = json.loads(request_body([sequence(rng, 4)]))
+    body["parameters"] = {"timeout": 20000}
+    t0 = time.time()
+    st, h, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
+    took = time.time() - t0
+    check(st == 503, "a 20 ms timeout in a 400 ms batch delay: 503", (st, resp))
+    check("timeout expired" in (resp or {}).get("error", ""), "the 503 says the timeout expired", resp)
+    check(h.get("retry-after"), "the timeout 503 has Retry-After")
+    check(took < 0.3, "it comes back before the batch delay", took)
+    # Without the parameter, the delay passes and the request is served.
+    del body["parameters"]
+    st, _, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
+    check(st == 200, "without a timeout it waits for the delay and is served", (st, resp))
+    # The model's own queue_timeout_us (30 ms) applies the same way.
+    st, _, resp = d.json("POST", "/v2/models/queue_timeout/infer", body=json.dumps(body))
+    check(st == 503 and "timeout expired" in (resp or {}).get("error", ""),
+          "queue_timeout_us expires a waiting request with 503", (st, resp))
+    check(metric(d, "rnnd_queue_expired_total", "queue_timeout") == 1, "rnnd_queue_expired_total counts it")
+    # A longer request timeout does not extend the model's.
+    body["parameters"] = {"timeout": 10000000}
+    st, _, resp = d.json("POST", "/v2/models/queue_timeout/infer", body=json.dumps(body))
+    check(st == 503, "a request cannot lengthen the model's queue timeout", (st, resp))
+
+
+def test_priority(d):
+    rng = random.Random(6)
+    body = json.loads(request_body([sequence(rng, 3)]))
+    for prio, want in ((0, 200), (1, 200), (2, 200), (3, 400), (-1, 400)):
+        body["parameters"] = {"priority": prio}
+        st, _, resp = d.json("POST", "/v2/models/lstm/infer", body=json.dumps(body))
+        check(st == want, "priority %d: %d" % (prio, want), (st, resp))
+        if want == 400:
+            check("parameters.priority" in (resp or {}).get("error", ""), "the 400 names parameters.priority",
+                  resp)
+    st, _, cfg = d.json("GET", "/v2/models/lstm/config")
+    check(st == 200, "config answers")
+
+
+def test_cancel(d):
+    """A client that goes away while its request waits for the batch delay is canceled."""
+    rng = random.Random(9)
+    body = request_body([sequence(rng, 6)]).encode()
+    head = ("POST /v2/models/slow_delay/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % len(body)).encode()
+    before = metric(d, "rnnd_requests_canceled_total", "slow_delay") or 0
+    runs_before = stats_of(d, "slow_delay")["execution_count"]
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(head + body)
+    time.sleep(0.05)
+    s.close()
+    time.sleep(0.6)  # past the 400 ms delay
+    check(metric(d, "rnnd_requests_canceled_total", "slow_delay") == before + 1,
+          "the request of the client that left is canceled")
+    check(stats_of(d, "slow_delay")["execution_count"] == runs_before, "and never run")
+    st, _, _ = d.request("GET", "/v2/health/ready")
+    check(st == 200, "the daemon keeps serving")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="rnnd-batching-") as tmp:
+        d = Daemon(repo=make_repo(tmp))
+        try:
+            test_concurrent_clients(d)
+            test_overload(d)
+            test_timeouts(d)
+            test_priority(d)
+            test_cancel(d)
+        finally:
+            rc, _ = d.stop()
+            check(rc == 0, "rnnd exits 0 on SIGTERM", rc)
+            d.close()
+    print("%d passed, %d failed" % (th.passed, th.failed))
+    return 1 if th.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -339,6 +339,10 @@ static void *worker_main(void *arg)
                         continue;
                 }
                 p->st.running++;
+                /* More is due (a burst, or a flush): pass the word to an idle worker. */
+                if (p->waiting > 0 && rnnd_batcher_count(p->batcher) > 0 &&
+                    (p->closed || rnnd_batcher_next_due(p->batcher) <= now_ns()))
+                        pthread_cond_signal(&p->work);
                 pthread_mutex_unlock(&p->mu);
 
                 gather(w, n, &batch);

@@ -648,6 +648,40 @@ START_TEST(test_delay_and_close)
 }
 END_TEST
 
+START_TEST(test_burst_wakes_idle_workers)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst[2] = {{&script, {0, 0}}, {&script, {1, 0}}};
+        struct rnnd_pool_opts o = opts_for(m, inst, 2, 16, 2);
+        static const uint32_t lens[4] = {3, 3, 3, 3};
+        struct rnnd_seq seqs[4];
+        rnnd_job_t job;
+        rnnd_error_t err = {0};
+        struct timespec ts;
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        seqs_init(seqs, 4, lens, 0);
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        usleep(20000); /* both workers asleep on an empty queue */
+        /* One job of two batches' worth: both workers run at once. */
+        job_init(&job, seqs, 4, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &job, &err), 0);
+        for (int k = 0; k < 2; k++) {
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 5;
+                ck_assert_msg(sem_timedwait(&entered, &ts) == 0, "worker %d never started", k);
+        }
+        ck_assert_int_ne(seen[0].device, seen[1].device);
+        sem_post(&gate);
+        sem_post(&gate);
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_ok), 1);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 START_TEST(test_open_fails)
 {
         rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
@@ -694,6 +728,7 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_failed_run_fails_its_jobs);
         tcase_add_test(tc, test_device_lost);
         tcase_add_test(tc, test_delay_and_close);
+        tcase_add_test(tc, test_burst_wakes_idle_workers);
         tcase_add_test(tc, test_open_fails);
         suite_add_tcase(s, tc);
         return s;

@@ -158,7 +158,7 @@ static int fail(struct plan *p, bool dead, const char *call, const char *what, r
         call_name(call, fn, sizeof(fn));
         if (dead && p != NULL && !p->lost) {
                 p->lost = true;
-                snprintf(p->lost_msg, sizeof(p->lost_msg), "%s: %s", fn, what);
+                snprintf(p->lost_msg, sizeof(p->lost_msg), "%s: %.90s", fn, what);
         }
         return rnnd_error_set(reterr, dead ? RNND_EDEVLOST : RNND_EGPU, "GPU %d: %s: %s",
                               p != NULL ? p->device : -1, fn, what);

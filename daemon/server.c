@@ -786,9 +786,14 @@ void rnnd_server_print_backends(FILE *f, const struct rnnd_options *opts)
                                 (info.driver_version % 1000) / 10);
                 else
                         fprintf(f, "CUDA driver: none\n");
-                if (info.device_count > 0)
+                if (info.device_count > 0) {
                         fprintf(f, "GPUs: %d\n", info.device_count);
-                else
+                        for (int d = 0; d < info.device_count && d < RNND_CUDNN_MAX_DEVICES; d++)
+                                fprintf(f, "  GPU %d: %s, %.1f GiB, compute capability %d.%d\n", d,
+                                        info.devices[d].name,
+                                        (double)info.devices[d].total_mem / (1024.0 * 1024 * 1024),
+                                        info.devices[d].cc_major, info.devices[d].cc_minor);
+                } else
                         fprintf(f, "GPUs: none (%s)\n", info.why_no_gpu);
         }
 #else

@@ -476,6 +476,7 @@ static int parse_instances(struct ctx *c, json_t *v, const char *path, void *bas
                 r = walk(c, e, sub, instance_fields, &groups[i]);
                 if (r < 0)
                         return r;
+                groups[i].count_set = json_object_get(e, "count") != NULL;
         }
         memcpy(cfg->instances, groups, json_array_size(v) * sizeof(groups[0]));
         cfg->n_instances = (uint32_t)json_array_size(v);

@@ -67,6 +67,7 @@ typedef enum rnnd_version_policy_kind {
 struct rnnd_instance_group {
         rnnd_instance_kind_t kind;
         uint32_t count;                   /* instances (per GPU for gpu); 1 */
+        bool count_set;                   /* count was given (placement's default differs) */
         uint32_t n_gpus;                  /* 0 = every visible GPU */
         uint32_t gpus[RNND_CFG_MAX_GPUS]; /* device ordinals */
 };

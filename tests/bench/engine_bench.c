@@ -4,13 +4,14 @@
  *
  *   rnnd-engine-bench --model DIR --batch B --steps T --threads N
  *                     [--seconds S] [--version V] [--input FILE] [--dump FILE]
- *                     [--json]
+ *                     [--json] [--backend cpu|cudnn] [--device N]
  *
  * It loads <DIR>/config.json and <DIR>/<V>/<weights file> as the daemon
  * would, builds B sequences of length T with deterministic pseudo-random
  * inputs (or reads them from FILE, raw float32 [B, T, input_size]), gives
  * every sequence its own output buffers (y, h_n, c_n for an LSTM, scores with
- * a head) as a request would, and runs the batch through rnnd_cpu_backend:
+ * a head) as a request would, and runs the batch through rnnd_cpu_backend
+ * (or, with --backend cudnn, the cuDNN backend on GPU --device, 0 by default):
  * at least WARMUP_RUNS untimed runs, then timed runs until at least S seconds
  * (2 by default) and MIN_RUNS runs have passed.  It reports the median time
  * per batch, sequences/s (B / median) and steps/s (B x T / median), as text
@@ -35,20 +36,26 @@
 #include "error.h"
 #include "model.h"
 #include "repository.h"
+#include "rnnd-config.h"
+#if RNND_HAVE_CUDA
+#include "cudnn/cudnn.h"
+#endif
 
 #define WARMUP_RUNS 3u
 #define MIN_RUNS    5u
 
 struct args {
-        const char *model; /* model directory */
-        const char *input; /* raw float32 [B, T, input_size], or NULL */
-        const char *dump;  /* where to write y, or NULL */
-        uint32_t batch;    /* B */
-        uint32_t steps;    /* T */
-        unsigned threads;  /* BLAS threads */
-        uint64_t version;  /* 1 */
-        double seconds;    /* minimum timed seconds; 2 */
-        bool json;         /* one JSON line instead of text */
+        const char *model;                  /* model directory */
+        const char *input;                  /* raw float32 [B, T, input_size], or NULL */
+        const char *dump;                   /* where to write y, or NULL */
+        uint32_t batch;                     /* B */
+        uint32_t steps;                     /* T */
+        unsigned threads;                   /* BLAS threads */
+        const struct rnnd_backend_ops *ops; /* rnnd_cpu_backend unless --backend */
+        int device;                         /* --device, for cudnn */
+        uint64_t version;                   /* 1 */
+        double seconds;                     /* minimum timed seconds; 2 */
+        bool json;                          /* one JSON line instead of text */
 };
 
 /* The buffers of one batch: every sequence owns its own, as a request does. */
@@ -61,7 +68,7 @@ struct bench {
 static const char usage[] =
         "usage: rnnd-engine-bench --model DIR --batch B --steps T --threads N\n"
         "                         [--seconds S] [--version V] [--input FILE] [--dump FILE]\n"
-        "                         [--json]\n";
+        "                         [--json] [--backend cpu|cudnn] [--device N]\n";
 
 static int fail(const char *what, const rnnd_error_t *err)
 {
@@ -90,7 +97,7 @@ static int parse_args(int argc, char **argv, struct args *a, rnnd_error_t *reter
         bool have_threads = false;
         uint64_t v;
 
-        *a = (struct args){.version = 1, .seconds = 2.0};
+        *a = (struct args){.version = 1, .seconds = 2.0, .ops = &rnnd_cpu_backend};
 
         for (int i = 1; i < argc; i++) {
                 const char *o = argv[i];
@@ -131,6 +138,25 @@ static int parse_args(int argc, char **argv, struct args *a, rnnd_error_t *reter
                                                       "--threads '%s' is not in 1..1024", val);
                         a->threads = (unsigned)v;
                         have_threads = true;
+                } else if (strcmp(o, "--backend") == 0) {
+                        if (strcmp(val, "cpu") == 0) {
+                                a->ops = &rnnd_cpu_backend;
+                        } else if (strcmp(val, "cudnn") == 0) {
+#if RNND_HAVE_CUDA
+                                a->ops = &rnnd_cudnn_backend;
+#else
+                                return rnnd_error_set(reterr, RNND_EUNSUPPORTED,
+                                                      "--backend cudnn: not built in");
+#endif
+                        } else {
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "--backend '%s' is not cpu or cudnn", val);
+                        }
+                } else if (strcmp(o, "--device") == 0) {
+                        if (!parse_u64(val, 0, 255, &v))
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "--device '%s' is not in 0..255", val);
+                        a->device = (int)v;
                 } else if (strcmp(o, "--version") == 0) {
                         if (!parse_u64(val, 1, UINT64_MAX, &v))
                                 return rnnd_error_set(reterr, RNND_EINVAL,
@@ -383,16 +409,17 @@ int main(int argc, char **argv)
                 return fail("arguments", &err);
         }
         opts.threads = a.threads;
+        opts.device = a.ops == &rnnd_cpu_backend ? -1 : a.device;
         if (rnnd_repository_read_config(a.model, &cfg, &err) < 0)
                 return fail("config", &err);
         if (rnnd_model_load(a.model, model_name(a.model, name, sizeof(name)), a.version, &cfg, &m,
                             &err) < 0)
                 return fail("model", &err);
-        if (rnnd_cpu_backend.open(m, &opts, &plan, &err) < 0) {
+        if (a.ops->open(m, &opts, &plan, &err) < 0) {
                 fail("open", &err);
                 goto out;
         }
-        rnnd_cpu_backend.describe(plan, &desc);
+        a.ops->describe(plan, &desc);
         if (bench_init(&b, m, &a, &err) < 0) {
                 fail("batch", &err);
                 goto out;
@@ -400,7 +427,7 @@ int main(int argc, char **argv)
 
         /* Warm-up: scratch grows to this batch, caches and BLAS threads settle. */
         for (unsigned i = 0; i < WARMUP_RUNS; i++) {
-                if (rnnd_cpu_backend.run(plan, &b.batch, &err) < 0) {
+                if (a.ops->run(plan, &b.batch, &err) < 0) {
                         fail("run", &err);
                         goto out;
                 }
@@ -427,7 +454,7 @@ int main(int argc, char **argv)
                         times = nt;
                 }
                 t0 = now();
-                if (rnnd_cpu_backend.run(plan, &b.batch, &err) < 0) {
+                if (a.ops->run(plan, &b.batch, &err) < 0) {
                         fail("run", &err);
                         goto out;
                 }
@@ -477,7 +504,7 @@ int main(int argc, char **argv)
 out:
         rnnd_free(times);
         bench_done(&b);
-        rnnd_cpu_backend.close(plan);
+        a.ops->close(plan);
         rnnd_model_unref(m);
         return rc;
 }

@@ -140,6 +140,7 @@ START_TEST(test_full)
         ck_assert_uint_eq(c.n_instances, 3);
         ck_assert_int_eq(c.instances[0].kind, RNND_INST_GPU);
         ck_assert_uint_eq(c.instances[0].count, 2);
+        ck_assert(c.instances[0].count_set);
         ck_assert_uint_eq(c.instances[0].n_gpus, 2);
         ck_assert_uint_eq(c.instances[0].gpus[0], 1);
         ck_assert_uint_eq(c.instances[0].gpus[1], 0);
@@ -148,6 +149,7 @@ START_TEST(test_full)
         ck_assert_uint_eq(c.instances[1].n_gpus, 0);
         ck_assert_int_eq(c.instances[2].kind, RNND_INST_AUTO);
         ck_assert_uint_eq(c.instances[2].count, 1);
+        ck_assert(!c.instances[2].count_set);
         ck_assert_uint_eq(c.sequence.idle_timeout_ms, 1000);
         ck_assert_uint_eq(c.sequence.max_sequences, 50);
         ck_assert_int_eq(c.version_policy.kind, RNND_VP_SPECIFIC);

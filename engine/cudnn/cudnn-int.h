@@ -1,0 +1,103 @@
+/*
+ * cudnn-int.h: what the cuDNN backend's files share: the CUDA kernels of
+ * kernels.cu (row gathers with type conversion, the head's bias and
+ * activation, a fault for tests) and the host-side layout of a batch
+ * (layout.c).  Included only inside engine/cudnn/ and by tests.
+ */
+#ifndef RNND_ENGINE_CUDNN_INT_H
+#define RNND_ENGINE_CUDNN_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types the kernels read and write. */
+enum rnnd__dtype {
+        RNND__F32 = 0,
+        RNND__F16 = 1,
+};
+
+/*
+ * dst row r = src row idx[r] converted from src_t to dst_t, or zeros where
+ * idx[r] < 0; idx NULL means idx[r] = r.  Rows are width elements.  Queued
+ * on stream s; returns the launch status.
+ */
+cudaError_t rnnd__cuda_gather(const void *src, int src_t, const int32_t *idx, uint32_t rows,
+                              uint32_t width, void *dst, int dst_t, cudaStream_t s);
+
+/*
+ * v [rows, units] float32: adds bias (may be NULL) to every row, then applies
+ * act (an rnnd_act_t) per row, softmax over each row's units.  Returns the
+ * launch status.
+ */
+cudaError_t rnnd__cuda_head_finish(float *v, const float *bias, uint32_t rows, uint32_t units,
+                                   int act, cudaStream_t s);
+
+/* Writes through a bad address on stream s: a sticky fault, for tests. */
+cudaError_t rnnd__cuda_fault(cudaStream_t s);
+
+#ifdef __cplusplus
+}
+
+#else
+
+#include "backend.h"
+
+/*
+ * The layout of one batch in the staging buffers: int32 arrays then float32
+ * arrays, each starting on 64 bytes.  Offsets are in 4-byte elements from
+ * the start of the input region.  A sequence-major row of step t and
+ * sequence b is t * n + b; a batch-major row is b * T + t; a state row of
+ * layer-direction ld is ld * n + b in cuDNN's hx/hy and b * LD + ld in the
+ * caller's h0/h_n.
+ */
+struct rnnd__cudnn_layout {
+        uint32_t n, T;   /* sequences, longest length */
+        uint32_t LD;     /* num_layers * dirs */
+        bool equal;      /* every length is T */
+        bool any_h0;     /* some sequence has h0 */
+        bool any_c0;     /* some sequence has c0 (LSTM) */
+        size_t len;      /* int32 [n] lengths */
+        size_t idx_x;    /* int32 [T * n]: seq-major row -> token or staged row, -1 pad */
+        size_t idx_y;    /* int32 [n * T]: batch-major row -> seq-major row, -1 pad */
+        size_t idx_hin;  /* int32 [LD * n]: cuDNN state row -> caller row */
+        size_t idx_hout; /* int32 [n * LD]: caller row -> cuDNN state row */
+        size_t x;        /* float [n * T * in] staged inputs, batch-major (no embedding) */
+        size_t h0;       /* float [n * LD * H'] staged h0, zeros where absent */
+        size_t c0;       /* float [n * LD * H] staged c0 */
+        size_t end;      /* elements used */
+};
+
+/*
+ * The input region's size in 4-byte elements for a batch of n sequences of
+ * longest length T (an upper bound: every optional part counted).
+ */
+size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T);
+
+/*
+ * Lays batch b (already validated) into buf, which holds
+ * rnnd__cudnn_in_size(m, b->n, T) elements, and fills *ret.  Pure: no CUDA.
+ */
+void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *buf,
+                       struct rnnd__cudnn_layout *ret);
+
+/*
+ * Checks batch b against model m and the plan's bounds (at most max_n
+ * sequences and max_rows = n x longest).  Returns 0 with *T the longest
+ * length, or RNND_EINVAL naming the sequence.  Pure.
+ */
+int rnnd__cudnn_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint32_t max_n,
+                      uint64_t max_rows, uint32_t *T, rnnd_error_t *reterr);
+
+/* Test hook: kind 0 makes the plan's device fail (sticky); kind 1 fails its next run. */
+int rnnd__cudnn_inject_fault(void *plan, int kind);
+
+#endif
+
+#endif

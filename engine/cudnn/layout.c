@@ -1,0 +1,165 @@
+/*
+ * layout.c: how a batch is laid into the cuDNN backend's staging buffer
+ * (pure host code, no CUDA calls, so it is tested without a GPU).
+ *
+ * The input region is one block that a single copy moves to the device:
+ * the lengths, four index arrays that drive the gather kernel, then the
+ * caller's inputs and initial states packed per sequence.  Each sequence's
+ * x is copied with one memcpy (batch-major); the transposes to cuDNN's
+ * sequence-major layout happen on the device.
+ */
+#include <string.h>
+
+#include "cudnn/cudnn-int.h"
+
+/* 64-byte alignment, in 4-byte elements. */
+static size_t align16(size_t v)
+{
+        return (v + 15) & ~(size_t)15;
+}
+
+/* Fills the offsets of *o for n sequences of longest length T. */
+static void offsets(const rnnd_model_t *m, uint32_t n, uint32_t T, bool x, bool h0, bool c0,
+                    struct rnnd__cudnn_layout *o)
+{
+        const size_t LD = (size_t)m->cfg.num_layers * m->dirs, rows = (size_t)n * T;
+        size_t at = 0;
+
+        o->n = n;
+        o->T = T;
+        o->LD = (uint32_t)LD;
+        o->len = at;
+        at = align16(at + n);
+        o->idx_x = at;
+        at = align16(at + rows);
+        o->idx_y = at;
+        at = align16(at + rows);
+        o->idx_hin = at;
+        at = align16(at + LD * n);
+        o->idx_hout = at;
+        at = align16(at + LD * n);
+        o->x = at;
+        at = align16(at + (x ? rows * m->cfg.input_size : 0));
+        o->h0 = at;
+        at = align16(at + (h0 ? LD * n * m->out_size : 0));
+        o->c0 = at;
+        at = align16(at + (c0 ? LD * n * m->cfg.hidden_size : 0));
+        o->end = at;
+}
+
+size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T)
+{
+        struct rnnd__cudnn_layout o;
+
+        offsets(m, n, T, true, true, true, &o);
+        return o.end;
+}
+
+/* Stages one state (h0 or c0) of every sequence: [n, LD, width], zeros where absent. */
+static void stage_state(const struct rnnd_batch *b, bool c, size_t LD, size_t width, float *dst)
+{
+        for (uint32_t i = 0; i < b->n; i++) {
+                const float *src = c ? b->seqs[i].c0 : b->seqs[i].h0;
+                float *row = dst + (size_t)i * LD * width;
+
+                if (src != NULL)
+                        memcpy(row, src, LD * width * sizeof(float));
+                else
+                        memset(row, 0, LD * width * sizeof(float));
+        }
+}
+
+void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *buf,
+                       struct rnnd__cudnn_layout *ret)
+{
+        const bool emb = m->embedding != NULL, lstm = m->cfg.cell == RNND_CELL_LSTM;
+        const size_t in = m->cfg.input_size;
+        struct rnnd__cudnn_layout o;
+        int32_t *ib = buf;
+        float *fb = buf;
+        uint32_t n = b->n, T = 0;
+        bool equal = true, any_h0 = false, any_c0 = false;
+
+        for (uint32_t i = 0; i < n; i++) {
+                T = b->seqs[i].len > T ? b->seqs[i].len : T;
+                any_h0 |= b->seqs[i].h0 != NULL;
+                any_c0 |= lstm && b->seqs[i].c0 != NULL;
+        }
+        offsets(m, n, T, !emb, any_h0, any_c0, &o);
+        for (uint32_t i = 0; i < n; i++) {
+                const struct rnnd_seq *q = &b->seqs[i];
+
+                equal &= q->len == T;
+                ib[o.len + i] = (int32_t)q->len;
+                for (uint32_t t = 0; t < T; t++) {
+                        const size_t sm = (size_t)t * n + i, bm = (size_t)i * T + t;
+                        int32_t src = -1;
+
+                        if (t < q->len)
+                                src = emb ? (int32_t)q->tokens[t] : (int32_t)bm;
+                        ib[o.idx_x + sm] = src;
+                        ib[o.idx_y + bm] = t < q->len ? (int32_t)sm : -1;
+                }
+                if (!emb)
+                        memcpy(fb + o.x + (size_t)i * T * in, q->x,
+                               (size_t)q->len * in * sizeof(float));
+                for (uint32_t ld = 0; ld < o.LD; ld++) {
+                        ib[o.idx_hin + (size_t)ld * n + i] = (int32_t)((size_t)i * o.LD + ld);
+                        ib[o.idx_hout + (size_t)i * o.LD + ld] = (int32_t)((size_t)ld * n + i);
+                }
+        }
+        if (any_h0)
+                stage_state(b, false, o.LD, m->out_size, fb + o.h0);
+        if (any_c0)
+                stage_state(b, true, o.LD, m->cfg.hidden_size, fb + o.c0);
+        o.equal = equal;
+        o.any_h0 = any_h0;
+        o.any_c0 = any_c0;
+        *ret = o;
+}
+
+int rnnd__cudnn_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint32_t max_n,
+                      uint64_t max_rows, uint32_t *T, rnnd_error_t *reterr)
+{
+        const struct rnnd_model_config *cfg = &m->cfg;
+        uint32_t longest = 0;
+
+        if (b->n == 0 || b->seqs == NULL)
+                return rnnd_error_set(reterr, RNND_EINVAL, "empty batch");
+        if (b->n > max_n)
+                return rnnd_error_set(reterr, RNND_EINVAL, "batch of %u sequences > max %u", b->n,
+                                      max_n);
+        for (uint32_t i = 0; i < b->n; i++) {
+                const struct rnnd_seq *q = &b->seqs[i];
+
+                if (q->len < 1 || q->len > cfg->max_sequence_length)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "sequence %u: length %u is outside 1..%u", i, q->len,
+                                              cfg->max_sequence_length);
+                longest = q->len > longest ? q->len : longest;
+                if (!cfg->embedding.present) {
+                        if (q->x == NULL)
+                                return rnnd_error_set(reterr, RNND_EINVAL, "sequence %u: no input",
+                                                      i);
+                        continue;
+                }
+                if (q->tokens == NULL)
+                        return rnnd_error_set(reterr, RNND_EINVAL, "sequence %u: no tokens", i);
+                for (uint32_t t = 0; t < q->len; t++) {
+                        int64_t tok = q->tokens[t];
+
+                        if (tok < 0 || tok >= (int64_t)cfg->embedding.num_embeddings)
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "sequence %u: token %lld at step %u is "
+                                                      "outside 0..%u",
+                                                      i, (long long)tok, t,
+                                                      cfg->embedding.num_embeddings - 1);
+                }
+        }
+        if ((uint64_t)longest * b->n > max_rows)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "batch of %u x %u steps > max_batch_steps %llu", b->n,
+                                      longest, (unsigned long long)max_rows);
+        *T = longest;
+        return 0;
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""rnnd's cuDNN backend against PyTorch's nn.LSTM / nn.GRU on cuDNN (DESIGN.md §9).
+
+Same GPU, same run, same shapes:
+  - input 512, hidden 512, 2 layers, T = 100, batch 1..256 (STANDARD);
+  - input 128, hidden 128, 2 layers, T = 100, batch 1..256 (every batch is
+    equal-length, so rnnd may use a persistent algorithm chosen at load);
+each for LSTM and GRU, in fp32 (rnnd: FMA math; torch: TF32 off) and fp16.
+
+For each shape it saves the torch module once as an rnnd model (config.json
+and 1/model.safetensors, written without the safetensors package) and then:
+  1. checks the answer on batch 8: rnnd-engine-bench --backend cudnn --input
+     --dump against torch's y on the same input (fp32: max abs error <= 1e-4;
+     fp16: <= 1e-2 relative to 1 + |y|), so a wrong answer is never timed;
+  2. times rnnd: rnnd-engine-bench --backend cudnn --json (host memory in and
+     out, as the engine API is: staging, copies, compute, median per batch);
+  3. times torch twice with the same method (3 warm-up runs, then runs until
+     --seconds and at least 5, median): host to host (x.to(cuda), forward,
+     y.cpu(), which is what rnnd's number includes), and device-resident
+     (forward only, synchronized).
+It prints a markdown table with the ratios; --out FILE writes it there too.
+Exits 77 when torch sees no GPU or rnnd was built without cuDNN, 1 if a
+check failed.
+
+Usage: python3 tests/bench/gpu_vs_torch.py --bench BUILD/tests/bench/rnnd-engine-bench
+           [--quick] [--seconds S] [--out FILE]
+Needs torch with CUDA (numpy optional).
+"""
+
+import argparse
+import array
+import datetime
+import json
+import os
+import platform
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def tensor_bytes(t):
+    t = t.detach().float().contiguous().cpu()
+    try:
+        return t.numpy().tobytes()
+    except Exception:  # torch without numpy
+        return array.array("f", t.flatten().tolist()).tobytes()
+
+
+def save_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        b = tensor_bytes(t)
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    js = json.dumps(header).encode()
+    js += b" " * (-len(js) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(js)))
+        f.write(js)
+        for b in blobs:
+            f.write(b)
+
+
+def save_model(mod, cell, inp, hidden, layers, precision, max_batch, T, root):
+    d = os.path.join(root, "%s_%d_%s" % (cell, hidden, precision))
+    os.makedirs(os.path.join(d, "1"), exist_ok=True)
+    cfg = {
+        "cell": cell, "input_size": inp, "hidden_size": hidden, "num_layers": layers,
+        "precision": precision, "max_sequence_length": T,
+        "batching": {"max_batch_size": max_batch, "max_batch_steps": max_batch * T},
+        "weights": {"prefix": "rnn."},
+    }
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    save_safetensors(os.path.join(d, "1", "model.safetensors"),
+                     {"rnn." + k: v for k, v in mod.state_dict().items()})
+    return d
+
+
+def rnnd_json(bench, model, batch, T, seconds, extra=()):
+    cmd = [bench, "--backend", "cudnn", "--model", model, "--batch", str(batch), "--steps", str(T),
+           "--threads", "1", "--seconds", str(seconds)] + list(extra)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.strip()))
+    return r.stdout
+
+
+def time_loop(fn, seconds, sync):
+    for _ in range(3):
+        fn()
+    sync()
+    times, t_end = [], time.perf_counter() + seconds
+    while len(times) < 5 or time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--quick", action="store_true", help="fewer batch sizes, 0.3 s per point")
+    ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: no torch")
+        return SKIP
+    if not torch.cuda.is_available():
+        print("SKIP: torch sees no GPU")
+        return SKIP
+    probe = subprocess.run([args.bench, "--help"], capture_output=True, text=True).stdout
+    if "--backend" not in probe:
+        print("SKIP: rnnd-engine-bench has no --backend")
+        return SKIP
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.enabled = True
+    dev = torch.device("cuda")
+    seconds = 0.3 if args.quick else args.seconds
+    batches = [1, 16, 256] if args.quick else [1, 8, 32, 64, 128, 256]
+    T, layers = 100, 2
+    shapes = [(512, 512), (128, 128)]
+    rows, failed = [], 0
+    with tempfile.TemporaryDirectory(prefix="rnnd-gpu-bench-") as root:
+        for cell in ("lstm", "gru"):
+            for inp, hidden in shapes:
+                for precision in ("fp32", "fp16"):
+                    torch.manual_seed(0)
+                    ctor = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
+                    mod = ctor(inp, hidden, layers, batch_first=True).eval()
+                    model = save_model(mod, cell, inp, hidden, layers, precision, max(batches), T, root)
+                    dtype = torch.float16 if precision == "fp16" else torch.float32
+                    mod = mod.to(dev, dtype)
+                    # 1. The answer, on batch 8.
+                    x = torch.rand(8, T, inp) * 2 - 1
+                    xin = os.path.join(root, "x.bin")
+                    yout = os.path.join(root, "y.bin")
+                    with open(xin, "wb") as f:
+                        f.write(tensor_bytes(x))
+                    rnnd_json(args.bench, model, 8, T, 0, ["--input", xin, "--dump", yout])
+                    got = array.array("f")
+                    with open(yout, "rb") as f:
+                        got.frombytes(f.read())
+                    with torch.inference_mode():
+                        want = mod(x.to(dev, dtype))[0].float().cpu().flatten().tolist()
+                    if precision == "fp32":
+                        err = max(abs(a - b) for a, b in zip(got, want))
+                        ok = len(got) == len(want) and err <= 1e-4
+                    else:
+                        err = max(abs(a - b) / (1 + abs(b)) for a, b in zip(got, want))
+                        ok = len(got) == len(want) and err <= 1e-2
+                    log("%s %s h%d: check max error %.3g %s" % (cell, precision, hidden, err,
+                                                               "ok" if ok else "FAILED"))
+                    if not ok:
+                        failed += 1
+                        continue
+                    for B in batches:
+                        r = json.loads(rnnd_json(args.bench, model, B, T, seconds, ["--json"]))
+                        xh = (torch.rand(B, T, inp) * 2 - 1).to(dtype).pin_memory()
+                        xd = xh.to(dev)
+                        with torch.inference_mode():
+                            t_h2h = time_loop(lambda: mod(xh.to(dev, non_blocking=True))[0].cpu(),
+                                              seconds, torch.cuda.synchronize)
+                            t_dev = time_loop(lambda: mod(xd), seconds, torch.cuda.synchronize)
+                        rows.append((cell, precision, hidden, B, r["algo"], r["median_s"], t_h2h, t_dev))
+                        log("%s %s h%d B%d: rnnd %.3f ms, torch %.3f / %.3f ms" % (
+                            cell, precision, hidden, B, r["median_s"] * 1e3, t_h2h * 1e3, t_dev * 1e3))
+    lines = [
+        "## rnnd cuDNN backend vs PyTorch (cuDNN), same GPU",
+        "",
+        "- date: %s" % datetime.datetime.now().isoformat(timespec="seconds"),
+        "- machine: %s, GPU %s, torch %s, torch's cuDNN %s" % (
+            platform.node(), torch.cuda.get_device_name(0), torch.__version__,
+            torch.backends.cudnn.version()),
+        "- command: %s" % os.environ.get("RNND_BENCH_COMMAND", " ".join(sys.argv)),
+        "- shapes: 2 layers, T = %d, equal lengths; times are medians per batch" % T,
+        "",
+        "| cell | prec | input=hidden | batch | rnnd algo | rnnd ms | torch h2h ms | torch dev ms "
+        "| rnnd / torch h2h | rnnd / torch dev |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for cell, prec, h, B, algo, t_r, t_h, t_d in rows:
+        lines.append("| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
+            cell, prec, h, B, algo, t_r * 1e3, t_h * 1e3, t_d * 1e3, t_r / t_h, t_r / t_d))
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

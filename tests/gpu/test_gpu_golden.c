@@ -1,0 +1,99 @@
+/*
+ * test_gpu_golden.c: the cuDNN backend against the goldens (DESIGN.md §4):
+ * every golden case the backend qualifies for, as one ragged batch and one
+ * sequence at a time, in fp32 (FMA math, max abs error <= 1e-5) and in fp16
+ * (<= 2e-3 relative to the output's largest magnitude).  Skips (77) without
+ * a GPU.
+ */
+#include "golden-io.h"
+#include "gpu-main.h"
+#include "placement.h"
+
+#define TOL_FP32 1e-5
+#define TOL_FP16 2e-3
+
+static unsigned n_run;
+
+static void run_case(const char *name, rnnd_precision_t prec)
+{
+        struct rnnd_instance_opts opts = {.device = 0};
+        struct rnnd_seq seqs[64];
+        struct rnnd_batch batch = {seqs, 0};
+        struct rnnd_backend_desc desc;
+        struct golden g;
+        rnnd_error_t err = {0};
+        const bool half = prec == RNND_PREC_FP16;
+        void *plan = NULL;
+        char how[96];
+
+        golden_load(&g, name, prec);
+        ck_assert_uint_le(g.B, 64);
+        ck_assert_msg(rnnd_cudnn_backend.open(g.m, &opts, &plan, &err) == 0, "%s: %s", name,
+                      err.msg);
+        rnnd_cudnn_backend.describe(plan, &desc);
+        ck_assert_str_eq(desc.backend, "cudnn");
+
+        clear_outputs(&g);
+        for (uint64_t b = 0; b < g.B; b++)
+                seq_init(&g, b, &seqs[b]);
+        batch.n = (uint32_t)g.B;
+        ck_assert_msg(rnnd_cudnn_backend.run(plan, &batch, &err) == 0, "%s: %s", name, err.msg);
+        snprintf(how, sizeof(how), "cudnn %s (%s), one batch", half ? "fp16" : "fp32", desc.algo);
+        compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+
+        clear_outputs(&g);
+        for (uint64_t b = 0; b < g.B; b++) {
+                seq_init(&g, b, &seqs[0]);
+                batch.n = 1;
+                ck_assert_msg(rnnd_cudnn_backend.run(plan, &batch, &err) == 0, "%s", err.msg);
+        }
+        snprintf(how, sizeof(how), "cudnn %s (%s), one at a time", half ? "fp16" : "fp32",
+                 desc.algo);
+        compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+        rnnd_cudnn_backend.close(plan);
+        golden_done(&g);
+}
+
+START_TEST(test_case)
+{
+        char dir[4096], why[256];
+        struct rnnd_model_config cfg;
+        rnnd_error_t err = {0};
+
+        snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), cases[_i]);
+        ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
+        if (!rnnd_placement_cudnn_qualifies(&cfg, why, sizeof(why))) {
+                printf("%s: not on cuDNN: %s\n", cases[_i], why);
+                return;
+        }
+        run_case(cases[_i], RNND_PREC_FP32);
+        run_case(cases[_i], RNND_PREC_FP16);
+        n_run++;
+}
+END_TEST
+
+/* Every golden but the reset-before GRUs ran (this TCase runs after the cases). */
+START_TEST(test_coverage)
+{
+        ck_assert_uint_ge(n_cases, 80);
+        ck_assert_msg(n_run + 3 >= n_cases, "only %u of %u goldens ran on cuDNN", n_run, n_cases);
+}
+END_TEST
+
+static Suite *gpu_golden_suite(void)
+{
+        Suite *s = suite_create("gpu_golden");
+        TCase *tc;
+
+        find_cases();
+        tc = tcase_create("golden");
+        tcase_set_timeout(tc, 600);
+        tcase_add_loop_test(tc, test_case, 0, (int)n_cases);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("coverage");
+        tcase_add_test(tc, test_coverage);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+RNND_GPU_CHECK_MAIN(gpu_golden_suite)

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""test_gpu_http.py: the whole daemon serving on the GPU (DESIGN.md §7).
+
+Starts $RNND_BIN on the golden repository and checks, for every golden case,
+that /v2/models/{m}/config shows where it runs (backend cudnn for every model
+cuDNN qualifies for, cpu with the reason for the reset-before GRUs) and that
+inference over HTTP matches the framework's outputs (max abs error <= 1e-5).
+Then the switches: RNND_BACKEND=cpu, and CUDA_VISIBLE_DEVICES= (empty), put
+everything on the CPU and say why.
+
+Exits 77 (skip) when rnnd has no cuDNN backend or sees no GPU.  Python 3
+standard library only; reuses the integration suite's Daemon and helpers.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import test_http as th  # noqa: E402
+import test_infer as ti  # noqa: E402
+from test_http import Daemon, check, GOLDEN  # noqa: E402
+
+SKIP = 77
+
+
+def backends():
+    return subprocess.run([th.BIN, "--backends"], capture_output=True, text=True).stdout
+
+
+def instances(d, name):
+    """Every instance description in the model's config."""
+    st, _, cfg = d.json("GET", "/v2/models/%s/config" % name)
+    if not check(st == 200, "%s: config answers" % name, (st, cfg)):
+        return []
+    return [i for g in cfg.get("instance_group", []) for i in g.get("instances", [])]
+
+
+def reset_before(name):
+    with open(os.path.join(GOLDEN, name, "config.json")) as f:
+        return json.load(f).get("gru_linear_before_reset") is False
+
+
+def test_on_gpu(d):
+    cases = sorted(e for e in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, e)))
+    check(len(cases) >= 80, "the golden repository is there", len(cases))
+    for name in cases:
+        inst = instances(d, name)
+        if reset_before(name):
+            check(inst and all(i["backend"] == "cpu" for i in inst), "%s: on the CPU" % name, inst)
+            check(inst and "gru_linear_before_reset" in inst[0].get("why_not_cudnn", ""),
+                  "%s: the config says why not cuDNN" % name, inst)
+        else:
+            check(inst and any(i["backend"] == "cudnn" for i in inst), "%s: on cuDNN" % name, inst)
+        io = ti.read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
+        st, _, resp = d.json("POST", "/v2/models/%s/infer" % name,
+                             body=json.dumps({"inputs": ti.case_inputs(io)}))
+        if check(st == 200, "%s: infer 200" % name, (st, resp)):
+            ti.compare_case(name, io, ti.outputs_of(resp), "over HTTP on the GPU")
+
+
+def test_switched_off(env, want):
+    d = Daemon(env=env)
+    try:
+        inst = instances(d, "lstm_l1_uni_equal_h0")
+        check(inst and all(i["backend"] == "cpu" for i in inst), "%s: on the CPU" % env, inst)
+        check(inst and want in inst[0].get("why_not_cudnn", ""), "%s: says %r" % (env, want), inst)
+    finally:
+        d.stop()
+        d.close()
+
+
+def main():
+    out = backends()
+    if "cuDNN backend: built" not in out or "GPUs: none" in out:
+        print("SKIP: no cuDNN backend or no GPU:\n" + out)
+        return SKIP
+    print(out)
+    d = Daemon()
+    try:
+        test_on_gpu(d)
+    finally:
+        d.stop()
+        d.close()
+    test_switched_off({"RNND_BACKEND": "cpu"}, "backend = cpu (set by RNND_BACKEND)")
+    test_switched_off({"CUDA_VISIBLE_DEVICES": ""}, "no GPU")
+    print("%d passed, %d failed" % (th.passed, th.failed))
+    return 1 if th.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -612,13 +612,13 @@ static void after_work_cb(uv_work_t *w, int status)
         struct op *op = rl->cur;
 
         (void)status;
+        clear_loading(srv); /* before answering, so that the client's next index is current */
         if (!atomic_load(&srv->stopping)) {
                 if (op->kind == RNND_RELOAD_LOAD)
                         finish_load(srv, op);
                 else
                         finish_reload(srv, op);
         }
-        clear_loading(srv);
         if (op->kind == RNND_RELOAD_ALL && !atomic_load(&srv->stopping))
                 sd_notifyf(0, "READY=1\nSTATUS=Serving %zu of %zu models (reloaded)",
                            atomic_load(&srv->n_loaded_models), srv->n_models);

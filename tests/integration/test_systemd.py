@@ -39,18 +39,7 @@ SRC = test_http.SRC
 DEMO = os.path.join(SRC, "config", "models")
 EXAMPLE = open(os.path.join(DEMO, "digits_lstm", "example.json"), "rb").read()
 
-passed = 0
-failed = 0
-
-
-def check(cond, what, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: %s%s" % (what, (": " + str(detail)[:1500]) if detail else ""), flush=True)
-    return cond
+check = test_http.check  # one count of passed and failed checks, kept in test_http
 
 
 def demo_repo(tmp, overrides=None):
@@ -435,8 +424,8 @@ def main():
     test_repository_api()
     test_reload_under_load()
     test_drain_under_load()
-    print("test_systemd: %d passed, %d failed (%.1f s)" % (passed, failed, time.time() - t0))
-    return 1 if failed else 0
+    print("test_systemd: %d passed, %d failed (%.1f s)" % (test_http.passed, test_http.failed, time.time() - t0))
+    return 1 if test_http.failed else 0
 
 
 if __name__ == "__main__":

@@ -3,18 +3,28 @@
  *
  * DESIGN
  * Threads: the main thread builds everything, then becomes the loop thread
- * (libuv), which owns the signals, the systemd watchdog timer and the
- * shutdown timer.  MHD runs its own pool of threads (epoll, one listening
- * socket shared by all) that call http.c; they read the model table, which is
- * immutable from rnnd_server_new() to rnnd_server_free(), and touch only
- * atomics in struct rnnd_server.
+ * (libuv), which owns the signals, the systemd watchdog timer, the shutdown
+ * timer and the reaper of replaced models.  MHD runs its own pool of threads
+ * (epoll, one listening socket shared by all) that call http.c.
+ *
+ * The model table: srv->models holds one object per model build.  Only the
+ * loop thread changes it (reload.c), by swapping the whole array under
+ * table_lock's write side; MHD threads find and pin a model under the read
+ * side and then read the pinned object, which never changes, without locks.
+ * A replaced build is retired: once no request pins it, its pools are closed
+ * and, once idle, freed, on the loop thread (never on a pool worker).
+ *
+ * Watchdog: WATCHDOG=1 goes out at half of WATCHDOG_USEC while every pool
+ * with work queued or running has completed a batch within
+ * worker_stall_timeout.
  *
  * Shutdown (ecosystem.md §3): SIGTERM or SIGINT sets stopping (ready turns
  * 400, new inference is answered 503, responses carry Connection: close),
- * sends STOPPING=1 and quiesces MHD (no new connections).  A timer then waits
- * for the requests in flight to complete, up to shutdown_timeout; if some are
- * still suspended by the inference hook, the hook's drain() answers them 503
- * and resumes them.  Then MHD stops (never with a suspended connection), the
+ * sends STOPPING=1, quiesces MHD (no new connections) and closes every pool
+ * (queued work still runs).  A timer then polls the requests in flight and
+ * the pools' progress, up to shutdown_timeout; if some requests are still
+ * suspended then, every pool is stopped (queued jobs complete 503) and the
+ * hook's drain() runs.  Then MHD stops (never with a suspended connection), the
  * hook's stop() ends its workers, the listening socket is closed, every
  * handle is closed and the loop ends.  A second signal skips the wait.
  */

@@ -30,6 +30,9 @@ enum rnnd_route {
         RNND_ROUTE_TFS_STATUS,   /* GET /v1/models/{m}[/versions/{v}] */
         RNND_ROUTE_TFS_PREDICT,  /* POST /v1/models/{m}[/versions/{v}]:predict */
         RNND_ROUTE_METRICS,      /* GET /metrics */
+        RNND_ROUTE_REPO_INDEX,   /* POST /v2/repository/index */
+        RNND_ROUTE_REPO_LOAD,    /* POST /v2/repository/models/{m}/load */
+        RNND_ROUTE_REPO_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
 };
 
 struct rnnd_http_request {
@@ -50,8 +53,8 @@ struct rnnd_http_request {
 
         /* Routing: immutable after the first call. */
         enum rnnd_route route;
-        struct rnnd_served_model *model;     /* or NULL */
-        struct rnnd_served_version *version; /* resolved, or NULL */
+        struct rnnd_served_model *model;     /* pinned until completion, or NULL */
+        struct rnnd_served_version *version; /* resolved in model, or NULL */
         bool version_given;                  /* the path named a version */
 
         /* Answering: owned by whoever owns the request (see http.h). */

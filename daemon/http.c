@@ -489,6 +489,8 @@ void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls
                      printable(r->path, path, sizeof(path)), status, ms, r->len,
                      (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
                                                                                       : "");
+        /* The engine is done with the model: the response is out (or the client gone). */
+        r->model = rnnd_server_unpin_model(r->model);
         atomic_fetch_sub(&srv->inflight, 1);
         rnnd_http_request_unref(r);
 }

@@ -310,9 +310,9 @@ static void infer_drain(void *cls)
         struct rnnd_server *srv = cls;
 
         for (size_t i = 0; i < srv->n_models; i++)
-                for (size_t j = 0; j < srv->models[i].n_versions; j++)
-                        if (srv->models[i].versions[j].pool != NULL)
-                                rnnd_pool_stop(srv->models[i].versions[j].pool);
+                for (size_t j = 0; j < srv->models[i]->n_versions; j++)
+                        if (srv->models[i]->versions[j].pool != NULL)
+                                rnnd_pool_stop(srv->models[i]->versions[j].pool);
 }
 
 static const char *const infer_extensions[] = {"binary_tensor_data", NULL};

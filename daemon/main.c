@@ -12,6 +12,7 @@
 #include "inference.h"
 #include "log.h"
 #include "options.h"
+#include "reload.h"
 #include "rnnd-config.h"
 #include "server.h"
 
@@ -66,6 +67,7 @@ static int run(int argc, char **argv)
                 goto fail;
         rnnd_infer_hook_init(srv, &hook);
         rnnd_server_set_infer_hook(srv, &hook);
+        rnnd_server_set_command_line(srv, argc, argv);
         r = rnnd_server_start(srv, &err);
         if (r < 0)
                 goto fail;

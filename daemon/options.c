@@ -214,8 +214,21 @@ static const struct rnnd_option options[] = {
                 .max = 3600,
                 .metavar = "SECONDS",
                 .help = "On SIGTERM or SIGINT the daemon stops accepting connections and gives "
-                        "in-flight requests this long to finish; the rest are answered 503 and "
-                        "it exits 0.",
+                        "in-flight requests (queued and running) this long to finish; the "
+                        "queued rest are answered 503 and it exits 0.",
+        },
+        {
+                .name = "worker_stall_timeout",
+                .type = RNND_OPT_DURATION,
+                .offset = OFF(worker_stall_timeout),
+                .def = "60s",
+                .min = 1,
+                .max = 86400,
+                .metavar = "SECONDS",
+                .help = "Under systemd's watchdog (WatchdogSec=), the daemon stops sending "
+                        "WATCHDOG=1 when a model version has work queued or running and has "
+                        "completed no batch for this long, so that systemd restarts it. An "
+                        "idle daemon keeps pinging.",
         },
         {
                 .name = "auth_token_file",
@@ -224,9 +237,11 @@ static const struct rnnd_option options[] = {
                 .def = "",
                 .check = check_token_file,
                 .metavar = "FILE",
-                .help = "File holding the bearer token that the repository API will require. "
-                        "Reserved: the file is checked (a regular file, not readable by others, "
-                        "one token line) but nothing uses it yet. Empty: none.",
+                .help = "File holding the bearer token that the repository API "
+                        "(/v2/repository/...) requires as `Authorization: Bearer TOKEN`; "
+                        "other requests get 401. The file must be a regular file not "
+                        "readable by others, holding one token line. It is read again on "
+                        "SIGHUP. Empty: the repository API is open to every client.",
         },
 };
 
@@ -447,45 +462,43 @@ static int check_nonempty(const char *value, rnnd_error_t *reterr)
  * The token file must be a regular file that others cannot read, holding one
  * line of visible ASCII.  The token itself is never stored or printed.
  */
-static int check_token_file(const char *value, rnnd_error_t *reterr)
+int rnnd_options_read_token(const char *path, char *buf, size_t cap, size_t *ret_len,
+                            rnnd_error_t *reterr)
 {
-        char buf[4097];
         struct stat st;
         ssize_t n;
         size_t len, i;
         int fd, r = 0;
 
-        if (value[0] == '\0')
-                return 0;
-        fd = open(value, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
-                return rnnd_error_set(reterr, RNND_EINVAL, "cannot open '%s': %s", value,
+                return rnnd_error_set(reterr, RNND_EINVAL, "cannot open '%s': %s", path,
                                       strerror(errno));
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is not a regular file", value);
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is not a regular file", path);
                 goto out;
         }
         if (st.st_mode & S_IROTH) {
                 r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is readable by others; chmod o-r it",
-                                   value);
+                                   path);
                 goto out;
         }
-        n = read(fd, buf, sizeof(buf));
+        n = read(fd, buf, cap);
         if (n < 0) {
-                r = rnnd_error_set(reterr, RNND_EINVAL, "cannot read '%s': %s", value,
+                r = rnnd_error_set(reterr, RNND_EINVAL, "cannot read '%s': %s", path,
                                    strerror(errno));
                 goto out;
         }
         len = (size_t)n;
-        if (len == sizeof(buf)) {
-                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is longer than %zu bytes", value,
-                                   sizeof(buf) - 1);
+        if (len == cap) {
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' is longer than %zu bytes", path,
+                                   cap - 1);
                 goto out;
         }
         while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
                 len--;
         if (len == 0) {
-                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' holds no token", value);
+                r = rnnd_error_set(reterr, RNND_EINVAL, "'%s' holds no token", path);
                 goto out;
         }
         for (i = 0; i < len; i++) {
@@ -493,13 +506,29 @@ static int check_token_file(const char *value, rnnd_error_t *reterr)
                         r = rnnd_error_set(reterr, RNND_EINVAL,
                                            "'%s': the token must be one line of visible ASCII "
                                            "without spaces",
-                                           value);
+                                           path);
                         goto out;
                 }
         }
+        buf[len] = '\0';
+        *ret_len = len;
 out:
-        memset(buf, 0, sizeof(buf));
+        if (r < 0)
+                explicit_bzero(buf, cap);
         close(fd);
+        return r;
+}
+
+static int check_token_file(const char *value, rnnd_error_t *reterr)
+{
+        char buf[RNND_OPT_TOKEN_MAX + 1];
+        size_t len;
+        int r;
+
+        if (value[0] == '\0')
+                return 0;
+        r = rnnd_options_read_token(value, buf, sizeof(buf), &len, reterr);
+        explicit_bzero(buf, sizeof(buf));
         return r;
 }
 

@@ -21,6 +21,8 @@
 /* Longest accepted value, line of the config file, and config file. */
 #define RNND_OPT_VALUE_MAX 4096u
 #define RNND_OPT_FILE_MAX  (1u << 20)
+/* Longest bearer token in auth_token_file. */
+#define RNND_OPT_TOKEN_MAX 4096u
 
 enum rnnd_opt_type {
         RNND_OPT_STRING = 0, /* char * */
@@ -54,7 +56,8 @@ struct rnnd_options {
         int backend;                    /* enum rnnd_backend_choice */
         uint64_t cpu_threads;           /* BLAS threads per CPU instance; 0 = library default */
         uint64_t shutdown_timeout;      /* seconds to finish in-flight work on SIGTERM */
-        char *auth_token_file;          /* "" = none; reserved for the repository API */
+        uint64_t worker_stall_timeout;  /* seconds a busy pool may complete nothing (watchdog) */
+        char *auth_token_file;          /* "" = none; else the repository API needs its token */
 
         char *config_file;     /* the --config file read, or NULL */
         char backend_from[64]; /* where backend's value came from ("default", "RNND_BACKEND", ...)
@@ -139,6 +142,16 @@ int rnnd_options_apply_env(struct rnnd_options *o, rnnd_error_t *reterr);
  */
 int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
                             enum rnnd_command *ret_cmd, rnnd_error_t *reterr);
+
+/*
+ * Reads the bearer token of path into buf[cap] (NUL-terminated, without the
+ * line end) and its length into *ret_len.  The file must be a regular file
+ * not readable by others, holding one line of visible ASCII shorter than cap.
+ * Errors: RNND_EINVAL, naming the file but never showing its content; buf is
+ * zeroed on failure.  Thread-safe.
+ */
+int rnnd_options_read_token(const char *path, char *buf, size_t cap, size_t *ret_len,
+                            rnnd_error_t *reterr);
 
 /* Checks rules between settings.  Returns 0 or RNND_EINVAL. */
 int rnnd_options_check(const struct rnnd_options *o, rnnd_error_t *reterr);

@@ -11,9 +11,10 @@
  *   GET  /v1/models/{m}[/versions/{v}]                TF Serving model status
  *   POST /v1/models/{m}[/versions/{v}]:predict        the inference hook
  *   GET  /metrics                                     Prometheus text
+ *   POST /v2/repository/...                           repoapi.c
  * Unknown paths, models and versions are 404, a wrong method 405 with Allow.
- * Everything here runs on MHD threads and reads only immutable state and
- * atomics.
+ * Everything here runs on MHD threads and reads the model a request pinned
+ * (immutable), atomics, and the table under its read lock.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "alloc.h"
 #include "http-int.h"
 #include "log.h"
+#include "repoapi.h"
 #include "rnnd-config.h"
 #include "strbuf.h"
 
@@ -36,9 +38,31 @@
 /* Triton answers "not ready" with 400 (http_server.cc), not with an error code's status. */
 #define NOT_READY 400u
 
+static bool parse_version(const char *s, uint64_t *ret);
+
+static bool route_is_repo(enum rnnd_route rt)
+{
+        return rt == RNND_ROUTE_REPO_INDEX || rt == RNND_ROUTE_REPO_LOAD ||
+               rt == RNND_ROUTE_REPO_UNLOAD;
+}
+
 static bool route_is_post(enum rnnd_route rt)
 {
-        return rt == RNND_ROUTE_MODEL_INFER || rt == RNND_ROUTE_TFS_PREDICT;
+        return rt == RNND_ROUTE_MODEL_INFER || rt == RNND_ROUTE_TFS_PREDICT || route_is_repo(rt);
+}
+
+/* Resolves r->version in the pinned r->model: the named one, or the latest. */
+static bool resolve_version(struct rnnd_http_request *r, const char *version_text)
+{
+        uint64_t v;
+
+        if (version_text == NULL) {
+                r->version = rnnd_server_latest(r->model);
+                return true;
+        }
+        r->version_given = true;
+        return parse_version(version_text, &v) &&
+               (r->version = rnnd_server_find_version(r->model, v)) != NULL;
 }
 
 /* A positive decimal version without leading zeros. */
@@ -77,7 +101,6 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
         bool get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
         bool post = strcmp(r->method, "POST") == 0;
         size_t n = 0, len = strlen(r->path);
-        uint64_t v;
 
         if (len == 0 || r->path[0] != '/' || len > PATH_MAX_LEN)
                 goto not_found;
@@ -110,6 +133,15 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
                         rt = RNND_ROUTE_HEALTH_READY;
                 else if (n == 3 && strcmp(seg[1], "models") == 0 && strcmp(seg[2], "stats") == 0)
                         rt = RNND_ROUTE_MODEL_STATS; /* every model's */
+                else if (n == 3 && strcmp(seg[1], "repository") == 0 &&
+                         strcmp(seg[2], "index") == 0)
+                        rt = RNND_ROUTE_REPO_INDEX;
+                else if (n == 5 && strcmp(seg[1], "repository") == 0 &&
+                         strcmp(seg[2], "models") == 0 && strcmp(seg[4], "load") == 0)
+                        rt = RNND_ROUTE_REPO_LOAD; /* the name is checked by repoapi.c */
+                else if (n == 5 && strcmp(seg[1], "repository") == 0 &&
+                         strcmp(seg[2], "models") == 0 && strcmp(seg[4], "unload") == 0)
+                        rt = RNND_ROUTE_REPO_UNLOAD;
                 else if (n >= 3 && strcmp(seg[1], "models") == 0) {
                         model_name = seg[2];
                         if (n >= 5 && strcmp(seg[3], "versions") == 0) {
@@ -148,22 +180,18 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
                 return r->resp_status;
         }
 
+        if (route_is_repo(rt))
+                return rnnd__repoapi_check(r);
         if (model_name != NULL) {
-                r->model = rnnd_server_find_model(r->srv, model_name);
+                r->model = rnnd_server_pin_model(r->srv, model_name);
                 if (r->model == NULL) {
                         fail(r, RNND_ENOTFOUND, "unknown model '%s'", model_name);
                         return r->resp_status;
                 }
-                if (version_text != NULL) {
-                        r->version_given = true;
-                        if (!parse_version(version_text, &v) ||
-                            (r->version = rnnd_server_find_version(r->model, v)) == NULL) {
-                                fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'",
-                                     version_text, model_name);
-                                return r->resp_status;
-                        }
-                } else {
-                        r->version = rnnd_server_latest(r->model);
+                if (!resolve_version(r, version_text)) {
+                        fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'", version_text,
+                             model_name);
+                        return r->resp_status;
                 }
         }
         return 0;
@@ -199,6 +227,14 @@ static struct rnnd_served_version *loaded_version(struct rnnd_http_request *r)
         struct rnnd_served_model *m = r->model;
         struct rnnd_served_version *v = r->version;
 
+        if (m->unloaded) {
+                /* As Triton: an unloaded model is not found until it is loaded again. */
+                fail(r, RNND_ENOTFOUND,
+                     "model '%s' is not loaded (unloaded through the "
+                     "repository API)",
+                     m->entry->name);
+                return NULL;
+        }
         if (m->entry->status < 0) {
                 fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
                      m->entry->reason);
@@ -479,8 +515,9 @@ static void serve_model_stats(struct rnnd_http_request *r)
 
         rnnd_strbuf_init(&b);
         rnnd_strbuf_puts(&b, "{\"model_stats\":[");
+        rnnd_server_rdlock(srv);
         for (size_t i = 0; i < srv->n_models; i++) {
-                struct rnnd_served_model *m = &srv->models[i];
+                struct rnnd_served_model *m = srv->models[i];
 
                 if (r->model != NULL && m != r->model)
                         continue;
@@ -492,6 +529,7 @@ static void serve_model_stats(struct rnnd_http_request *r)
                         put_version_stats(&b, m, sv);
                 }
         }
+        rnnd_server_unlock(srv);
         rnnd_strbuf_puts(&b, "]}");
         respond_json(r, 200, &b);
 }
@@ -534,8 +572,7 @@ static void serve_model_config(struct rnnd_http_request *r)
         rnnd_strbuf_json_kv_u64(&b, "max_queue_delay_microseconds",
                                 cfg->batching.max_queue_delay_us);
         rnnd_strbuf_json_kv_u64(&b, "priority_levels", cfg->batching.priority_levels);
-        rnnd_strbuf_json_kv_u64(&b, "default_priority_level",
-                                cfg->batching.default_priority_level);
+        rnnd_strbuf_json_kv_u64(&b, "default_priority_level", cfg->batching.default_priority_level);
         rnnd_strbuf_json_key(&b, "default_queue_policy");
         rnnd_strbuf_putc(&b, '{');
         rnnd_strbuf_json_kv_u64(&b, "max_queue_size", cfg->batching.max_queue_size);
@@ -620,7 +657,7 @@ static void serve_server_ready(struct rnnd_http_request *r)
                 rnnd_http_respond_error(r, NOT_READY,
                                         "not every model loaded: %zu of %zu models are "
                                         "fully loaded",
-                                        srv->n_loaded_models, srv->n_models);
+                                        atomic_load(&srv->n_loaded_models), srv->n_models);
 }
 
 static void serve_server_metadata(struct rnnd_http_request *r)
@@ -759,8 +796,24 @@ enum version_metric {
         VM_BATCH_SIZE,
         VM_PADDING,
         VM_COUNTERS,
+        VM_INFO,
         VM_GAUGES,
 };
+
+/* A Prometheus label value, quoted, with \\, " and newlines escaped. */
+static void put_label_value(struct rnnd_strbuf *b, const char *v)
+{
+        rnnd_strbuf_putc(b, '"');
+        for (; *v != '\0'; v++) {
+                if (*v == '\\' || *v == '"')
+                        rnnd_strbuf_putc(b, '\\');
+                if (*v == '\n')
+                        rnnd_strbuf_puts(b, "\\n");
+                else
+                        rnnd_strbuf_putc(b, *v);
+        }
+        rnnd_strbuf_putc(b, '"');
+}
 
 static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, const char *labels,
                                struct rnnd_served_version *sv, const struct rnnd_pool_stats *ps)
@@ -800,6 +853,17 @@ static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, con
                         (double)ps->compute_ns / 1e9, labels, (unsigned long long)ps->expired,
                         labels, (unsigned long long)ps->canceled, labels,
                         (unsigned long long)ps->rejected);
+                break;
+        case VM_INFO:
+                rnnd_strbuf_printf(b, "rnnd_model_backend_info{%s,backend=", labels);
+                put_label_value(b, sv->desc.backend);
+                rnnd_strbuf_puts(b, ",device=");
+                put_label_value(b, sv->desc.device);
+                rnnd_strbuf_puts(b, ",algo=");
+                put_label_value(b, sv->desc.algo);
+                rnnd_strbuf_puts(b, ",why_not_cudnn=");
+                put_label_value(b, sv->desc.why_not_cudnn);
+                rnnd_strbuf_printf(b, "} %u\n", sv->instances);
                 break;
         case VM_GAUGES:
                 rnnd_strbuf_printf(b,
@@ -848,6 +912,9 @@ static const char *const version_metric_help[] = {
                         "# HELP rnnd_queue_rejected_total Requests refused at once: queue full "
                         "or shutting down (503).\n"
                         "# TYPE rnnd_queue_rejected_total counter\n",
+        [VM_INFO] = "# HELP rnnd_model_backend_info Where a version runs, and why not on cuDNN "
+                    "(\"\" when it is); the value is its instance count.\n"
+                    "# TYPE rnnd_model_backend_info gauge\n",
         [VM_GAUGES] = "# HELP rnnd_queue_depth Sequences waiting.\n"
                       "# TYPE rnnd_queue_depth gauge\n"
                       "# HELP rnnd_batches_running Batches on instances now.\n"
@@ -861,7 +928,7 @@ static void put_version_metrics(struct rnnd_strbuf *b, struct rnnd_server *srv)
         for (unsigned k = VM_REQUEST_S; k <= VM_GAUGES; k++) {
                 rnnd_strbuf_puts(b, version_metric_help[k]);
                 for (size_t i = 0; i < srv->n_models; i++) {
-                        struct rnnd_served_model *m = &srv->models[i];
+                        struct rnnd_served_model *m = srv->models[i];
 
                         for (size_t j = 0; j < m->n_versions; j++) {
                                 struct rnnd_served_version *sv = &m->versions[j];
@@ -895,7 +962,7 @@ static void serve_metrics(struct rnnd_http_request *r)
                              "# HELP rnnd_models_loaded Models with at least one version "
                              "loaded.\n"
                              "# TYPE rnnd_models_loaded gauge\n");
-        rnnd_strbuf_printf(&b, "rnnd_models_loaded %zu\n", srv->n_loaded_models);
+        rnnd_strbuf_printf(&b, "rnnd_models_loaded %zu\n", atomic_load(&srv->n_loaded_models));
         rnnd_strbuf_puts(&b, "# HELP rnnd_http_requests_in_flight HTTP requests received and not "
                              "yet completed.\n"
                              "# TYPE rnnd_http_requests_in_flight gauge\n");
@@ -904,8 +971,9 @@ static void serve_metrics(struct rnnd_http_request *r)
                              "version and status code (model=\"\" for other paths).\n"
                              "# TYPE rnnd_requests_total counter\n");
         put_counters(&b, "", "", &srv->other_requests);
+        rnnd_server_rdlock(srv);
         for (i = 0; i < srv->n_models; i++) {
-                struct rnnd_served_model *m = &srv->models[i];
+                struct rnnd_served_model *m = srv->models[i];
 
                 put_counters(&b, m->entry->name, "", &m->requests);
                 for (j = 0; j < m->n_versions; j++) {
@@ -916,12 +984,41 @@ static void serve_metrics(struct rnnd_http_request *r)
                 }
         }
         put_version_metrics(&b, srv);
+        rnnd_server_unlock(srv);
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
                 rnnd_http_respond_error(r, 500, "out of memory");
                 return;
         }
         rnnd_http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
+}
+
+/*
+ * The model r pinned was replaced (SIGHUP, repository API) while its body
+ * came in: pins the build now in the table and resolves the version again,
+ * so that the request runs on pools that stay open.  false after answering
+ * 404.
+ */
+static bool repin(struct rnnd_http_request *r)
+{
+        struct rnnd_served_model *old = r->model;
+        char name[RNND_CFG_NAME_MAX], version[24];
+
+        snprintf(name, sizeof(name), "%s", old->entry->name);
+        if (r->version_given)
+                snprintf(version, sizeof(version), "%" PRIu64, r->version->version);
+        r->model = rnnd_server_pin_model(r->srv, name);
+        rnnd_server_unpin_model(old);
+        r->version = NULL;
+        if (r->model == NULL) {
+                fail(r, RNND_ENOTFOUND, "unknown model '%s' (removed from the repository)", name);
+                return false;
+        }
+        if (!resolve_version(r, r->version_given ? version : NULL)) {
+                fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'", version, name);
+                return false;
+        }
+        return true;
 }
 
 /* The inference routes: everything is checked here, the hook does the rest. */
@@ -938,6 +1035,8 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
                 rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
                 return;
         }
+        if (atomic_load(&r->model->retired) && !repin(r))
+                return;
         sv = loaded_version(r);
         if (sv == NULL)
                 return;
@@ -997,6 +1096,11 @@ void rnnd__routes_serve(struct rnnd_http_request *r)
                 break;
         case RNND_ROUTE_METRICS:
                 serve_metrics(r);
+                break;
+        case RNND_ROUTE_REPO_INDEX:
+        case RNND_ROUTE_REPO_LOAD:
+        case RNND_ROUTE_REPO_UNLOAD:
+                rnnd__repoapi_serve(r);
                 break;
         case RNND_ROUTE_NONE:
                 fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);

@@ -3,18 +3,28 @@
  *
  * DESIGN
  * Threads: the main thread builds everything, then becomes the loop thread
- * (libuv), which owns the signals, the systemd watchdog timer and the
- * shutdown timer.  MHD runs its own pool of threads (epoll, one listening
- * socket shared by all) that call http.c; they read the model table, which is
- * immutable from rnnd_server_new() to rnnd_server_free(), and touch only
- * atomics in struct rnnd_server.
+ * (libuv), which owns the signals, the systemd watchdog timer, the shutdown
+ * timer and the reaper of replaced models.  MHD runs its own pool of threads
+ * (epoll, one listening socket shared by all) that call http.c.
+ *
+ * The model table: srv->models holds one object per model build.  Only the
+ * loop thread changes it (reload.c), by swapping the whole array under
+ * table_lock's write side; MHD threads find and pin a model under the read
+ * side and then read the pinned object, which never changes, without locks.
+ * A replaced build is retired: once no request pins it, its pools are closed
+ * and, once idle, freed, on the loop thread (never on a pool worker).
+ *
+ * Watchdog: WATCHDOG=1 goes out at half of WATCHDOG_USEC while every pool
+ * with work queued or running has completed a batch within
+ * worker_stall_timeout.
  *
  * Shutdown (ecosystem.md §3): SIGTERM or SIGINT sets stopping (ready turns
  * 400, new inference is answered 503, responses carry Connection: close),
- * sends STOPPING=1 and quiesces MHD (no new connections).  A timer then waits
- * for the requests in flight to complete, up to shutdown_timeout; if some are
- * still suspended by the inference hook, the hook's drain() answers them 503
- * and resumes them.  Then MHD stops (never with a suspended connection), the
+ * sends STOPPING=1, quiesces MHD (no new connections) and closes every pool
+ * (queued work still runs).  A timer then polls the requests in flight and
+ * the pools' progress, up to shutdown_timeout; if some requests are still
+ * suspended then, every pool is stopped (queued jobs complete 503) and the
+ * hook's drain() runs.  Then MHD stops (never with a suspended connection), the
  * hook's stop() ends its workers, the listening socket is closed, every
  * handle is closed and the loop ends.  A second signal skips the wait.
  */
@@ -28,13 +38,16 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "http-int.h"
 #include "log.h"
+#include "placement.h"
 #include "rnnd-config.h"
+#include "reload.h"
 #include "server.h"
 
 #if RNND_HAVE_CUDA
@@ -45,6 +58,8 @@
 #define DRAIN_POLL_MS 20
 /* How long drained requests get to be answered before MHD stops regardless. */
 #define DRAIN_GRACE_MS 2000
+/* How often retired models are checked for being unpinned and idle. */
+#define REAP_POLL_MS 50
 
 /* Counters. */
 
@@ -93,16 +108,48 @@ void rnnd_server_count(struct rnnd_server *srv, struct rnnd_served_model *m,
 
 static int cmp_model_name(const void *key, const void *elem)
 {
-        const struct rnnd_served_model *m = elem;
+        const struct rnnd_served_model *const *m = elem;
 
-        return strcmp(key, m->entry->name);
+        return strcmp(key, (*m)->entry->name);
 }
 
 struct rnnd_served_model *rnnd_server_find_model(struct rnnd_server *srv, const char *name)
 {
+        struct rnnd_served_model **m;
+
         if (srv->n_models == 0)
                 return NULL;
-        return bsearch(name, srv->models, srv->n_models, sizeof(srv->models[0]), cmp_model_name);
+        m = bsearch(name, srv->models, srv->n_models, sizeof(srv->models[0]), cmp_model_name);
+        return m != NULL ? *m : NULL;
+}
+
+void rnnd_server_rdlock(struct rnnd_server *srv)
+{
+        pthread_rwlock_rdlock(&srv->table_lock);
+}
+
+void rnnd_server_unlock(struct rnnd_server *srv)
+{
+        pthread_rwlock_unlock(&srv->table_lock);
+}
+
+struct rnnd_served_model *rnnd_server_pin_model(struct rnnd_server *srv, const char *name)
+{
+        struct rnnd_served_model *m;
+
+        pthread_rwlock_rdlock(&srv->table_lock);
+        m = rnnd_server_find_model(srv, name);
+        if (m != NULL)
+                atomic_fetch_add_explicit(&m->pins, 1, memory_order_relaxed);
+        pthread_rwlock_unlock(&srv->table_lock);
+        return m;
+}
+
+struct rnnd_served_model *rnnd_server_unpin_model(struct rnnd_served_model *m)
+{
+        if (m != NULL)
+                atomic_fetch_sub_explicit(&m->pins, 1, memory_order_release);
+        return NULL;
 }
 
 struct rnnd_served_version *rnnd_server_find_version(struct rnnd_served_model *m, uint64_t v)
@@ -127,7 +174,7 @@ struct rnnd_served_version *rnnd_server_latest(struct rnnd_served_model *m)
 
 bool rnnd_server_ready(const struct rnnd_server *srv)
 {
-        return srv->all_loaded && srv->mhd != NULL && !atomic_load(&srv->stopping);
+        return atomic_load(&srv->all_loaded) && srv->mhd != NULL && !atomic_load(&srv->stopping);
 }
 
 const char *rnnd_server_platform(const struct rnnd_served_version *sv)
@@ -196,7 +243,7 @@ static void resolve_why_not_cudnn(struct rnnd_server *srv)
                                  info.why_no_gpu);
                 else
                         snprintf(srv->why_not_cudnn, sizeof(srv->why_not_cudnn),
-                                 "the daemon does not run models on cuDNN yet (%d GPU%s visible)",
+                                 "%d GPU%s visible: each model goes on cuDNN where it qualifies",
                                  info.device_count, info.device_count == 1 ? "" : "s");
         }
 #else
@@ -226,16 +273,6 @@ void rnnd_hist_add(struct rnnd_hist *h, uint64_t ns)
         atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
 }
 
-/* Every instance of every group of cfg; all run on the CPU engine for now. */
-static unsigned count_instances(const struct rnnd_model_config *cfg)
-{
-        unsigned n = 0;
-
-        for (uint32_t g = 0; g < cfg->n_instances; g++)
-                n += cfg->instances[g].count;
-        return n > 0 ? n : 1;
-}
-
 /* Any thread: a pool has a new earliest deadline; have the loop sweep. */
 static void pool_wakeup(void *arg)
 {
@@ -245,23 +282,24 @@ static void pool_wakeup(void *arg)
                 uv_async_send(&srv->sweep_async);
 }
 
-/* The pool options of a version: its instances and its batching settings. */
-static int pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *cfg,
-                     struct rnnd_pool_opts *po, rnnd_error_t *reterr)
+/* Where cfg's instances run under options o (engine/placement.h). */
+static int place(const struct rnnd_options *o, const struct rnnd_model_config *cfg,
+                 struct rnnd_placement *ret, rnnd_error_t *reterr)
 {
-        unsigned n = count_instances(cfg);
-        struct rnnd_pool_instance *inst = rnnd_calloc(n, sizeof(*inst));
+        struct rnnd_placement_env env;
 
-        if (inst == NULL)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u instances", n);
-        for (unsigned i = 0; i < n; i++) {
-                inst[i].ops = &rnnd_cpu_backend;
-                inst[i].opts.device = -1;
-                inst[i].opts.threads = rnnd_options_cpu_threads(srv->opts);
-        }
+        rnnd_placement_env_default(&env, o->backend == RNND_BACKEND_CPU, o->backend_from,
+                                   rnnd_options_cpu_threads(o));
+        return rnnd_placement_resolve(cfg, &env, ret, reterr);
+}
+
+/* The pool options of a version: its placed instances and its batching settings. */
+static void pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *cfg,
+                      const struct rnnd_placement *pl, struct rnnd_pool_opts *po)
+{
         *po = (struct rnnd_pool_opts){
-                .instances = inst,
-                .n_instances = n,
+                .instances = pl->inst,
+                .n_instances = pl->n,
                 .max_queue = cfg->batching.max_queue_size,
                 .max_batch_size = cfg->batching.max_batch_size,
                 .max_batch_steps = cfg->batching.max_batch_steps,
@@ -271,14 +309,13 @@ static int pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *cf
                 .wakeup = pool_wakeup,
                 .wakeup_arg = srv,
         };
-        return 0;
 }
 
 /* Loads one version and starts its instances; a failure stays in sv. */
-static void load_version(struct rnnd_server *srv, struct rnnd_served_model *m,
-                         struct rnnd_served_version *sv)
+static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
+                         struct rnnd_served_model *m, struct rnnd_served_version *sv)
 {
-        const struct rnnd_options *o = srv->opts;
+        struct rnnd_placement pl = {0};
         struct rnnd_pool_opts po = {0};
         rnnd_error_t err = {0};
         int r;
@@ -286,27 +323,28 @@ static void load_version(struct rnnd_server *srv, struct rnnd_served_model *m,
         sv->owner = m;
         r = rnnd_repository_load(o->model_repository, m->entry, sv->version, &sv->model, &err);
         if (r == 0)
-                r = pool_opts(srv, &m->entry->cfg, &po, &err);
+                r = place(o, &m->entry->cfg, &pl, &err);
         if (r == 0) {
-                sv->ops = po.instances[0].ops;
-                sv->instances = po.n_instances;
+                pool_opts(srv, &m->entry->cfg, &pl, &po);
+                sv->ops = pl.inst[0].ops;
+                sv->instances = pl.n;
                 r = rnnd_pool_new(sv->model, &po, &sv->pool, &err);
         }
-        rnnd_free((void *)po.instances);
         if (r < 0) {
+                rnnd_placement_done(&pl);
                 sv->status = r;
                 snprintf(sv->reason, sizeof(sv->reason), "%s",
                          err.msg[0] != '\0' ? err.msg : rnnd_strerror(r));
                 sv->model = rnnd_model_unref(sv->model);
-                rnnd_log(RNND_LOG_WARNING,
-                         "model %s version %" PRIu64 ": not loaded: %s; serving the others",
+                rnnd_log(RNND_LOG_WARNING, "model %s version %" PRIu64 ": not loaded: %s",
                          m->entry->name, sv->version, sv->reason);
                 return;
         }
         rnnd_pool_describe(sv->pool, 0, &sv->desc);
-        if (sv->desc.why_not_cudnn[0] == '\0' && strcmp(sv->desc.backend, "cudnn") != 0)
+        if (sv->desc.why_not_cudnn[0] == '\0')
                 snprintf(sv->desc.why_not_cudnn, sizeof(sv->desc.why_not_cudnn), "%s",
-                         srv->why_not_cudnn);
+                         pl.why_not_cudnn);
+        rnnd_placement_done(&pl);
         m->n_loaded++;
         rnnd_log(RNND_LOG_INFO, "model %s version %" PRIu64 ": loaded (%s %s, %s, %s)",
                  m->entry->name, sv->version, rnnd_cell_name(m->entry->cfg.cell),
@@ -315,60 +353,290 @@ static void load_version(struct rnnd_server *srv, struct rnnd_served_model *m,
                  sv->version, sv->desc.why_not_cudnn);
 }
 
-static int load_models(struct rnnd_server *srv, rnnd_error_t *reterr)
+struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,
+                                                   const struct rnnd_options *o,
+                                                   const struct rnnd_repo_model *e,
+                                                   const struct rnnd_model_stamp *stamp)
 {
-        size_t i, j;
+        struct rnnd_served_model *m = rnnd_calloc(1, sizeof(*m));
 
-        srv->n_models = srv->index.n_models;
-        if (srv->n_models == 0) {
-                rnnd_log(RNND_LOG_WARNING, "model repository %s holds no model",
-                         srv->opts->model_repository);
-                return 0;
+        if (m == NULL)
+                return NULL;
+        m->own_entry = *e;
+        m->entry = &m->own_entry;
+        if (stamp != NULL)
+                m->stamp = *stamp;
+        if (e->status < 0) {
+                rnnd_log(RNND_LOG_WARNING, "model %s: not loaded: %s", e->name, e->reason);
+                return m;
         }
-        srv->models = rnnd_calloc(srv->n_models, sizeof(srv->models[0]));
-        if (srv->models == NULL)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for the model table");
-        for (i = 0; i < srv->n_models; i++) {
-                struct rnnd_served_model *m = &srv->models[i];
-                const struct rnnd_repo_model *e = &srv->index.models[i];
+        m->versions = rnnd_calloc(e->n_versions > 0 ? e->n_versions : 1, sizeof(m->versions[0]));
+        if (m->versions == NULL) {
+                rnnd_free(m);
+                return NULL;
+        }
+        m->n_versions = e->n_versions;
+        for (size_t j = 0; j < e->n_versions; j++) {
+                m->versions[j].version = e->versions[j];
+                load_version(srv, o, m, &m->versions[j]);
+        }
+        return m;
+}
 
-                m->entry = e;
-                if (e->status < 0) {
-                        srv->all_loaded = false;
-                        rnnd_log(RNND_LOG_WARNING, "model %s: not loaded: %s; serving the others",
-                                 e->name, e->reason);
+void rnnd__server_free_model(struct rnnd_served_model *m)
+{
+        if (m == NULL)
+                return;
+        for (size_t j = 0; j < m->n_versions; j++) {
+                m->versions[j].pool = rnnd_pool_free(m->versions[j].pool);
+                rnnd_model_unref(m->versions[j].model);
+        }
+        rnnd_free(m->versions);
+        rnnd_free(m);
+}
+
+/* FNV-1a over n bytes. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+        const unsigned char *b = p;
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+        return h;
+}
+
+/* Hashes what stat says of path (or errno): enough to see a changed or replaced file. */
+static uint64_t hash_file(uint64_t h, const char *path)
+{
+        struct stat st;
+        uint64_t v[5] = {0};
+
+        if (stat(path, &st) == 0) {
+                v[0] = (uint64_t)st.st_dev;
+                v[1] = (uint64_t)st.st_ino;
+                v[2] = (uint64_t)st.st_size;
+                v[3] = (uint64_t)st.st_mtim.tv_sec;
+                v[4] = (uint64_t)st.st_mtim.tv_nsec;
+        } else {
+                v[0] = (uint64_t)errno;
+        }
+        return fnv1a(h, v, sizeof(v));
+}
+
+void rnnd__server_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+                        struct rnnd_model_stamp *ret)
+{
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        uint64_t threads = rnnd_options_cpu_threads(o);
+        char path[4096];
+
+        h = fnv1a(h, o->model_repository, strlen(o->model_repository));
+        h = fnv1a(h, &o->backend, sizeof(o->backend));
+        h = fnv1a(h, &threads, sizeof(threads));
+        h = fnv1a(h, &e->status, sizeof(e->status));
+        h = fnv1a(h, e->versions, e->n_versions * sizeof(e->versions[0]));
+        snprintf(path, sizeof(path), "%s/%s/config.json", o->model_repository, e->name);
+        h = hash_file(h, path);
+        for (uint32_t j = 0; e->status == 0 && j < e->n_versions; j++) {
+                snprintf(path, sizeof(path), "%s/%s/%" PRIu64 "/%s", o->model_repository, e->name,
+                         e->versions[j], e->cfg.weights.file);
+                h = hash_file(h, path);
+        }
+        ret->hash = h;
+}
+
+static int cmp_model_ptr(const void *a, const void *b)
+{
+        const struct rnnd_served_model *const *x = a, *const *y = b;
+
+        return strcmp((*x)->entry->name, (*y)->entry->name);
+}
+
+/* Recounts what the table serves.  Loop thread, after a change of the table. */
+static void recount(struct rnnd_server *srv)
+{
+        size_t loaded = 0;
+        bool all = true;
+
+        for (size_t i = 0; i < srv->n_models; i++) {
+                const struct rnnd_served_model *m = srv->models[i];
+
+                if (m->n_loaded > 0)
+                        loaded++;
+                if (m->unloaded)
+                        continue; /* unloaded on purpose: not a reason to be unready */
+                if (m->entry->status < 0 || m->n_versions == 0 || m->n_loaded < m->n_versions)
+                        all = false;
+        }
+        atomic_store(&srv->n_loaded_models, loaded);
+        atomic_store(&srv->all_loaded, all);
+}
+
+static void reap_tick(uv_timer_t *t);
+
+/* Takes m out of service: freed by the reaper once nothing pins it.  Loop thread. */
+static void retire(struct rnnd_server *srv, struct rnnd_served_model *m)
+{
+        atomic_store(&m->retired, true);
+        m->next_retired = srv->retired;
+        srv->retired = m;
+        if (srv->loop_ready && !uv_is_active((uv_handle_t *)&srv->reap_timer) &&
+            !uv_is_closing((uv_handle_t *)&srv->reap_timer))
+                uv_timer_start(&srv->reap_timer, reap_tick, 0, REAP_POLL_MS);
+}
+
+void rnnd__server_swap_table(struct rnnd_server *srv, struct rnnd_served_model **models, size_t n)
+{
+        struct rnnd_served_model **old;
+        size_t old_n, i;
+
+        qsort(models, n, sizeof(models[0]), cmp_model_ptr);
+        pthread_rwlock_wrlock(&srv->table_lock);
+        old = srv->models;
+        old_n = srv->n_models;
+        srv->models = models;
+        srv->n_models = n;
+        pthread_rwlock_unlock(&srv->table_lock);
+        for (i = 0; i < n; i++)
+                models[i]->mark = true;
+        for (i = 0; i < old_n; i++)
+                if (!old[i]->mark)
+                        retire(srv, old[i]);
+        for (i = 0; i < n; i++)
+                models[i]->mark = false;
+        rnnd_free(old);
+        recount(srv);
+}
+
+/* Whether every pool of m has nothing queued or running. */
+static bool model_idle(struct rnnd_served_model *m)
+{
+        struct rnnd_pool_progress pr;
+
+        for (size_t j = 0; j < m->n_versions; j++) {
+                if (m->versions[j].pool == NULL)
+                        continue;
+                rnnd_pool_progress(m->versions[j].pool, &pr);
+                if (pr.queued > 0 || pr.running > 0)
+                        return false;
+        }
+        return true;
+}
+
+/*
+ * Frees the retired models that no request pins any more: their pools are
+ * closed first (no request can submit to them now) and freed once idle.
+ */
+static void reap_tick(uv_timer_t *t)
+{
+        struct rnnd_server *srv = t->data;
+        struct rnnd_served_model **pp = &srv->retired, *m;
+
+        while ((m = *pp) != NULL) {
+                if (atomic_load_explicit(&m->pins, memory_order_acquire) > 0) {
+                        pp = &m->next_retired;
                         continue;
                 }
-                m->versions =
-                        rnnd_calloc(e->n_versions > 0 ? e->n_versions : 1, sizeof(m->versions[0]));
-                if (m->versions == NULL)
-                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for model %s",
-                                              e->name);
-                m->n_versions = e->n_versions;
-                for (j = 0; j < e->n_versions; j++) {
-                        m->versions[j].version = e->versions[j];
-                        load_version(srv, m, &m->versions[j]);
-                        if (m->versions[j].status < 0)
-                                srv->all_loaded = false;
+                for (size_t j = 0; j < m->n_versions; j++)
+                        if (m->versions[j].pool != NULL)
+                                rnnd_pool_close(m->versions[j].pool);
+                if (!model_idle(m)) {
+                        pp = &m->next_retired;
+                        continue;
                 }
-                if (m->n_loaded > 0)
-                        srv->n_loaded_models++;
-                else
-                        srv->all_loaded = false;
+                *pp = m->next_retired;
+                rnnd_log(RNND_LOG_DEBUG, "model %s: a replaced build is freed", m->entry->name);
+                rnnd__server_free_model(m);
         }
+        if (srv->retired == NULL)
+                uv_timer_stop(&srv->reap_timer);
+}
+
+/* Calls f on every pool of the table and of the retired models.  Loop thread. */
+static void each_pool(struct rnnd_server *srv, void (*f)(rnnd_pool_t *p, void *arg), void *arg)
+{
+        struct rnnd_served_model *m;
+
+        for (size_t i = 0; i < srv->n_models; i++)
+                for (size_t j = 0; j < srv->models[i]->n_versions; j++)
+                        if (srv->models[i]->versions[j].pool != NULL)
+                                f(srv->models[i]->versions[j].pool, arg);
+        for (m = srv->retired; m != NULL; m = m->next_retired)
+                for (size_t j = 0; j < m->n_versions; j++)
+                        if (m->versions[j].pool != NULL)
+                                f(m->versions[j].pool, arg);
+}
+
+static void pool_close_cb(rnnd_pool_t *p, void *arg)
+{
+        if (*(bool *)arg)
+                rnnd_pool_stop(p);
+        else
+                rnnd_pool_close(p);
+}
+
+void rnnd__server_pools_close(struct rnnd_server *srv, bool stop)
+{
+        each_pool(srv, pool_close_cb, &stop);
+}
+
+static void pool_progress_cb(rnnd_pool_t *p, void *arg)
+{
+        struct rnnd_pool_progress *sum = arg, pr;
+
+        rnnd_pool_progress(p, &pr);
+        sum->queued += pr.queued;
+        sum->running += pr.running;
+        sum->completed += pr.completed;
+}
+
+void rnnd__server_pools_progress(struct rnnd_server *srv, struct rnnd_pool_progress *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        each_pool(srv, pool_progress_cb, ret);
+}
+
+/* The first table: every model of the repository, built on this thread. */
+static int load_models(struct rnnd_server *srv, const struct rnnd_repo_index *idx,
+                       rnnd_error_t *reterr)
+{
+        const struct rnnd_options *o = srv->opts;
+        struct rnnd_served_model **models;
+        struct rnnd_model_stamp stamp;
+        size_t i;
+
+        if (idx->n_models == 0)
+                rnnd_log(RNND_LOG_WARNING, "model repository %s holds no model",
+                         o->model_repository);
+        models = rnnd_calloc(idx->n_models > 0 ? idx->n_models : 1, sizeof(models[0]));
+        if (models == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for the model table");
+        for (i = 0; i < idx->n_models; i++) {
+                rnnd__server_stamp(o, &idx->models[i], &stamp);
+                models[i] = rnnd__server_build_model(srv, o, &idx->models[i], &stamp);
+                if (models[i] == NULL) {
+                        while (i-- > 0)
+                                rnnd__server_free_model(models[i]);
+                        rnnd_free(models);
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for model %s",
+                                              idx->models[i].name);
+                }
+        }
+        rnnd__server_swap_table(srv, models, idx->n_models);
         return 0;
 }
 
 int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, rnnd_error_t *reterr)
 {
         struct rnnd_server *srv = rnnd_calloc(1, sizeof(*srv));
+        struct rnnd_repo_index idx = {0};
         int r;
 
         if (srv == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
         srv->opts = opts;
         srv->listen_fd = -1;
-        srv->all_loaded = true;
+        pthread_rwlock_init(&srv->table_lock, NULL);
         srv->infer = rnnd_infer_hook_unimplemented;
         if (getrandom(&srv->id_seed, sizeof(srv->id_seed), GRND_NONBLOCK) !=
             (ssize_t)sizeof(srv->id_seed))
@@ -377,16 +645,17 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, r
         rnnd_log(RNND_LOG_INFO, "backend %s: %s",
                  opts->backend == RNND_BACKEND_CPU ? "cpu" : "auto", srv->why_not_cudnn);
 
-        r = rnnd_repository_scan(opts->model_repository, &srv->index, reterr);
+        r = rnnd_repository_scan(opts->model_repository, &idx, reterr);
         if (r < 0) {
                 rnnd_error_prefix(reterr, "model_repository %s", opts->model_repository);
                 goto fail;
         }
-        r = load_models(srv, reterr);
+        r = load_models(srv, &idx, reterr);
+        rnnd_repository_index_done(&idx);
         if (r < 0)
                 goto fail;
-        rnnd_log(RNND_LOG_NOTICE, "%zu of %zu models loaded from %s", srv->n_loaded_models,
-                 srv->n_models, opts->model_repository);
+        rnnd_log(RNND_LOG_NOTICE, "%zu of %zu models loaded from %s",
+                 atomic_load(&srv->n_loaded_models), srv->n_models, opts->model_repository);
         *ret = srv;
         return 0;
 fail:
@@ -445,6 +714,8 @@ static void finish(struct rnnd_server *srv)
         close_handle((uv_handle_t *)&srv->drain_timer);
         close_handle((uv_handle_t *)&srv->watchdog_timer);
         close_sweep(srv);
+        close_handle((uv_handle_t *)&srv->reap_timer);
+        rnnd__reload_close(srv);
         for (i = 0; i < sizeof(srv->sig) / sizeof(srv->sig[0]); i++)
                 close_handle((uv_handle_t *)&srv->sig[i]);
         rnnd_log(RNND_LOG_NOTICE, "stopped");
@@ -454,17 +725,24 @@ static void drain_tick(uv_timer_t *t)
 {
         struct rnnd_server *srv = t->data;
         uint64_t now = uv_now(&srv->loop);
+        struct rnnd_pool_progress pr;
 
+        rnnd__server_pools_progress(srv, &pr);
         if (srv->drain_phase == 0) {
-                if (atomic_load(&srv->inflight) > 0 && now < srv->drain_deadline_ms)
+                if ((atomic_load(&srv->inflight) > 0 || pr.queued > 0 || pr.running > 0) &&
+                    now < srv->drain_deadline_ms)
                         return;
                 if (atomic_load(&srv->suspended) == 0) {
                         finish(srv);
                         return;
                 }
                 rnnd_log(RNND_LOG_WARNING,
-                         "shutdown_timeout passed with %u requests waiting; answering them 503",
-                         atomic_load(&srv->suspended));
+                         "shutdown_timeout passed with %u requests waiting (%" PRIu32
+                         " sequences queued, %" PRIu32 " batches running); answering the queued "
+                         "ones 503",
+                         atomic_load(&srv->suspended), pr.queued, pr.running);
+                /* Queued jobs complete with 503; this waits for the running batches. */
+                rnnd__server_pools_close(srv, true);
                 srv->infer.drain(srv->infer.cls);
                 srv->drain_phase = 1;
                 srv->drain_deadline_ms = now + DRAIN_GRACE_MS;
@@ -498,6 +776,9 @@ static void begin_stop(struct rnnd_server *srv, const char *why)
                         srv->listen_fd = fd;
         }
         uv_timer_stop(&srv->watchdog_timer);
+        rnnd__reload_stop(srv);
+        /* What is queued still runs, without waiting for fuller batches. */
+        rnnd__server_pools_close(srv, false);
         srv->drain_phase = 0;
         srv->drain_deadline_ms = uv_now(&srv->loop) + srv->opts->shutdown_timeout * 1000;
         uv_timer_start(&srv->drain_timer, drain_tick, 0, DRAIN_POLL_MS);
@@ -508,20 +789,69 @@ static void on_signal(uv_signal_t *h, int signum)
         struct rnnd_server *srv = h->data;
 
         if (signum == SIGHUP) {
-                rnnd_log(RNND_LOG_NOTICE, "SIGHUP: reloading is not implemented yet, ignoring");
+                if (!atomic_load(&srv->stopping))
+                        rnnd__reload_signal(srv);
                 return;
         }
         begin_stop(srv, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 /*
- * systemd's watchdog.  For now the loop being alive is the only evidence;
- * once workers exist this must check that they make progress (DESIGN.md §8).
+ * Whether the workers make progress: false when some pool has work queued or
+ * running and has completed nothing for longer than worker_stall_timeout.
+ * An idle pool is never stalled.  Loop thread.
  */
+static bool workers_progress(struct rnnd_server *srv, uint64_t now)
+{
+        uint64_t limit = srv->opts->worker_stall_timeout * 1000;
+        struct rnnd_pool_progress pr;
+        bool ok = true;
+
+        for (size_t i = 0; i < srv->n_models; i++) {
+                struct rnnd_served_model *m = srv->models[i];
+
+                for (size_t j = 0; j < m->n_versions; j++) {
+                        struct rnnd_served_version *sv = &m->versions[j];
+
+                        if (sv->pool == NULL)
+                                continue;
+                        rnnd_pool_progress(sv->pool, &pr);
+                        if (pr.completed != sv->wd_completed ||
+                            (pr.queued == 0 && pr.running == 0) || sv->wd_moved_ms == 0) {
+                                sv->wd_completed = pr.completed;
+                                sv->wd_moved_ms = now;
+                                continue;
+                        }
+                        if (now - sv->wd_moved_ms > limit) {
+                                if (!srv->watchdog_stalled)
+                                        rnnd_log(RNND_LOG_ERR,
+                                                 "model %s version %" PRIu64
+                                                 ": no batch completed for %" PRIu64
+                                                 "s with %" PRIu32 " sequences queued and %" PRIu32
+                                                 " batches running; not pinging the watchdog",
+                                                 m->entry->name, sv->version,
+                                                 (now - sv->wd_moved_ms) / 1000, pr.queued,
+                                                 pr.running);
+                                ok = false;
+                        }
+                }
+        }
+        return ok;
+}
+
+/* systemd's watchdog: pinged while the loop runs and the workers make progress. */
 static void watchdog_tick(uv_timer_t *t)
 {
-        (void)t;
-        sd_notify(0, "WATCHDOG=1");
+        struct rnnd_server *srv = t->data;
+        bool ok = workers_progress(srv, uv_now(&srv->loop));
+
+        if (ok) {
+                if (srv->watchdog_stalled)
+                        rnnd_log(RNND_LOG_NOTICE, "workers make progress again; pinging the "
+                                                  "watchdog");
+                sd_notify(0, "WATCHDOG=1");
+        }
+        srv->watchdog_stalled = !ok;
 }
 
 /*
@@ -537,9 +867,10 @@ static void sweep(struct rnnd_server *srv)
 {
         uint64_t next = UINT64_MAX, now_ns = uv_hrtime();
 
+        /* The loop thread is the one that swaps the table: no lock needed to read it. */
         for (size_t i = 0; i < srv->n_models; i++)
-                for (size_t j = 0; j < srv->models[i].n_versions; j++) {
-                        rnnd_pool_t *p = srv->models[i].versions[j].pool;
+                for (size_t j = 0; j < srv->models[i]->n_versions; j++) {
+                        rnnd_pool_t *p = srv->models[i]->versions[j].pool;
                         uint64_t due;
 
                         if (p == NULL)
@@ -579,6 +910,7 @@ static int init_loop(struct rnnd_server *srv, rnnd_error_t *reterr)
         srv->loop_ready = true;
         uv_timer_init(&srv->loop, &srv->drain_timer);
         uv_timer_init(&srv->loop, &srv->watchdog_timer);
+        uv_timer_init(&srv->loop, &srv->reap_timer);
         srv->drain_timer.data = srv;
         srv->watchdog_timer.data = srv;
         uv_timer_init(&srv->loop, &srv->sweep_timer);
@@ -588,6 +920,10 @@ static int init_loop(struct rnnd_server *srv, rnnd_error_t *reterr)
                 return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
         srv->sweep_async.data = srv;
         atomic_store(&srv->sweep_ready, true);
+        srv->reap_timer.data = srv;
+        r = rnnd__reload_init(srv, reterr);
+        if (r < 0)
+                return r;
         for (i = 0; i < sizeof(signums) / sizeof(signums[0]); i++) {
                 uv_signal_init(&srv->loop, &srv->sig[i]);
                 srv->sig[i].data = srv;
@@ -704,11 +1040,13 @@ int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr)
 
         if (!srv->loop_ready || srv->mhd == NULL)
                 return rnnd_error_set(reterr, RNND_EINTERNAL, "rnnd_server_run before start");
-        sd_notifyf(0, "READY=1\nSTATUS=Serving %zu of %zu models on %s", srv->n_loaded_models,
-                   srv->n_models, srv->listen_name);
-        rnnd_log(RNND_LOG_NOTICE, "ready: %zu of %zu models on %s%s", srv->n_loaded_models,
-                 srv->n_models, srv->listen_name,
-                 srv->all_loaded ? "" : " (not every model loaded: /v2/health/ready says 400)");
+        sd_notifyf(0, "READY=1\nSTATUS=Serving %zu of %zu models on %s",
+                   atomic_load(&srv->n_loaded_models), srv->n_models, srv->listen_name);
+        rnnd_log(RNND_LOG_NOTICE, "ready: %zu of %zu models on %s%s",
+                 atomic_load(&srv->n_loaded_models), srv->n_models, srv->listen_name,
+                 atomic_load(&srv->all_loaded)
+                         ? ""
+                         : " (not every model loaded: /v2/health/ready says 400)");
         uv_run(&srv->loop, UV_RUN_DEFAULT);
         r = uv_loop_close(&srv->loop);
         srv->loop_ready = false;
@@ -719,7 +1057,8 @@ int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr)
 
 struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
 {
-        size_t i, j;
+        struct rnnd_served_model *m;
+        size_t i;
 
         if (srv == NULL)
                 return NULL;
@@ -732,22 +1071,20 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                 close_handle((uv_handle_t *)&srv->drain_timer);
                 close_handle((uv_handle_t *)&srv->watchdog_timer);
                 close_sweep(srv);
+                close_handle((uv_handle_t *)&srv->reap_timer);
+                rnnd__reload_close(srv);
                 uv_run(&srv->loop, UV_RUN_DEFAULT);
                 uv_loop_close(&srv->loop);
         }
-        for (i = 0; i < srv->n_models && srv->models != NULL; i++) {
-                struct rnnd_served_model *m = &srv->models[i];
-
-                for (j = 0; j < m->n_versions; j++) {
-                        struct rnnd_served_version *sv = &m->versions[j];
-
-                        sv->pool = rnnd_pool_free(sv->pool);
-                        rnnd_model_unref(sv->model);
-                }
-                rnnd_free(m->versions);
-        }
+        for (i = 0; i < srv->n_models && srv->models != NULL; i++)
+                rnnd__server_free_model(srv->models[i]);
         rnnd_free(srv->models);
-        rnnd_repository_index_done(&srv->index);
+        while ((m = srv->retired) != NULL) {
+                srv->retired = m->next_retired;
+                rnnd__server_free_model(m);
+        }
+        rnnd__reload_free(srv);
+        pthread_rwlock_destroy(&srv->table_lock);
         rnnd_free(srv);
         return NULL;
 }

@@ -10,12 +10,16 @@
  *   rnnd_server_run()    sends READY=1 and runs the loop until SIGTERM/SIGINT
  *                        has drained and stopped MHD;
  *   rnnd_server_free()   frees everything.
- * The model table is immutable between new() and free(), so MHD threads read
- * it without locks.  (SIGHUP reload will swap in a new table; not yet.)
+ * The model table (srv->models) changes on SIGHUP and through the repository
+ * API (reload.c): the loop thread builds new model objects beside the old,
+ * swaps the table under table_lock, and frees a replaced model once no request
+ * pins it.  A model object itself is immutable after it is built, so a request
+ * that pinned one (rnnd_server_pin_model()) reads it without locks.
  */
 #ifndef RNND_DAEMON_SERVER_H
 #define RNND_DAEMON_SERVER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -79,10 +83,12 @@ void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns);
 
 /* One version of a model: loaded, or the reason it is not. */
 struct rnnd_served_version {
-        uint64_t version;                   /* immutable */
-        int status;                         /* 0 = loaded, else a negative RNND_E*; immutable */
-        char reason[256];                   /* why, when status < 0; immutable */
-        rnnd_model_t *model;                /* a reference, NULL when not loaded; immutable */
+        uint64_t wd_completed; /* pool's completed at the last look; loop thread only */
+        uint64_t wd_moved_ms;  /* uv_now() when it last moved; loop thread only */
+        uint64_t version;      /* immutable */
+        int status;            /* 0 = loaded, else a negative RNND_E*; immutable */
+        char reason[256];      /* why, when status < 0; immutable */
+        rnnd_model_t *model;   /* a reference, NULL when not loaded; immutable */
         const struct rnnd_backend_ops *ops; /* the instances' backend; immutable */
         rnnd_pool_t *pool;                  /* the instances, NULL when not loaded; immutable */
         unsigned instances;                 /* worker threads in pool; immutable */
@@ -92,13 +98,37 @@ struct rnnd_served_version {
         struct rnnd_version_stats stats;    /* atomic */
 };
 
-/* A model of the repository and its selected versions. */
+/*
+ * What a model's files on disk were when it was built: a SIGHUP reload
+ * rebuilds a model only when this, or a setting models depend on, changed.
+ */
+struct rnnd_model_stamp {
+        uint64_t hash; /* FNV-1a of config.json's and every selected weights file's stat */
+};
+
+/*
+ * A model of the repository and its selected versions: one object per build,
+ * immutable once in the table but for the fields marked otherwise.  Requests
+ * pin it (rnnd_server_pin_model()); the loop thread frees it once it has left
+ * the table and nothing pins it.
+ */
 struct rnnd_served_model {
-        const struct rnnd_repo_model *entry;  /* name, status, reason, cfg; borrowed from index */
+        const struct rnnd_repo_model *entry;  /* = &own_entry; immutable */
         struct rnnd_served_version *versions; /* [n_versions], ascending; immutable */
         size_t n_versions;                    /* immutable */
         size_t n_loaded;                      /* versions with status 0; immutable */
         struct rnnd_req_counters requests;    /* requests naming no valid version; atomic */
+        struct rnnd_repo_model own_entry;     /* name, status, reason, cfg; immutable */
+        struct rnnd_model_stamp stamp;        /* immutable */
+        bool unloaded;                        /* unloaded through the repository API; immutable */
+        atomic_uint pins;                     /* requests holding it; atomic */
+        atomic_bool retired;                  /* left the table; atomic */
+        atomic_bool loading;                  /* a load of this name is running; atomic */
+        int load_status;       /* the last failed (re)load, kept serving; guarded by table_lock */
+        char load_reason[256]; /* why; guarded by table_lock */
+        uint64_t load_version; /* the version that failed, 0 = the model; guarded by table_lock */
+        struct rnnd_served_model *next_retired; /* loop thread only */
+        bool mark;                              /* scratch for swaps; loop thread only */
 };
 
 struct rnnd_http_request;
@@ -143,15 +173,21 @@ extern const struct rnnd_infer_hook rnnd_infer_hook_unimplemented;
 
 struct MHD_Daemon;
 
+struct rnnd_reload;
+
 struct rnnd_server {
-        const struct rnnd_options *opts;  /* borrowed; immutable */
-        struct rnnd_repo_index index;     /* immutable */
-        struct rnnd_served_model *models; /* [index.n_models], sorted by name; immutable */
-        size_t n_models;                  /* immutable */
-        size_t n_loaded_models;           /* models with a loaded version; immutable */
-        bool all_loaded;                  /* every model and selected version loaded; immutable */
-        char why_not_cudnn[256];          /* why plans are not on cuDNN, server-wide; immutable */
-        struct rnnd_infer_hook infer;     /* immutable after start */
+        /* The settings in effect: the first borrowed from main, later ones owned by reload.c. */
+        const struct rnnd_options *_Atomic opts; /* atomic; swapped by a reload */
+        /* Lock order: table_lock, then a pool's own lock.  Written by the loop thread only. */
+        pthread_rwlock_t table_lock;
+        struct rnnd_served_model **models; /* [n_models], sorted by name; guarded by table_lock */
+        size_t n_models;                   /* guarded by table_lock */
+        atomic_size_t n_loaded_models;     /* models with a loaded version; atomic */
+        atomic_bool all_loaded;            /* every model and selected version loaded; atomic */
+        struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
+        struct rnnd_reload *reload;        /* reload.c's state; loop thread only */
+        char why_not_cudnn[256];           /* why plans are not on cuDNN, server-wide; immutable */
+        struct rnnd_infer_hook infer;      /* immutable after start */
         struct rnnd_req_counters other_requests; /* requests not naming a known model; atomic */
         uint32_t id_seed;                        /* random prefix of request ids; immutable */
         atomic_uint_fast64_t id_counter;         /* atomic */
@@ -167,7 +203,9 @@ struct rnnd_server {
         uv_signal_t sig[3];         /* SIGINT, SIGTERM, SIGHUP; loop thread only */
         uv_timer_t drain_timer;     /* shutdown; loop thread only */
         uv_timer_t watchdog_timer;  /* systemd watchdog; loop thread only */
+        uv_timer_t reap_timer;      /* frees retired models; loop thread only */
         bool watchdog_on;           /* loop thread only */
+        bool watchdog_stalled;      /* the last look found a stalled pool; loop thread only */
         uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
         int drain_phase;            /* 0 waiting, 1 drained the hook; loop thread only */
         bool loop_ready;            /* the loop and its handles are initialized */
@@ -208,14 +246,63 @@ int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr);
 /* Stops MHD if running and frees everything; accepts NULL; returns NULL.  Main thread. */
 struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
 
-/* The model called name, or NULL.  Borrowed until free.  Thread-safe. */
+/*
+ * The model called name in the table, or NULL.  Borrowed while the caller
+ * holds table_lock (rnnd_server_rdlock()), or on the loop thread until it
+ * changes the table.
+ */
 struct rnnd_served_model *rnnd_server_find_model(struct rnnd_server *srv, const char *name);
 
-/* Version v of m, or NULL.  Borrowed until free.  Thread-safe. */
+/* Read-locks / unlocks the table, e.g. to walk srv->models.  Thread-safe; not recursive. */
+void rnnd_server_rdlock(struct rnnd_server *srv);
+void rnnd_server_unlock(struct rnnd_server *srv);
+
+/*
+ * The model called name, pinned: it and its versions stay valid, and its
+ * pools keep running, until rnnd_server_unpin_model().  NULL when no such
+ * model is in the table.  Thread-safe.
+ */
+struct rnnd_served_model *rnnd_server_pin_model(struct rnnd_server *srv, const char *name);
+
+/* Drops a pin; accepts NULL; returns NULL.  Thread-safe. */
+struct rnnd_served_model *rnnd_server_unpin_model(struct rnnd_served_model *m);
+
+/* Version v of m, or NULL.  Borrowed while m is pinned.  Thread-safe. */
 struct rnnd_served_version *rnnd_server_find_version(struct rnnd_served_model *m, uint64_t v);
 
-/* m's highest loaded version, or NULL.  Borrowed until free.  Thread-safe. */
+/* m's highest loaded version, or NULL.  Borrowed while m is pinned.  Thread-safe. */
 struct rnnd_served_version *rnnd_server_latest(struct rnnd_served_model *m);
+
+/*
+ * Builds one model object for repository entry e, loading every version it
+ * selects with the settings o; a version that fails keeps its reason.  NULL
+ * only out of memory.  The result is new, in no table.  Any thread (reload.c
+ * calls it on libuv's thread pool).
+ */
+struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,
+                                                   const struct rnnd_options *o,
+                                                   const struct rnnd_repo_model *e,
+                                                   const struct rnnd_model_stamp *stamp);
+
+/* Frees a model object that no table holds and nothing pins.  Not from a pool worker. */
+void rnnd__server_free_model(struct rnnd_served_model *m);
+
+/*
+ * Replaces the table with models[n] (sorted by name; stolen, with their
+ * objects): models that left it are retired and freed once unpinned, their
+ * pools closed.  Recounts what is loaded.  Loop thread only.
+ */
+void rnnd__server_swap_table(struct rnnd_server *srv, struct rnnd_served_model **models, size_t n);
+
+/* Computes the stamp of entry e under root.  Thread-safe. */
+void rnnd__server_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+                        struct rnnd_model_stamp *ret);
+
+/* Closes (close true) or stops every pool of the table and of retired models.  Loop thread. */
+void rnnd__server_pools_close(struct rnnd_server *srv, bool stop);
+
+/* Sums the progress of every pool of the table and of retired models.  Loop thread. */
+void rnnd__server_pools_progress(struct rnnd_server *srv, struct rnnd_pool_progress *ret);
 
 /* Whether the server is ready: every model loaded, listening and not stopping.  Thread-safe. */
 bool rnnd_server_ready(const struct rnnd_server *srv);

@@ -101,6 +101,7 @@ START_TEST(test_table_rows)
                 "backend",
                 "cpu_threads",
                 "shutdown_timeout",
+                "worker_stall_timeout",
                 "auth_token_file",
         };
 

@@ -1,0 +1,771 @@
+/*
+ * reload.c: SIGHUP and the repository API's load and unload.
+ *
+ * DESIGN
+ * Every change of the model table is an operation in one FIFO (guarded by
+ * mu), run one at a time by the loop thread, which is the table's only
+ * writer.  An operation runs in three steps:
+ *   1. loop thread: SIGHUP reads the settings again (the config file, then
+ *      the command line and environment over it) and swaps them in, keeping
+ *      the ones that cannot change while running; unload is done here;
+ *   2. libuv's thread pool: scan the repository and build the new model
+ *      objects (weights, pools) beside the ones still serving; a SIGHUP
+ *      rebuilds only models whose files or settings changed (their stamp);
+ *   3. loop thread: for each model, the new build replaces the old one only
+ *      if every version it selects loaded, or if there was no old build that
+ *      serves; else the old build stays, with the failure as its
+ *      load_reason, and the new one is freed.  The table is swapped
+ *      (rnnd__server_swap_table()); replaced builds are retired and freed
+ *      once no request pins them.
+ * Requests that pinned a replaced build finish on it; the infer routes pin
+ * the newest build again at dispatch (routes.c), so no request is refused
+ * because of a reload.
+ * systemd hears RELOADING=1 with MONOTONIC_USEC at step 1 of a SIGHUP and
+ * READY=1 after step 3 (sd_notify(3); systemd 252 has no notify-reload).
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <uv.h>
+
+#include "alloc.h"
+#include "http.h"
+#include "log.h"
+#include "reload.h"
+
+struct op {
+        struct rnnd_server *srv;
+        enum rnnd_reload_kind kind;
+        char name[RNND_CFG_NAME_MAX];     /* load, unload */
+        struct rnnd_http_request *req;    /* a reference, suspended; NULL for SIGHUP */
+        const struct rnnd_options *o;     /* the settings it loads with */
+        struct rnnd_repo_index idx;       /* the scan (step 2) */
+        int status;                       /* of the scan or the lookup */
+        rnnd_error_t err;                 /* its message */
+        struct rnnd_served_model **built; /* [idx.n_models]: new builds, NULL = keep the old */
+        struct op *next;                  /* guarded by mu while queued */
+};
+
+struct rnnd_reload {
+        struct rnnd_server *srv;
+        int argc;    /* immutable */
+        char **argv; /* borrowed; immutable */
+
+        pthread_mutex_t mu;                 /* guards the fields below it up to the next comment */
+        struct op *head, *tail;             /* waiting operations */
+        unsigned n_pending;                 /* waiting, plus the running one */
+        bool closed;                        /* stopping: refuse new operations */
+        char token[RNND_OPT_TOKEN_MAX + 1]; /* zero-padded; never logged */
+        size_t token_len;                   /* 0 = no token required */
+
+        /* Loop thread only. */
+        uv_async_t async;
+        bool async_ready;
+        uv_work_t work;
+        struct op *cur;              /* running, or NULL */
+        struct rnnd_options **owned; /* settings made by reloads, freed at the end */
+        size_t n_owned;
+};
+
+static struct rnnd_reload *state(struct rnnd_server *srv)
+{
+        if (srv->reload == NULL) {
+                srv->reload = rnnd_calloc(1, sizeof(*srv->reload));
+                if (srv->reload != NULL) {
+                        srv->reload->srv = srv;
+                        pthread_mutex_init(&srv->reload->mu, NULL);
+                }
+        }
+        return srv->reload;
+}
+
+void rnnd_server_set_command_line(struct rnnd_server *srv, int argc, char **argv)
+{
+        struct rnnd_reload *rl = state(srv);
+
+        if (rl != NULL) {
+                rl->argc = argc;
+                rl->argv = argv;
+        }
+}
+
+/* The token. */
+
+static int read_token(struct rnnd_reload *rl, const struct rnnd_options *o, rnnd_error_t *reterr)
+{
+        char buf[sizeof(rl->token)] = {0};
+        size_t len = 0;
+        int r = 0;
+
+        if (o->auth_token_file[0] != '\0')
+                r = rnnd_options_read_token(o->auth_token_file, buf, sizeof(buf), &len, reterr);
+        if (r == 0) {
+                pthread_mutex_lock(&rl->mu);
+                memcpy(rl->token, buf, sizeof(buf));
+                rl->token_len = len;
+                pthread_mutex_unlock(&rl->mu);
+        }
+        explicit_bzero(buf, sizeof(buf));
+        return r;
+}
+
+bool rnnd__reload_authorized(struct rnnd_server *srv, const char *authorization)
+{
+        struct rnnd_reload *rl = srv->reload;
+        char given[sizeof(rl->token)] = {0};
+        unsigned char diff = 0;
+        size_t n, want;
+
+        if (rl == NULL)
+                return true;
+        pthread_mutex_lock(&rl->mu);
+        want = rl->token_len;
+        if (want == 0) {
+                pthread_mutex_unlock(&rl->mu);
+                return true;
+        }
+        if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0 ||
+            (n = strlen(authorization + 7)) >= sizeof(given)) {
+                pthread_mutex_unlock(&rl->mu);
+                return false;
+        }
+        memcpy(given, authorization + 7, n);
+        /* Every byte of both zero-padded buffers, whatever differs where. */
+        for (size_t i = 0; i < sizeof(given); i++)
+                diff |= (unsigned char)(given[i] ^ rl->token[i]);
+        diff |= (unsigned char)(n != want);
+        pthread_mutex_unlock(&rl->mu);
+        explicit_bzero(given, sizeof(given));
+        return diff == 0;
+}
+
+/* Answering. */
+
+/* Answers op's request (if any) with status and a message (NULL: empty), resumes it. */
+static void answer(struct op *op, unsigned status, const char *msg)
+{
+        struct rnnd_http_request *req = op->req;
+
+        if (req == NULL)
+                return;
+        if (op->srv->mhd == NULL) {
+                /* MHD stopped (a load outlived the drain): nobody to answer. */
+                op->req = rnnd_http_request_unref(req);
+                return;
+        }
+        if (msg == NULL)
+                rnnd_http_respond(req, status, "text/plain; charset=utf-8", NULL, 0);
+        else
+                rnnd_http_respond_error(req, status, "%s", msg);
+        if (status == 503)
+                rnnd_http_respond_header(req, "Retry-After", "1");
+        rnnd_http_resume(req);
+        op->req = rnnd_http_request_unref(req);
+}
+
+static void op_free(struct op *op)
+{
+        if (op == NULL)
+                return;
+        if (op->req != NULL)
+                answer(op, 503, "the server is shutting down");
+        for (size_t i = 0; op->built != NULL && i < op->idx.n_models; i++)
+                rnnd__server_free_model(op->built[i]);
+        rnnd_free(op->built);
+        rnnd_repository_index_done(&op->idx);
+        rnnd_free(op);
+}
+
+/* Queueing. */
+
+static void kick(struct rnnd_reload *rl);
+
+static int enqueue(struct rnnd_reload *rl, struct op *op, bool coalesce, rnnd_error_t *reterr)
+{
+        pthread_mutex_lock(&rl->mu);
+        if (rl->closed) {
+                pthread_mutex_unlock(&rl->mu);
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "the server is shutting down");
+        }
+        if (coalesce) {
+                for (struct op *q = rl->head; q != NULL; q = q->next)
+                        if (q->kind == RNND_RELOAD_ALL) {
+                                pthread_mutex_unlock(&rl->mu);
+                                return 1; /* that one will see this SIGHUP's changes too */
+                        }
+        }
+        if (rl->n_pending >= RNND_RELOAD_MAX_PENDING) {
+                pthread_mutex_unlock(&rl->mu);
+                return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                      "%u repository operations are waiting already; try again",
+                                      RNND_RELOAD_MAX_PENDING);
+        }
+        op->next = NULL;
+        if (rl->tail != NULL)
+                rl->tail->next = op;
+        else
+                rl->head = op;
+        rl->tail = op;
+        rl->n_pending++;
+        pthread_mutex_unlock(&rl->mu);
+        uv_async_send(&rl->async);
+        return 0;
+}
+
+void rnnd__reload_signal(struct rnnd_server *srv)
+{
+        struct rnnd_reload *rl = srv->reload;
+        struct op *op = rnnd_calloc(1, sizeof(*op));
+        rnnd_error_t err = {0};
+
+        if (op == NULL) {
+                rnnd_log(RNND_LOG_ERR, "SIGHUP: out of memory, ignoring");
+                return;
+        }
+        op->srv = srv;
+        op->kind = RNND_RELOAD_ALL;
+        if (enqueue(rl, op, true, &err) != 0) {
+                if (err.code < 0)
+                        rnnd_log(RNND_LOG_WARNING, "SIGHUP: %s, ignoring", err.msg);
+                else
+                        rnnd_log(RNND_LOG_NOTICE, "SIGHUP: a reload is waiting already");
+                rnnd_free(op);
+        }
+}
+
+int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
+                        struct rnnd_http_request *req, rnnd_error_t *reterr)
+{
+        struct rnnd_reload *rl = srv->reload;
+        struct op *op;
+        int r;
+
+        if (rl == NULL || !rl->async_ready)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "the server is not running");
+        op = rnnd_calloc(1, sizeof(*op));
+        if (op == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        op->srv = srv;
+        op->kind = kind;
+        snprintf(op->name, sizeof(op->name), "%s", name);
+        op->req = rnnd_http_request_ref(req);
+        r = enqueue(rl, op, false, reterr);
+        if (r < 0) {
+                rnnd_http_request_unref(op->req);
+                rnnd_free(op);
+        }
+        return r;
+}
+
+bool rnnd__reload_pending(struct rnnd_server *srv, const char *name)
+{
+        struct rnnd_reload *rl = srv->reload;
+        bool found = false;
+
+        if (rl == NULL)
+                return false;
+        pthread_mutex_lock(&rl->mu);
+        for (struct op *q = rl->head; q != NULL && !found; q = q->next)
+                found = q->kind == RNND_RELOAD_ALL ||
+                        (q->kind == RNND_RELOAD_LOAD && strcmp(q->name, name) == 0);
+        pthread_mutex_unlock(&rl->mu);
+        return found;
+}
+
+/* Step 1 of SIGHUP: the settings. */
+
+/* Settings the running daemon cannot take: its socket, its HTTP threads, its log format. */
+static const char *const fixed_settings[] = {
+        "listen",     "threads", "connection_limit", "connection_timeout", "per_connection_memory",
+        "log_format",
+};
+
+/* Reads the settings again; on success swaps them in and returns 0. */
+static int reload_settings(struct rnnd_reload *rl)
+{
+        struct rnnd_server *srv = rl->srv;
+        const struct rnnd_options *old = srv->opts;
+        struct rnnd_options *o = NULL, **owned;
+        enum rnnd_command cmd;
+        rnnd_error_t err = {0};
+        char a[512], b[512];
+        int r;
+
+        owned = rnnd_realloc(rl->owned, (rl->n_owned + 1) * sizeof(rl->owned[0]));
+        if (owned == NULL)
+                goto oom;
+        rl->owned = owned;
+        o = rnnd_calloc(1, sizeof(*o));
+        if (o == NULL || rnnd_options_init(o) < 0)
+                goto oom;
+        r = rl->argv != NULL ? rnnd_options_parse_args(o, rl->argc, rl->argv, &cmd, &err) : 0;
+        if (r == 0 && rl->argv == NULL)
+                r = rnnd_error_set(&err, RNND_EINVAL, "the command line is unknown");
+        if (r < 0) {
+                rnnd_log(RNND_LOG_ERR,
+                         "SIGHUP: the settings are not valid (%s); keeping the "
+                         "running ones",
+                         err.msg);
+                goto fail;
+        }
+        for (size_t i = 0; i < sizeof(fixed_settings) / sizeof(fixed_settings[0]); i++) {
+                const struct rnnd_option *row = rnnd_options_find(fixed_settings[i]);
+
+                rnnd_options_format(old, row, a, sizeof(a));
+                rnnd_options_format(o, row, b, sizeof(b));
+                if (strcmp(a, b) == 0)
+                        continue;
+                rnnd_log(RNND_LOG_WARNING,
+                         "SIGHUP: %s cannot change while running (%s -> %s); keeping %s until "
+                         "restart",
+                         row->name, a, b, a);
+                if (a[0] == '"')
+                        snprintf(a, sizeof(a), "%s", "");
+                if (rnnd_options_set(o, row, a, row->name, &err) < 0)
+                        rnnd_log(RNND_LOG_ERR, "SIGHUP: %s: %s", row->name, err.msg);
+        }
+        r = read_token(rl, o, &err);
+        if (r < 0) {
+                rnnd_log(RNND_LOG_ERR, "SIGHUP: auth_token_file: %s; keeping the running settings",
+                         err.msg);
+                goto fail;
+        }
+        atomic_store(&rnnd__log_max_level, o->log_level);
+        rl->owned[rl->n_owned++] = o;
+        srv->opts = o;
+        rnnd_log(RNND_LOG_NOTICE, "SIGHUP: settings read again%s%s",
+                 o->config_file != NULL ? " from " : "",
+                 o->config_file != NULL ? o->config_file : "");
+        return 0;
+oom:
+        rnnd_log(RNND_LOG_ERR, "SIGHUP: out of memory; keeping the running settings");
+fail:
+        if (o != NULL)
+                rnnd_options_done(o);
+        rnnd_free(o);
+        return -1;
+}
+
+/* Step 2: scan and build, on libuv's thread pool. */
+
+static void work_cb(uv_work_t *w)
+{
+        struct op *op = w->data;
+        struct rnnd_server *srv = op->srv;
+        struct rnnd_model_stamp stamp;
+        size_t i;
+
+        op->status = rnnd_repository_scan(op->o->model_repository, &op->idx, &op->err);
+        if (op->status < 0)
+                return;
+        op->built = rnnd_calloc(op->idx.n_models > 0 ? op->idx.n_models : 1, sizeof(op->built[0]));
+        if (op->built == NULL) {
+                op->status = rnnd_error_set(&op->err, RNND_ENOMEM, "out of memory");
+                return;
+        }
+        for (i = 0; i < op->idx.n_models; i++) {
+                const struct rnnd_repo_model *e = &op->idx.models[i];
+                struct rnnd_served_model *old;
+                bool keep;
+
+                if (op->kind == RNND_RELOAD_LOAD && strcmp(e->name, op->name) != 0)
+                        continue;
+                rnnd__server_stamp(op->o, e, &stamp);
+                /* The table changes only on the loop thread, which waits for this. */
+                rnnd_server_rdlock(srv);
+                old = rnnd_server_find_model(srv, e->name);
+                keep = op->kind == RNND_RELOAD_ALL && old != NULL &&
+                       (old->unloaded || old->stamp.hash == stamp.hash);
+                rnnd_server_unlock(srv);
+                if (keep)
+                        continue;
+                if (old != NULL)
+                        atomic_store(&old->loading, true); /* alive: only this op retires */
+                op->built[i] = rnnd__server_build_model(srv, op->o, e, &stamp);
+                if (op->built[i] == NULL) {
+                        op->status = rnnd_error_set(&op->err, RNND_ENOMEM,
+                                                    "out of memory for model %s", e->name);
+                        return;
+                }
+        }
+}
+
+/* Step 3: choose and swap, on the loop thread. */
+
+/* Whether build m loaded all it selects. */
+static bool complete(const struct rnnd_served_model *m)
+{
+        return m->entry->status == 0 && m->n_versions > 0 && m->n_loaded == m->n_versions;
+}
+
+/* The first failure of build m: its status, reason and version (0: the model itself). */
+static int failure_of(const struct rnnd_served_model *m, char *reason, size_t cap,
+                      uint64_t *version)
+{
+        *version = 0;
+        if (m->entry->status < 0) {
+                snprintf(reason, cap, "%s", m->entry->reason);
+                return m->entry->status;
+        }
+        for (size_t j = 0; j < m->n_versions; j++) {
+                if (m->versions[j].status < 0) {
+                        *version = m->versions[j].version;
+                        snprintf(reason, cap, "version %" PRIu64 ": %s", m->versions[j].version,
+                                 m->versions[j].reason);
+                        return m->versions[j].status;
+                }
+        }
+        snprintf(reason, cap, "no version to serve");
+        return RNND_EMODEL;
+}
+
+/*
+ * Between the build in the table (old, may be NULL) and the new build *nb:
+ * returns the one to serve.  The new one wins when it is complete or when
+ * old serves nothing; else old stays, with the failure as its load_reason,
+ * and *nb is freed.  *nb is NULL afterwards.  why gets the failure, or "".
+ */
+static struct rnnd_served_model *choose(struct rnnd_server *srv, struct rnnd_served_model *old,
+                                        struct rnnd_served_model **nb, char *why, size_t cap)
+{
+        struct rnnd_served_model *m = *nb;
+        uint64_t version;
+        int status;
+
+        *nb = NULL;
+        why[0] = '\0';
+        if (complete(m))
+                return m;
+        status = failure_of(m, why, cap, &version);
+        if (old == NULL || old->unloaded || old->n_loaded == 0)
+                return m;
+        pthread_rwlock_wrlock(&srv->table_lock);
+        old->load_status = status;
+        old->load_version = version;
+        snprintf(old->load_reason, sizeof(old->load_reason), "%s", why);
+        pthread_rwlock_unlock(&srv->table_lock);
+        rnnd_log(RNND_LOG_WARNING,
+                 "model %s: the new build failed (%s); the previous one serves on", m->entry->name,
+                 why);
+        rnnd__server_free_model(m);
+        return old;
+}
+
+/* A copy of the table with model m in place of the one of its name (or added). */
+static struct rnnd_served_model **table_with(struct rnnd_server *srv, struct rnnd_served_model *m,
+                                             size_t *ret_n)
+{
+        struct rnnd_served_model **t;
+        size_t n = srv->n_models, i;
+        bool found = false;
+
+        t = rnnd_calloc(n + 1, sizeof(t[0]));
+        if (t == NULL)
+                return NULL;
+        for (i = 0; i < n; i++) {
+                t[i] = srv->models[i];
+                if (strcmp(t[i]->entry->name, m->entry->name) == 0) {
+                        t[i] = m;
+                        found = true;
+                }
+        }
+        if (!found)
+                t[n++] = m;
+        *ret_n = n;
+        return t;
+}
+
+/* Installs m for its name; on no memory frees m and returns false. */
+static bool install(struct rnnd_server *srv, struct rnnd_served_model *m)
+{
+        struct rnnd_served_model **t;
+        size_t n;
+
+        if (m == rnnd_server_find_model(srv, m->entry->name))
+                return true;
+        t = table_with(srv, m, &n);
+        if (t == NULL) {
+                rnnd_log(RNND_LOG_ERR, "model %s: out of memory for the table", m->entry->name);
+                rnnd__server_free_model(m);
+                return false;
+        }
+        rnnd__server_swap_table(srv, t, n);
+        return true;
+}
+
+static void clear_loading(struct rnnd_server *srv)
+{
+        for (size_t i = 0; i < srv->n_models; i++)
+                atomic_store(&srv->models[i]->loading, false);
+}
+
+static void finish_load(struct rnnd_server *srv, struct op *op)
+{
+        struct rnnd_served_model *old = rnnd_server_find_model(srv, op->name), *m = NULL;
+        char why[300], msg[700];
+        size_t i;
+
+        if (op->status < 0) {
+                snprintf(msg, sizeof(msg), "failed to load '%s': %s", op->name, op->err.msg);
+                answer(op, (unsigned)rnnd_error_http_status(op->status), msg);
+                return;
+        }
+        for (i = 0; i < op->idx.n_models && m == NULL; i++)
+                if (op->built[i] != NULL)
+                        m = choose(srv, old, &op->built[i], why, sizeof(why));
+        if (m == NULL) {
+                snprintf(msg, sizeof(msg),
+                         "failed to load '%s': no model directory of that name in the "
+                         "repository",
+                         op->name);
+                answer(op, 400, msg);
+                return;
+        }
+        if (!install(srv, m)) {
+                answer(op, 500, "out of memory");
+                return;
+        }
+        if (why[0] != '\0') {
+                snprintf(msg, sizeof(msg), "failed to load '%s': %s%s", op->name, why,
+                         m == old ? "; the previous build serves on" : "");
+                answer(op, 400, msg);
+                return;
+        }
+        rnnd_log(RNND_LOG_NOTICE, "model %s: loaded through the repository API", op->name);
+        answer(op, 200, NULL);
+}
+
+static void finish_unload(struct rnnd_server *srv, struct op *op)
+{
+        struct rnnd_served_model *old = rnnd_server_find_model(srv, op->name), *stub;
+        char msg[400];
+
+        if (old == NULL || old->unloaded) {
+                snprintf(msg, sizeof(msg), "failed to unload '%s': %s", op->name,
+                         old == NULL ? "no such model" : "it is not loaded");
+                answer(op, 400, msg);
+                return;
+        }
+        stub = rnnd_calloc(1, sizeof(*stub));
+        if (stub == NULL) {
+                answer(op, 500, "out of memory");
+                return;
+        }
+        stub->own_entry = old->own_entry;
+        stub->entry = &stub->own_entry;
+        stub->unloaded = true;
+        if (!install(srv, stub)) {
+                answer(op, 500, "out of memory");
+                return;
+        }
+        rnnd_log(RNND_LOG_NOTICE,
+                 "model %s: unloaded through the repository API; requests in flight finish",
+                 op->name);
+        answer(op, 200, NULL);
+}
+
+static void finish_reload(struct rnnd_server *srv, struct op *op)
+{
+        struct rnnd_served_model **t, *old;
+        size_t i, rebuilt = 0, failed = 0;
+        char why[300];
+
+        if (op->status < 0) {
+                rnnd_log(RNND_LOG_ERR,
+                         "SIGHUP: cannot read the repository (%s); the models "
+                         "served stay",
+                         op->err.msg);
+                return;
+        }
+        t = rnnd_calloc(op->idx.n_models > 0 ? op->idx.n_models : 1, sizeof(t[0]));
+        if (t == NULL) {
+                rnnd_log(RNND_LOG_ERR, "SIGHUP: out of memory; the models served stay");
+                return;
+        }
+        for (i = 0; i < op->idx.n_models; i++) {
+                old = rnnd_server_find_model(srv, op->idx.models[i].name);
+                if (op->built[i] == NULL) {
+                        t[i] = old; /* unchanged, or unloaded on purpose */
+                        continue;
+                }
+                rebuilt++;
+                t[i] = choose(srv, old, &op->built[i], why, sizeof(why));
+                failed += why[0] != '\0';
+        }
+        rnnd__server_swap_table(srv, t, op->idx.n_models);
+        rnnd_log(RNND_LOG_NOTICE,
+                 "SIGHUP: reloaded: %zu models, %zu rebuilt (%zu failed), %zu loaded",
+                 op->idx.n_models, rebuilt, failed, atomic_load(&srv->n_loaded_models));
+}
+
+static void after_work_cb(uv_work_t *w, int status)
+{
+        struct rnnd_reload *rl =
+                (struct rnnd_reload *)((char *)w - offsetof(struct rnnd_reload, work));
+        struct rnnd_server *srv = rl->srv;
+        struct op *op = rl->cur;
+
+        (void)status;
+        clear_loading(srv); /* before answering, so that the client's next index is current */
+        if (!atomic_load(&srv->stopping)) {
+                if (op->kind == RNND_RELOAD_LOAD)
+                        finish_load(srv, op);
+                else
+                        finish_reload(srv, op);
+        }
+        if (op->kind == RNND_RELOAD_ALL && !atomic_load(&srv->stopping))
+                sd_notifyf(0, "READY=1\nSTATUS=Serving %zu of %zu models (reloaded)",
+                           atomic_load(&srv->n_loaded_models), srv->n_models);
+        rl->cur = NULL;
+        op_free(op);
+        pthread_mutex_lock(&rl->mu);
+        rl->n_pending--;
+        pthread_mutex_unlock(&rl->mu);
+        kick(rl);
+}
+
+/* Starts the next operation, if none runs.  Loop thread. */
+static void kick(struct rnnd_reload *rl)
+{
+        struct rnnd_server *srv = rl->srv;
+        struct op *op;
+        int r;
+
+        while (rl->cur == NULL) {
+                pthread_mutex_lock(&rl->mu);
+                op = rl->head;
+                if (op != NULL) {
+                        rl->head = op->next;
+                        if (rl->head == NULL)
+                                rl->tail = NULL;
+                }
+                pthread_mutex_unlock(&rl->mu);
+                if (op == NULL)
+                        return;
+                if (atomic_load(&srv->stopping) || op->kind == RNND_RELOAD_UNLOAD) {
+                        if (!atomic_load(&srv->stopping))
+                                finish_unload(srv, op);
+                        op_free(op);
+                        pthread_mutex_lock(&rl->mu);
+                        rl->n_pending--;
+                        pthread_mutex_unlock(&rl->mu);
+                        continue;
+                }
+                if (op->kind == RNND_RELOAD_ALL) {
+                        struct timespec ts;
+
+                        clock_gettime(CLOCK_MONOTONIC, &ts);
+                        sd_notifyf(0,
+                                   "RELOADING=1\nMONOTONIC_USEC=%" PRIu64
+                                   "\nSTATUS=Reloading the settings and the repository",
+                                   (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+                        rnnd_log(RNND_LOG_NOTICE, "SIGHUP: reloading the settings and the "
+                                                  "repository");
+                        reload_settings(rl);
+                } else {
+                        struct rnnd_served_model *old = rnnd_server_find_model(srv, op->name);
+
+                        if (old != NULL)
+                                atomic_store(&old->loading, true);
+                }
+                op->o = srv->opts;
+                rl->cur = op;
+                rl->work.data = op;
+                r = uv_queue_work(&srv->loop, &rl->work, work_cb, after_work_cb);
+                if (r < 0) {
+                        rnnd_log(RNND_LOG_ERR, "cannot queue a reload: %s", uv_strerror(r));
+                        rl->cur = NULL;
+                        if (op->req != NULL)
+                                answer(op, 500, "cannot start the load");
+                        op_free(op);
+                        pthread_mutex_lock(&rl->mu);
+                        rl->n_pending--;
+                        pthread_mutex_unlock(&rl->mu);
+                }
+        }
+}
+
+static void async_cb(uv_async_t *h)
+{
+        kick(h->data);
+}
+
+int rnnd__reload_init(struct rnnd_server *srv, rnnd_error_t *reterr)
+{
+        struct rnnd_reload *rl = state(srv);
+        int r;
+
+        if (rl == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        r = read_token(rl, srv->opts, reterr);
+        if (r < 0) {
+                rnnd_error_prefix(reterr, "auth_token_file");
+                return r;
+        }
+        r = uv_async_init(&srv->loop, &rl->async, async_cb);
+        if (r < 0)
+                return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
+        rl->async.data = rl;
+        rl->async_ready = true;
+        if (rl->token_len > 0)
+                rnnd_log(RNND_LOG_INFO, "the repository API needs the bearer token of %s",
+                         srv->opts->auth_token_file);
+        return 0;
+}
+
+void rnnd__reload_stop(struct rnnd_server *srv)
+{
+        struct rnnd_reload *rl = srv->reload;
+
+        if (rl == NULL)
+                return;
+        pthread_mutex_lock(&rl->mu);
+        rl->closed = true;
+        pthread_mutex_unlock(&rl->mu);
+        if (rl->async_ready)
+                kick(rl); /* answers what waits 503 */
+}
+
+static void async_close_cb(uv_handle_t *h)
+{
+        (void)h; /* Embedded in struct rnnd_reload. */
+}
+
+void rnnd__reload_close(struct rnnd_server *srv)
+{
+        struct rnnd_reload *rl = srv->reload;
+
+        if (rl == NULL || !rl->async_ready)
+                return;
+        rnnd__reload_stop(srv);
+        if (!uv_is_closing((uv_handle_t *)&rl->async))
+                uv_close((uv_handle_t *)&rl->async, async_close_cb);
+}
+
+void rnnd__reload_free(struct rnnd_server *srv)
+{
+        struct rnnd_reload *rl = srv->reload;
+        struct op *op;
+
+        if (rl == NULL)
+                return;
+        while ((op = rl->head) != NULL) {
+                rl->head = op->next;
+                op_free(op);
+        }
+        for (size_t i = 0; i < rl->n_owned; i++) {
+                rnnd_options_done(rl->owned[i]);
+                rnnd_free(rl->owned[i]);
+        }
+        rnnd_free(rl->owned);
+        explicit_bzero(rl->token, sizeof(rl->token));
+        pthread_mutex_destroy(&rl->mu);
+        rnnd_free(rl);
+        srv->reload = NULL;
+}

@@ -1,0 +1,73 @@
+/*
+ * reload.h: changing what the daemon serves while it serves: SIGHUP (the
+ * settings and the whole repository) and the repository API's load and
+ * unload of one model.  Operations run one at a time, in order, driven by
+ * the loop thread; the slow part (reading weights, starting pools) runs on
+ * libuv's thread pool, beside the models still serving.
+ */
+#ifndef RNND_DAEMON_RELOAD_H
+#define RNND_DAEMON_RELOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "http.h"
+#include "server.h"
+
+/* Repository operations waiting at most; more are answered 503. */
+#define RNND_RELOAD_MAX_PENDING 64u
+
+enum rnnd_reload_kind {
+        RNND_RELOAD_ALL = 0, /* SIGHUP: settings and repository */
+        RNND_RELOAD_LOAD,    /* POST /v2/repository/models/{m}/load */
+        RNND_RELOAD_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
+};
+
+/*
+ * Keeps argv (borrowed: it must outlive srv) so that SIGHUP can apply the
+ * command line over the config file again.  Main thread, before run.
+ */
+void rnnd_server_set_command_line(struct rnnd_server *srv, int argc, char **argv);
+
+/*
+ * Sets up the reload state on srv's loop and reads auth_token_file.  Errors:
+ * RNND_ENOMEM, RNND_EINTERNAL (libuv), RNND_EINVAL (the token file).  Loop
+ * thread (the main thread, from rnnd_server_start()).
+ */
+int rnnd__reload_init(struct rnnd_server *srv, rnnd_error_t *reterr);
+
+/* SIGHUP: queues a reload of everything (coalesced with one still waiting).  Loop thread. */
+void rnnd__reload_signal(struct rnnd_server *srv);
+
+/*
+ * Queues a load or unload of model name for request req, which the caller
+ * has suspended already (suspend first, publish second): the loop thread
+ * answers it (200 with an empty body, or {"error"} with 400 or 503), resumes
+ * it and drops the reference this takes.  Errors, without queueing (the
+ * caller then answers and resumes req): RNND_EUNAVAIL (RNND_RELOAD_MAX_PENDING
+ * waiting, or stopping), RNND_ENOMEM.  Thread-safe.
+ */
+int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
+                        struct rnnd_http_request *req, rnnd_error_t *reterr);
+
+/* Whether the name of a model has a load running or waiting.  Thread-safe. */
+bool rnnd__reload_pending(struct rnnd_server *srv, const char *name);
+
+/*
+ * Whether authorization (the Authorization header, or NULL) carries the
+ * token of auth_token_file; true when no token is set.  Compares in
+ * constant time.  Thread-safe.
+ */
+bool rnnd__reload_authorized(struct rnnd_server *srv, const char *authorization);
+
+/* At shutdown: answers operations still waiting 503.  Loop thread. */
+void rnnd__reload_stop(struct rnnd_server *srv);
+
+/* Closes the loop handles (after stop).  Loop thread. */
+void rnnd__reload_close(struct rnnd_server *srv);
+
+/* Frees the reload state and the settings reloads made.  After the loop ended. */
+void rnnd__reload_free(struct rnnd_server *srv);
+
+#endif

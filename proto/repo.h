@@ -1,0 +1,36 @@
+/*
+ * repo.h: the bodies of the model repository extension's requests
+ * (research/serving-anchors.md §1): POST v2/repository/index {"ready": bool},
+ * POST v2/repository/models/{m}/load and .../unload {"parameters": {...}}.
+ */
+#ifndef RNND_PROTO_REPO_H
+#define RNND_PROTO_REPO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+
+/* Largest body of a repository request. */
+#define RNND_REPO_MAX_BODY 4096u
+
+enum rnnd_repo_call {
+        RNND_REPO_INDEX = 0,
+        RNND_REPO_LOAD,
+        RNND_REPO_UNLOAD,
+};
+
+struct rnnd_repo_request {
+        bool ready; /* index: list only the versions ready for inference (false) */
+};
+
+/*
+ * Parses body[0..len) of call into *ret; an empty body means the defaults.
+ * Errors: RNND_ETOOBIG (over RNND_REPO_MAX_BODY), RNND_EINVAL (not JSON, an
+ * unknown key, a wrong type), RNND_EUNSUPPORTED (load's parameters.config or
+ * file: overrides: rnnd loads what the repository holds).  Thread-safe.
+ */
+int rnnd_repo_request_parse(enum rnnd_repo_call call, const char *body, size_t len,
+                            struct rnnd_repo_request *ret, rnnd_error_t *reterr);
+
+#endif

@@ -1,0 +1,41 @@
+#!/bin/sh
+# test_units.sh SERVICE SOCKET: `systemd-analyze verify` on the units as
+# built, and `systemd-analyze security --offline=yes` on the service, whose
+# overall exposure must be at most 2.0.  ExecStart is pointed at $RNND_BIN,
+# since verify checks that the binary exists.  Exit 77 without
+# systemd-analyze.
+set -u
+service=$1 socket=$2
+command -v systemd-analyze >/dev/null 2>&1 || { echo "SKIP: no systemd-analyze"; exit 77; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+sed "s|^ExecStart=[^ ]*|ExecStart=$RNND_BIN|" "$service" > "$tmp/rnnd.service"
+cp "$socket" "$tmp/rnnd.socket"
+rc=0
+
+if ! out=$(cd "$tmp" && systemd-analyze verify --man=no rnnd.service rnnd.socket 2>&1) || [ -n "$out" ]; then
+  echo "FAIL: systemd-analyze verify:"; echo "$out"; rc=1
+else
+  echo "ok: systemd-analyze verify rnnd.service rnnd.socket"
+fi
+
+# The settings the issue asks for must be there (verify alone accepts their absence).
+for want in 'Type=notify' 'WatchdogSec=' 'ExecReload=/bin/kill -HUP $MAINPID' 'DevicePolicy=closed' \
+            'DeviceAllow=/dev/nvidiactl rw' 'DeviceAllow=/dev/nvidia-uvm rw' 'DynamicUser=yes' \
+            'StateDirectory=rnnd' 'CacheDirectory=rnnd' 'Environment=CUDA_CACHE_PATH=/var/cache/rnnd'; do
+  grep -qF -- "$want" "$tmp/rnnd.service" || { echo "FAIL: rnnd.service lacks $want"; rc=1; }
+done
+if grep -q '^PrivateDevices=yes' "$tmp/rnnd.service"; then
+  echo "FAIL: PrivateDevices=yes hides the GPU"; rc=1
+fi
+
+out=$(cd "$tmp" && systemd-analyze security --offline=yes --no-pager rnnd.service 2>&1)
+level=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for rnnd.service: \([0-9.]*\).*/\1/p')
+if [ -z "$level" ]; then
+  echo "FAIL: no exposure level in:"; echo "$out"; rc=1
+elif awk "BEGIN { exit !($level <= 2.0) }"; then
+  echo "ok: exposure $level <= 2.0"
+else
+  echo "FAIL: exposure $level > 2.0"; printf '%s\n' "$out" | grep '✗'; rc=1
+fi
+exit $rc

@@ -1,15 +1,16 @@
 /*
  * strbuf.h: a byte buffer that grows (or truncates, over caller memory) and
- * the small JSON writer the daemon builds its responses and log lines with.
+ * the small JSON writer the daemon builds its responses and log lines with,
+ * and the load client its requests.
  *
- * daemon/ must not include jansson.h (STYLE.md §1), and the JSON it writes is
+ * Only proto/ may include jansson.h (STYLE.md §1), and the JSON written is
  * small and flat, so it is written by hand here.  Appends never fail: running
  * out of memory sets b->oom, and the caller checks it once at the end, the
  * way a stdio stream keeps its error flag.  A buffer belongs to one thread at
  * a time; the functions keep no other state, so they are thread-safe.
  */
-#ifndef RNND_DAEMON_STRBUF_H
-#define RNND_DAEMON_STRBUF_H
+#ifndef RNND_PROTO_STRBUF_H
+#define RNND_PROTO_STRBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@ MESON_ARGS ?=
 
 DEB_PKGS = gcc libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
-           libuv1-dev libmicrohttpd-dev libsystemd-dev
+           libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
 
 .PHONY: all deps build run test bench clean format
 

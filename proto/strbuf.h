@@ -34,6 +34,9 @@ void rnnd_strbuf_init(struct rnnd_strbuf *b);
  */
 void rnnd_strbuf_init_fixed(struct rnnd_strbuf *b, char *mem, size_t cap);
 
+/* Empties b, keeping its memory for the next appends (and clearing oom, truncated). */
+void rnnd_strbuf_reset(struct rnnd_strbuf *b);
+
 /* Frees a growable buffer's memory and empties it.  Accepts a fixed one (no-op). */
 void rnnd_strbuf_done(struct rnnd_strbuf *b);
 

@@ -5,6 +5,7 @@
  * (s + 1) x SUB + (v >> s) - SUB: each power of two gets SUB buckets of width
  * 2^s.
  */
+#include <math.h>
 #include <string.h>
 
 #include "hist.h"
@@ -76,7 +77,7 @@ uint64_t rnnd_hist_percentile(const struct rnnd_hist *h, double p)
                 return 0;
         if (p <= 0)
                 return h->min;
-        rank = (uint64_t)((p / 100.0) * (double)h->count + 0.999999999);
+        rank = (uint64_t)ceil(p / 100.0 * (double)h->count);
         if (rank < 1)
                 rank = 1;
         if (rank > h->count)

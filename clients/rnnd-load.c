@@ -222,7 +222,7 @@ static int parse_args(struct run *r, int argc, char **argv)
                         else if (strcmp(key, "spec") == 0 || !rnnd_loadspec_is_bool(key))
                                 val = i + 1 < argc ? argv[++i] : NULL;
                         if (strcmp(key, "spec") == 0) {
-                                char *text;
+                                char *text = NULL;
                                 size_t len;
 
                                 if (pass == 1)
@@ -234,8 +234,7 @@ static int parse_args(struct run *r, int argc, char **argv)
                                 if (read_file(val, RNND_LOAD_SPEC_BYTES, &text, &len, &e) < 0 ||
                                     rnnd_loadspec_parse_json(&r->s, text, len, &e) < 0) {
                                         fprintf(stderr, "rnnd-load: %s: %s\n", val, e.msg);
-                                        if (e.code != RNND_EIO && e.code != RNND_ELIMIT)
-                                                rnnd_free(text);
+                                        rnnd_free(text);
                                         return -2;
                                 }
                                 rnnd_free(text);
@@ -343,9 +342,6 @@ static size_t keep_snippet(char *p, size_t size, size_t n, void *userp)
 static int setup(struct run *r, rnnd_error_t *err)
 {
         struct rnnd_loadspec *s = &r->s;
-        struct rnnd_load_input in = s->input;
-        unsigned n_out = s->n_outputs;
-        char(*outs)[RNND_LOAD_NAME_MAX] = s->outputs;
         struct rnnd_load_model m;
         int ret;
 
@@ -376,18 +372,18 @@ static int setup(struct run *r, rnnd_error_t *err)
                 break;
         case RNND_API_V2:
         case RNND_API_PREDICT:
-                if (!s->input_given || (n_out == 0 && s->api == RNND_API_V2)) {
+                if (!s->input_given || (s->n_outputs == 0 && s->api == RNND_API_V2)) {
                         ret = fetch_model(r, &m, err);
                         if (ret < 0)
                                 return ret;
                         if (!s->input_given)
-                                in = m.input;
-                        if (n_out == 0 && has_output(&m, "scores")) {
-                                n_out = 1;
-                                outs = (char(*)[RNND_LOAD_NAME_MAX]) "scores";
-                        } else if (n_out == 0 && has_output(&m, "h_n")) {
-                                n_out = 1;
-                                outs = (char(*)[RNND_LOAD_NAME_MAX]) "h_n";
+                                s->input = m.input;
+                        /* The default output: the head's scores, else the final state. */
+                        if (s->n_outputs == 0 &&
+                            (has_output(&m, "scores") || has_output(&m, "h_n"))) {
+                                snprintf(s->outputs[0], sizeof(s->outputs[0]), "%s",
+                                         has_output(&m, "scores") ? "scores" : "h_n");
+                                s->n_outputs = 1;
                         }
                 }
                 if (s->api == RNND_API_V2) {
@@ -397,17 +393,14 @@ static int setup(struct run *r, rnnd_error_t *err)
                         model_path(s, "/v1", r->url, sizeof(r->url));
                         strcat(r->url, ":predict");
                 }
-                ret = rnnd_load_payload_build(&r->payload, s->api, s->format, &in, s->sequences,
-                                              r->max_len, s->max_token, s->seed, n_out,
-                                              (const char(*)[RNND_LOAD_NAME_MAX])outs, err);
+                ret = rnnd_load_payload_build(&r->payload, s->api, s->format, &s->input,
+                                              s->sequences, r->max_len, s->max_token, s->seed,
+                                              s->n_outputs,
+                                              (const char(*)[RNND_LOAD_NAME_MAX])s->outputs, err);
                 if (ret < 0)
                         return ret;
                 break;
         }
-        s->input = in;
-        s->n_outputs = n_out;
-        if (outs != s->outputs)
-                snprintf(s->outputs[0], sizeof(s->outputs[0]), "%s", outs[0]);
 
         r->multi = curl_multi_init();
         r->n_slots = s->concurrency;

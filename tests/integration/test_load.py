@@ -40,6 +40,7 @@ LOAD = os.environ.get("RNND_LOAD", os.path.join("build", "clients", "rnnd-load")
 SANITIZED = os.environ.get("RNND_SANITIZED", "") not in ("", "none")
 DIGITS = "digits_lstm"
 EMB = "lstm_emb_l1_uni_ragged_noh0_head_softmax_last"
+SETTLE = 0.3  # seconds
 DIGITS_INPUT = ["--input=input:FP32:-1,-1,8", "--outputs=scores"]
 
 
@@ -77,11 +78,15 @@ def requests_total(d, model, code):
 def counted_run(d, model, what, seqs, *args):
     """One run whose counts must equal the server's."""
     # GET .../stats counts as one of the model's requests: read the metric between them.
+    # The server counts a request once its answer went out, a moment after the client
+    # has it: let the counts settle before reading them.
     s0 = stats(d, model)
+    time.sleep(SETTLE)
     m0 = requests_total(d, model, 200)
     rc, rep, err = load(d, "--model=" + model, *args)
     if not check(rc == 0 and rep is not None, what + ": exit 0 with a JSON report", (rc, err[-500:])):
         return
+    time.sleep(SETTLE)
     m1 = requests_total(d, model, 200)
     s1 = stats(d, model)
     check(rep["sent"] == rep["completed"] == rep["ok"] and rep["errors"] == 0,

@@ -4,6 +4,7 @@
 #   make run     build and serve config/models on 127.0.0.1:8000
 #   make test    build, run every suite (plus a sanitizer build), print a summary
 #   make bench   build and run the benchmarks (tests/bench)
+#   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -11,9 +12,9 @@ MESON_ARGS ?=
 
 DEB_PKGS = gcc libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
-           libuv1-dev libmicrohttpd-dev libsystemd-dev
+           libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
 
-.PHONY: all deps build run test bench clean format
+.PHONY: all deps build run test bench bench-load clean format
 
 all: build
 
@@ -51,6 +52,9 @@ test: deps
 
 bench: build
 	@sh tests/bench/run.sh $(BUILD)
+
+bench-load: build
+	@RNND_BENCH=load sh tests/bench/run.sh $(BUILD)
 
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i

@@ -2,8 +2,12 @@
 # run.sh BUILD [ARGS...]: what `make bench` runs (DESIGN.md §9).  Makes sure a
 # Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
 # tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
-# --seconds S, --rounds R, --out FILE) go to the script; stdout is the
-# markdown report, everything else goes to stderr.
+# --seconds S, --rounds R, --out FILE) go to the script.  Then it runs
+# tests/bench/load_bench.py: rnnd under rnnd-load for every scenario of
+# tests/bench/scenarios.json (--quick makes it short too).  Stdout is the
+# markdown report, everything else goes to stderr.  RNND_BENCH=load runs the
+# load part only (`make bench-load`); RNND_BENCH=engine the engine part only.
+# tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
 # the repository root, created with `python3 -m venv` and `pip install torch
@@ -12,6 +16,20 @@ set -eu
 build=${1:-build}
 if [ $# -gt 0 ]; then shift; fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
+part=${RNND_BENCH:-all}
+
+# The load part: system python3, standard library only.
+load_bench() {
+  quick=""
+  for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+  [ -f "$build/build.ninja" ] || meson setup "$build" >&2
+  ninja -C "$build" >&2
+  python3 "$root/tests/bench/load_bench.py" --build "$build" $quick
+}
+if [ "$part" = load ]; then
+  load_bench "$@"
+  exit
+fi
 
 if [ -n "${RNND_BENCH_PYTHON:-}" ]; then
   py=$RNND_BENCH_PYTHON
@@ -41,5 +59,8 @@ ninja -C "$build" >&2
 
 RNND_BENCH_COMMAND="sh tests/bench/run.sh $build${*:+ $*}"
 export RNND_BENCH_COMMAND
-exec "$py" "$root/tests/bench/engine_vs_torch.py" \
+"$py" "$root/tests/bench/engine_vs_torch.py" \
   --bench "$build/tests/bench/rnnd-engine-bench" "$@"
+[ "$part" = engine ] && exit 0
+echo
+load_bench "$@"

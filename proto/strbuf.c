@@ -22,6 +22,15 @@ void rnnd_strbuf_init_fixed(struct rnnd_strbuf *b, char *mem, size_t cap)
                 mem[0] = '\0';
 }
 
+void rnnd_strbuf_reset(struct rnnd_strbuf *b)
+{
+        b->len = 0;
+        b->oom = false;
+        b->truncated = false;
+        if (b->data != NULL && b->cap > 0)
+                b->data[0] = '\0';
+}
+
 void rnnd_strbuf_done(struct rnnd_strbuf *b)
 {
         if (b->fixed)

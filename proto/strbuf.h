@@ -1,15 +1,16 @@
 /*
  * strbuf.h: a byte buffer that grows (or truncates, over caller memory) and
- * the small JSON writer the daemon builds its responses and log lines with.
+ * the small JSON writer the daemon builds its responses and log lines with,
+ * and the load client its requests.
  *
- * daemon/ must not include jansson.h (STYLE.md §1), and the JSON it writes is
+ * Only proto/ may include jansson.h (STYLE.md §1), and the JSON written is
  * small and flat, so it is written by hand here.  Appends never fail: running
  * out of memory sets b->oom, and the caller checks it once at the end, the
  * way a stdio stream keeps its error flag.  A buffer belongs to one thread at
  * a time; the functions keep no other state, so they are thread-safe.
  */
-#ifndef RNND_DAEMON_STRBUF_H
-#define RNND_DAEMON_STRBUF_H
+#ifndef RNND_PROTO_STRBUF_H
+#define RNND_PROTO_STRBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,6 +33,9 @@ void rnnd_strbuf_init(struct rnnd_strbuf *b);
  * fit are cut and set b->truncated; data stays NUL-terminated.  cap >= 1.
  */
 void rnnd_strbuf_init_fixed(struct rnnd_strbuf *b, char *mem, size_t cap);
+
+/* Empties b, keeping its memory for the next appends (and clearing oom, truncated). */
+void rnnd_strbuf_reset(struct rnnd_strbuf *b);
 
 /* Frees a growable buffer's memory and empties it.  Accepts a fixed one (no-op). */
 void rnnd_strbuf_done(struct rnnd_strbuf *b);

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""load_bench.py: rnnd under rnnd-load, one markdown table per scenario (make bench).
+
+    python3 tests/bench/load_bench.py [--build BUILD] [--scenarios FILE] [--quick]
+                                      [--only SUBSTRING]
+
+For each scenario of tests/bench/scenarios.json it makes a temporary model
+repository (the demo model linked from config/models, or a model generated
+here with deterministic weights: PyTorch nn.LSTM/nn.GRU state_dict names in a
+safetensors file written by hand), starts BUILD/daemon/rnnd on a free port,
+and runs BUILD/clients/rnnd-load --json once per load point (closed-loop
+concurrencies or open-loop rates).  Around each point it reads the server's
+counters, so each row's batch size and padding are that point's own:
+
+- avg batch = delta inference_count / delta execution_count
+  (GET /v2/models/{m}/stats, model_stats[0]);
+- padding efficiency = delta rnnd_batch_steps_used_total / delta
+  rnnd_batch_steps_total for the model (GET /metrics); "-" while the server
+  does not export them.
+
+Stdout is markdown (machine, date, command, one table per scenario, and for
+each pair of scenarios "... batching on" / "... batching off" the ratio of
+their best throughputs); progress goes to stderr.  Python 3 standard library
+only; nothing generated is kept.  Exits 1 when a point's errors pass 1%.
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def log(*a):
+    print("load_bench:", *a, file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_safetensors(path, tensors):
+    """tensors: [(name, shape, flat floats)] as F32: 8-byte LE header length, JSON, data."""
+    header, off = {}, 0
+    for name, shape, data in tensors:
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + 4 * len(data)]}
+        off += 4 * len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for _, _, data in tensors:
+            f.write(struct.pack("<%df" % len(data), *data))
+
+
+def generate_model(dirname, cfg, seed=1):
+    """config.json and 1/model.safetensors: PyTorch's init, U(-1/sqrt(H), 1/sqrt(H)), seeded."""
+    gates = {"lstm": 4, "gru": 3}.get(cfg["cell"], 1)
+    H, L, I = cfg["hidden_size"], cfg.get("num_layers", 1), cfg["input_size"]
+    rng, k = random.Random(seed), 1.0 / H ** 0.5
+    tensors = []
+    for layer in range(L):
+        fan_in = I if layer == 0 else H
+        for name, shape in (("weight_ih_l%d", [gates * H, fan_in]), ("weight_hh_l%d", [gates * H, H]),
+                            ("bias_ih_l%d", [gates * H]), ("bias_hh_l%d", [gates * H])):
+            n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+            tensors.append((name % layer, shape, [rng.uniform(-k, k) for _ in range(n)]))
+    os.makedirs(os.path.join(dirname, "1"))
+    with open(os.path.join(dirname, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    write_safetensors(os.path.join(dirname, "1", "model.safetensors"), tensors)
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read().decode()
+
+
+def counters(base, model):
+    """(inference_count, execution_count, steps used, steps total or None)."""
+    s = json.loads(get("%s/v2/models/%s/stats" % (base, model)))["model_stats"][0]
+    text = get(base + "/metrics")
+
+    def metric(name):
+        v = [float(m.group(1)) for m in re.finditer(r'^%s\{[^}]*model="%s"[^}]*\} ([0-9.e+]+)$'
+                                                    % (name, re.escape(model)), text, re.M)]
+        return sum(v) if v else None
+    return s["inference_count"], s["execution_count"], metric("rnnd_batch_steps_used_total"), \
+        metric("rnnd_batch_steps_total")
+
+
+def flags(d):
+    return ["--%s=%s" % (k.replace("_", "-"), v) for k, v in d.items()]
+
+
+def run_scenario(sc, build, defaults, tmp):
+    repo = tempfile.mkdtemp(prefix="repo-", dir=tmp)
+    model = sc["model"]
+    if "generate" in sc:
+        generate_model(os.path.join(repo, model), sc["generate"])
+    else:
+        os.symlink(os.path.join(ROOT, "config", "models", model), os.path.join(repo, model))
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    errlog = open(os.path.join(tmp, "rnnd.stderr"), "ab")
+    proc = subprocess.Popen([os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % port,
+                             "--model_repository", repo, "--log_level=warning"],
+                            stdout=subprocess.DEVNULL, stderr=errlog, cwd=ROOT)
+    rows = []
+    try:
+        for _ in range(300):
+            try:
+                get(base + "/v2/health/ready")
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError("rnnd exited %d (see its stderr)" % proc.returncode)
+                time.sleep(0.1)
+        for point in sc["points"]:
+            args = dict(defaults)
+            args.update(sc.get("args", {}))
+            args.update(point)
+            c0 = counters(base, model)
+            cmd = [os.path.join(build, "clients", "rnnd-load"), "--url=" + base, "--model=" + model,
+                   "--json", "--progress=false", "--max-error-rate=1"] + flags(args)
+            log(sc["name"], " ".join(flags(point)))
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0 or not p.stdout.strip():
+                raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr[-500:]))
+            rep = json.loads(p.stdout)
+            c1 = counters(base, model)
+            batch = (c1[0] - c0[0]) / (c1[1] - c0[1]) if c1[1] > c0[1] else None
+            pad = None
+            if c1[2] is not None and c1[3] is not None and c1[3] > (c0[3] or 0):
+                pad = (c1[2] - (c0[2] or 0)) / (c1[3] - (c0[3] or 0))
+            rows.append((point, rep, batch, pad))
+    finally:
+        proc.terminate()
+        proc.wait()
+        errlog.close()
+    return rows
+
+
+def table(sc, rows):
+    out = ["### %s" % sc["name"], ""]
+    out.append("| load | sent/s | requests/s | seq/s | p50 (ms) | p90 (ms) | p99 (ms) | p99.9 (ms) "
+               "| errors | avg batch | padding eff. |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for point, rep, batch, pad in rows:
+        load = ("open %g/s" % rep["rate"]) if rep["mode"] == "open" else ("closed c=%d" % rep["concurrency"])
+        lat = rep["latency_ms"]
+        out.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %d | %s | %s |" % (
+            load, rep["send_rate"], rep["throughput"], rep["sequences_per_s"], lat["p50"], lat["p90"],
+            lat["p99"], lat["p99.9"], rep["errors"], "%.2f" % batch if batch else "-",
+            "%.3f" % pad if pad is not None else "-"))
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--scenarios", default=os.path.join(ROOT, "tests", "bench", "scenarios.json"))
+    ap.add_argument("--quick", action="store_true", help="0.5 s warm-up, 2 s per point")
+    ap.add_argument("--only", default="", help="scenarios whose name contains this")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    spec = json.load(open(a.scenarios))
+    defaults = {"warmup": "0.5s" if a.quick else spec.get("warmup", "1s"),
+                "duration": "2s" if a.quick else spec.get("duration", "5s")}
+    tmp = tempfile.mkdtemp(prefix="rnnd-load-bench-")
+    results, bad = [], False
+    try:
+        for sc in spec["scenarios"]:
+            if a.only in sc["name"]:
+                results.append((sc, run_scenario(sc, build, defaults, tmp)))
+    except RuntimeError as e:
+        log(str(e))
+        try:
+            sys.stderr.write(open(os.path.join(tmp, "rnnd.stderr")).read()[-2000:])
+        except OSError:
+            pass
+        return 1
+    finally:
+        shutil.rmtree(tmp)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    print("## rnnd under rnnd-load\n")
+    print("- **Machine**: %s, %d logical CPUs; Linux %s" % (cpu, os.cpu_count(), platform.release()))
+    print("- **Date**: %s" % time.strftime("%Y-%m-%d %H:%M %Z"))
+    print("- **rnnd**: %s (%s)" % (commit, a.build))
+    print("- **Command**: `%s`" % " ".join(["python3", "tests/bench/load_bench.py"] + sys.argv[1:]))
+    print("- **Per point**: %s warm-up, then %s; latency from the send (closed loop) or from the "
+          "scheduled send (open loop), successes only; avg batch and padding efficiency from the "
+          "server's counters over the point\n" % (defaults["warmup"], defaults["duration"]))
+    best = {}
+    for sc, rows in results:
+        print(table(sc, rows))
+        print()
+        best[sc["name"]] = max(r[1]["sequences_per_s"] for r in rows)
+        bad = bad or any(r[1]["errors"] > 0.01 * max(r[1]["completed"], 1) for r in rows)
+    for name, seqs in best.items():
+        if name.endswith("batching on") and name[:-2] + "off" in best and best[name[:-2] + "off"] > 0:
+            print("%s: best %.1f seq/s batched vs %.1f unbatched (%.2fx)" % (
+                name[:-len(", batching on")], seqs, best[name[:-2] + "off"], seqs / best[name[:-2] + "off"]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""test_load.py: clients/rnnd-load against the real rnnd (DESIGN.md §9).
+
+Starts $RNND_BIN (the Daemon of test_http.py) on a repository holding the
+demo digits_lstm (FP32 input [B, T, 8], a head) and a golden embedding model
+(INT64 tokens), runs $RNND_LOAD against it and checks:
+- counts: requests sent and 200s equal the server's own counts (inference
+  stats success and inference_count from /stats, rnnd_requests_total from
+  /metrics), for v2 JSON, v2 binary with several ragged sequences, :predict,
+  and tokens learnt from the model's metadata;
+- errors: a length over the model's max_sequence_length gives 400s, counted
+  by status with the server's message, and exit status 1 unless
+  --max-error-rate allows them; bad options exit 2;
+- the open loop holds its rate: 200 requests/s for 5 s sends 1000 within 5%,
+  on a fixed and on a Poisson schedule;
+- the client is not the bottleneck: its closed-loop throughput on
+  GET /v2/health/ready is at least half of wrk's at the same concurrency
+  (best of 3 runs each, daemon and client pinned to different CPUs when
+  there are two; skipped without wrk or under sanitizers, where timings mean
+  nothing).
+
+Python 3 standard library only.  Prints one line per failed check and a
+summary "N passed, N failed"; exits 1 when any check failed.
+Environment: RNND_BIN, RNND_LOAD (the client), RNND_SRC, RNND_SANITIZED.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_http as h  # noqa: E402  (its Daemon and check helpers)
+
+LOAD = os.environ.get("RNND_LOAD", os.path.join("build", "clients", "rnnd-load"))
+SANITIZED = os.environ.get("RNND_SANITIZED", "") not in ("", "none")
+DIGITS = "digits_lstm"
+EMB = "lstm_emb_l1_uni_ragged_noh0_head_softmax_last"
+SETTLE = 0.3  # seconds
+DIGITS_INPUT = ["--input=input:FP32:-1,-1,8", "--outputs=scores"]
+
+
+def check(cond, what, detail=""):
+    return h.check(cond, what, detail)
+
+
+def load(d, *args, cpu=None):
+    """Runs rnnd-load --json against d; (exit code, report dict or None, stderr)."""
+    cmd = [LOAD, "--url=http://127.0.0.1:%d" % d.port, "--json", "--progress=false"] + list(args)
+    pre = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=pre)
+    try:
+        rep = json.loads(p.stdout) if p.stdout.strip() else None
+    except ValueError:
+        rep = None
+    return p.returncode, rep, p.stderr
+
+
+def stats(d, model):
+    st, _, body = d.json("GET", "/v2/models/%s/stats" % model)
+    s = body["model_stats"][0]
+    return {"success": s["inference_stats"]["success"]["count"],
+            "fail": s["inference_stats"]["fail"]["count"],
+            "inferences": s["inference_count"]}
+
+
+def requests_total(d, model, code):
+    _, _, body = d.request("GET", "/metrics")
+    m = re.search(r'^rnnd_requests_total\{model="%s",version="1",code="%d"\} (\d+)$' % (model, code),
+                  body.decode(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def counted_run(d, model, what, seqs, *args):
+    """One run whose counts must equal the server's."""
+    # GET .../stats counts as one of the model's requests: read the metric between them.
+    # The server counts a request once its answer went out, a moment after the client
+    # has it: let the counts settle before reading them.
+    s0 = stats(d, model)
+    time.sleep(SETTLE)
+    m0 = requests_total(d, model, 200)
+    rc, rep, err = load(d, "--model=" + model, *args)
+    if not check(rc == 0 and rep is not None, what + ": exit 0 with a JSON report", (rc, err[-500:])):
+        return
+    time.sleep(SETTLE)
+    m1 = requests_total(d, model, 200)
+    s1 = stats(d, model)
+    check(rep["sent"] == rep["completed"] == rep["ok"] and rep["errors"] == 0,
+          what + ": every request sent was answered 200", rep)
+    check(s1["success"] - s0["success"] == rep["ok"], what + ": ok equals the server's success count",
+          (rep["ok"], s1["success"] - s0["success"]))
+    check(s1["inferences"] - s0["inferences"] == rep["ok"] * seqs,
+          what + ": sequences sent equal the server's inference_count", (rep["ok"] * seqs, s1, s0))
+    check(m1 - m0 == rep["ok"], what + ": ok equals rnnd_requests_total{code=200}", (rep["ok"], m1 - m0))
+    check(s1["fail"] == s0["fail"], what + ": no failed inference on the server", s1)
+
+
+def test_counts(d):
+    counted_run(d, DIGITS, "v2 json", 1, "--requests=300", "--concurrency=4", *DIGITS_INPUT)
+    counted_run(d, DIGITS, "v2 json, duration", 1, "--duration=1", "--concurrency=8", *DIGITS_INPUT)
+    counted_run(d, DIGITS, "v2 binary, 3 ragged sequences", 3, "--requests=200", "--format=binary",
+                "--sequences=3", "--length=1..8", *DIGITS_INPUT)
+    counted_run(d, DIGITS, ":predict, 2 sequences", 2, "--requests=100", "--api=predict",
+                "--sequences=2", "--length=2..8", *DIGITS_INPUT)
+    # Warm-up requests are the server's too, but not in the figures.
+    s0 = stats(d, DIGITS)
+    rc, rep, err = load(d, "--model=" + DIGITS, "--warmup=0.5", "--requests=100", *DIGITS_INPUT)
+    s1 = stats(d, DIGITS)
+    check(rc == 0 and rep["ok"] == 100 and rep["warmup"]["ok"] > 0 and
+          s1["success"] - s0["success"] == rep["ok"] + rep["warmup"]["ok"],
+          "warm-up requests are reported apart and counted by the server", (rep, s1, s0, err[-300:]))
+    # Tokens: the input (INT64 [B, T]) and the output (scores) come from the metadata.
+    s0 = stats(d, EMB)
+    rc, rep, err = load(d, "--model=" + EMB, "--requests=50", "--sequences=4", "--length=1..6",
+                        "--max-token=5")
+    s1 = stats(d, EMB)
+    check(rc == 0 and rep and rep["ok"] == 50 and s1["inferences"] - s0["inferences"] == 200,
+          "an embedding model's tokens input is read from its metadata", (rc, rep, err[-500:]))
+    # The same seed sends the same bytes; another seed other bytes.
+    outs = [load(d, "--model=" + DIGITS, "--requests=20", "--concurrency=1", "--seed=%d" % s,
+                 "--length=1..60", *DIGITS_INPUT)[1]["bytes_out"] for s in (7, 7, 8)]
+    check(outs[0] == outs[1] != outs[2], "runs are reproducible from the seed", outs)
+
+
+def test_errors(d):
+    rc, rep, err = load(d, "--model=" + DIGITS, "--requests=20", "--length=100", *DIGITS_INPUT)
+    check(rc == 1, "errors above --max-error-rate exit 1", (rc, err[-300:]))
+    check(rep and rep["errors"] == 20 and rep["errors_by_status"] == {"400": 20},
+          "errors are counted by status", rep)
+    check("above --max-error-rate" in err, "the exit is explained on stderr", err[-300:])
+    rc, rep, err = load(d, "--model=" + DIGITS, "--requests=20", "--length=100",
+                        "--max-error-rate=1", *DIGITS_INPUT)
+    check(rc == 0, "--max-error-rate=1 tolerates every error", (rc, err[-300:]))
+    p = subprocess.run([LOAD, "--url=http://127.0.0.1:%d" % d.port, "--model=" + DIGITS,
+                        "--requests=5", "--length=100", *DIGITS_INPUT],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "400" in p.stdout and "max_sequence_length" in p.stdout,
+          "the text report shows the server's message for a status", p.stdout[-600:])
+    rc, rep, err = load(d, "--model=no_such_model", "--requests=5")
+    check(rc == 2 and "404" in err, "an unknown model is a setup error (exit 2)", (rc, err[-300:]))
+    for bad in (["--concurrency=0"], ["--mode=open", "--model=m"], ["--bogus=1"], ["stray"]):
+        p = subprocess.run([LOAD] + bad, capture_output=True, text=True, timeout=30)
+        check(p.returncode == 2 and p.stderr.startswith("rnnd-load: "), "bad options exit 2: %s" % bad,
+              (p.returncode, p.stderr))
+    p = subprocess.run([LOAD, "--help"], capture_output=True, text=True, timeout=30)
+    keys = re.findall(r"^  --([a-z-]+)", p.stdout, re.M)
+    check(p.returncode == 0 and {"url", "mode", "rate", "length", "input", "max-error-rate",
+                                 "spec", "json"} <= set(keys), "--help lists the keys", keys)
+    # A JSON spec, overridden by the command line.
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"model": DIGITS, "requests": 7, "concurrency": 2, "input": "input:FP32:-1,-1,8"}, f)
+    try:
+        rc, rep, err = load(d, "--spec", f.name, "--requests=9")
+        check(rc == 0 and rep["ok"] == 9 and rep["concurrency"] == 2,
+              "a JSON spec applies, and flags override it", (rc, rep, err[-300:]))
+    finally:
+        os.unlink(f.name)
+
+
+def test_open_loop(d):
+    for arrival, tol in (("fixed", 0.05), ("poisson", 0.10)):
+        s0 = stats(d, DIGITS)
+        rc, rep, err = load(d, "--model=" + DIGITS, "--mode=open", "--rate=200", "--duration=5",
+                            "--arrival=" + arrival, *DIGITS_INPUT)
+        s1 = stats(d, DIGITS)
+        if not check(rc == 0 and rep, "open loop (%s) runs" % arrival, (rc, err[-300:])):
+            continue
+        check(abs(rep["sent_in_window"] - 1000) <= 1000 * tol and abs(rep["send_rate"] - 200) <= 200 * tol,
+              "open loop (%s) at 200/s for 5 s sends 1000 within %d%%" % (arrival, tol * 100),
+              (rep["sent_in_window"], rep["send_rate"]))
+        check(s1["success"] - s0["success"] == rep["ok"] == rep["sent"],
+              "open loop (%s): the server answered every request sent" % arrival, (rep, s1, s0))
+        lat = rep["latency_ms"]
+        check(lat["p50"] <= lat["p99"] <= lat["max"] and rep["service_ms"]["p50"] <= lat["p50"],
+              "open loop: latency from the schedule is at least the service time", rep)
+
+
+def pin_daemon(d, cpu):
+    """Pins every thread of the daemon to cpu."""
+    for tid in os.listdir("/proc/%d/task" % d.proc.pid):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except OSError:
+            pass
+
+
+def test_vs_wrk(d):
+    wrk = shutil.which("wrk")
+    if wrk is None or SANITIZED:
+        print("SKIP: rnnd-load vs wrk (%s)" % ("no wrk" if wrk is None else "sanitizer build"))
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu = None
+    if len(cpus) >= 2:
+        pin_daemon(d, cpus[0])
+        cpu = cpus[1]
+    url = "http://127.0.0.1:%d/v2/health/ready" % d.port
+    best_wrk = best_load = 0.0
+    for _ in range(5):  # best of five short runs: a busy machine lowers some of them
+        p = subprocess.run(["wrk", "-t1", "-c8", "-d1s", url], capture_output=True, text=True, timeout=60,
+                           preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None)
+        m = re.search(r"Requests/sec:\s+([\d.]+)", p.stdout)
+        best_wrk = max(best_wrk, float(m.group(1)) if m else 0.0)
+        rc, rep, err = load(d, "--api=get", "--path=/v2/health/ready", "--concurrency=8",
+                            "--duration=1", cpu=cpu)
+        best_load = max(best_load, rep["throughput"] if rc == 0 and rep else 0.0)
+    print("rnnd-load %.0f req/s vs wrk %.0f req/s on GET /v2/health/ready, 8 connections (%.2fx)"
+          % (best_load, best_wrk, best_load / best_wrk if best_wrk else 0))
+    check(best_wrk > 0 and best_load >= 0.5 * best_wrk,
+          "rnnd-load's closed-loop health throughput is at least half of wrk's", (best_load, best_wrk))
+
+
+def main():
+    for exe in (h.BIN, LOAD):
+        if not os.access(exe, os.X_OK):
+            print("%s is not an executable" % exe)
+            return 1
+    t0 = time.time()
+    repo = tempfile.mkdtemp(prefix="rnnd-load-repo-")
+    os.symlink(os.path.join(h.SRC, "config", "models", DIGITS), os.path.join(repo, DIGITS))
+    os.symlink(os.path.join(h.GOLDEN, EMB), os.path.join(repo, EMB))
+    d = h.Daemon("--log_level=warning", repo=repo)
+    try:
+        test_counts(d)
+        test_errors(d)
+        test_open_loop(d)
+        test_vs_wrk(d)
+        rc, _ = d.stop()
+        check(rc == 0, "the daemon exits 0 after the load", rc)
+        err = d.stderr()
+        check("ERROR: AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report",
+              err[-3000:])
+    finally:
+        d.close()
+        shutil.rmtree(repo)
+    print("test_load: %d passed, %d failed (%.1f s)" % (h.passed, h.failed, time.time() - t0))
+    return 1 if h.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

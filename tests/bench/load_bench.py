@@ -209,6 +209,9 @@ def main():
           "server's counters over the point\n" % (defaults["warmup"], defaults["duration"]))
     best = {}
     for sc, rows in results:
+        if "duration" in sc.get("args", {}) or "warmup" in sc.get("args", {}):
+            print("(This scenario: %s warm-up, then %s per point.)\n" % (
+                sc["args"].get("warmup", defaults["warmup"]), sc["args"].get("duration", defaults["duration"])))
         print(table(sc, rows))
         print()
         best[sc["name"]] = max(r[1]["sequences_per_s"] for r in rows)

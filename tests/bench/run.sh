@@ -2,8 +2,9 @@
 # run.sh BUILD [ARGS...]: what `make bench` runs (DESIGN.md §9).  Makes sure a
 # Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
 # tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
-# --seconds S, --rounds R, --out FILE) go to the script; stdout is the
-# markdown report, everything else goes to stderr.
+# --seconds S, --rounds R, --out FILE, --cells C,..., --batches B,...,
+# --threads N,...) go to the script; stdout is the markdown report,
+# everything else goes to stderr.
 #
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
 # the repository root, created with `python3 -m venv` and `pip install torch

@@ -68,6 +68,42 @@ void rnnd__cpu_pack(uint32_t N, uint32_t K, const float *W, uint32_t ldw, float 
 void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const float *A, uint32_t lda,
                            const float *P, float *C, uint32_t ldc);
 
+/*
+ * The fused LSTM step (no projection): the recurrent product and the cell
+ * update in one pass, and optionally the input projection too.  Weights
+ * packed by rnnd__cpu_lstm_pack() in panels of the four gates of RNND_CPU_NR
+ * hidden units: per panel the summed biases, then W_ih's KX rows, then W_hh's
+ * K rows, each as [gate][unit]; the last panel padded with zeros.
+ */
+struct rnnd__cpu_lstm_step {
+        uint32_t M, H;  /* running rows, hidden units */
+        uint32_t KX, K; /* x's width (as packed), h's width (= H) */
+        const float *P; /* the packed weights */
+        const float *X; /* [M, KX] x, row stride ldxin; or NULL when xg is given */
+        uint32_t ldxin;
+        const float *xg; /* [M, 4H] W x in gate order i,f,g,o, row stride ldx; or NULL */
+        uint32_t ldx;
+        const float *A; /* [M, K] the state h, row stride lda */
+        uint32_t lda;
+        float *c;     /* [M, H] the cell state, updated in place */
+        float *h, *y; /* [M, H] the new h, written to both (row strides ldh, ldy) */
+        uint32_t ldh, ldy;
+};
+
+/* Floats needed to pack W_ih [4H, KX], W_hh [4H, K] and the biases.  Thread-safe. */
+size_t rnnd__cpu_lstm_packed_size(uint32_t H, uint32_t KX, uint32_t K);
+
+/* Packs W_ih [4H, KX], W_hh [4H, K] (gate order i,f,g,o) and b_ih + b_hh into P. */
+void rnnd__cpu_lstm_pack(uint32_t H, uint32_t KX, const float *W_ih, uint32_t K, const float *W_hh,
+                         const float *b_ih, const float *b_hh, float *P);
+
+/*
+ * One step for hidden units [j0, j1) of every row: j0 a multiple of
+ * RNND_CPU_NR, j1 one too or H.  Reads X, xg and A, which must not alias c,
+ * h or y.
+ */
+void rnnd__cpu_lstm_step(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1);
+
 /* Vectorisable float sigmoid and tanh (max abs error ~1e-7), over n values. */
 void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y);
 void rnnd__cpu_tanh(uint32_t n, const float *x, float *y);

@@ -38,10 +38,17 @@
 #define CHUNK_ROWS      512u
 #define CHUNK_STEPS_MAX 32u
 
+/*
+ * Batches of at least this many sequences run an LSTM's input projection
+ * inside the step kernel (sliced_part()).
+ */
+#define LSTM_FUSE_X_ROWS 4u
+
 /* One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(). */
 struct packed {
         const float *rec;  /* W_hh [G*H, H'] (GRU reset-before: its r,z rows [2H, H]) */
         const float *rec2; /* GRU reset-before: W_hh's n rows [H, H]; LSTM: W_hr [H', H] */
+        bool lstm;         /* rec is W_ih, W_hh and the biases for rnnd__cpu_lstm_step() */
 };
 
 struct cpu_plan {
@@ -80,6 +87,15 @@ struct work {
 static void cpu_close(void *plan);
 
 /*
+ * An LSTM without a projection runs rnnd__cpu_lstm_step(): its W_hh is packed
+ * by hidden unit with the four gates side by side.
+ */
+static bool fused_lstm(const rnnd_model_t *m)
+{
+        return m->cfg.cell == RNND_CELL_LSTM && m->cfg.proj_size == 0;
+}
+
+/*
  * The shapes of one layer-direction's packed matrices: rec is [n1, k1] from
  * W_hh rows 0.., rec2 is [n2, k2] (n2 = 0 when absent).
  */
@@ -102,28 +118,44 @@ static void packed_shapes(const rnnd_model_t *m, uint32_t *n1, uint32_t *k1, uin
         }
 }
 
+/* Floats of layer-direction lw's first packed matrix. */
+static size_t packed_size1(const rnnd_model_t *m, const struct rnnd_layer_weights *lw)
+{
+        uint32_t n1, k1, n2, k2;
+
+        packed_shapes(m, &n1, &k1, &n2, &k2);
+        return fused_lstm(m) ? rnnd__cpu_lstm_packed_size(k1, lw->in, k1)
+                             : rnnd__cpu_packed_size(n1, k1);
+}
+
 static int pack_weights(struct cpu_plan *p)
 {
         const rnnd_model_t *m = p->m;
         const unsigned n = m->cfg.num_layers * m->dirs;
         uint32_t n1, k1, n2, k2;
-        size_t s1, s2;
+        size_t s1 = 0, s2;
         float *at;
 
         packed_shapes(m, &n1, &k1, &n2, &k2);
-        s1 = rnnd__cpu_packed_size(n1, k1);
+        for (unsigned ld = 0; ld < n; ld++)
+                s1 += packed_size1(m, &m->layers[ld]);
         s2 = n2 ? rnnd__cpu_packed_size(n2, k2) : 0;
         p->pw = rnnd_calloc(n, sizeof(*p->pw));
-        p->pbuf = rnnd_mallocarray((s1 + s2) * n, sizeof(float));
+        p->pbuf = rnnd_mallocarray(s1 + s2 * n, sizeof(float));
         if (p->pw == NULL || p->pbuf == NULL)
                 return RNND_ENOMEM;
         at = p->pbuf;
         for (unsigned ld = 0; ld < n; ld++) {
                 const struct rnnd_layer_weights *lw = &m->layers[ld];
 
-                rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
                 p->pw[ld].rec = at;
-                at += s1;
+                p->pw[ld].lstm = fused_lstm(m);
+                if (p->pw[ld].lstm)
+                        rnnd__cpu_lstm_pack(k1, lw->in, lw->w_ih, k1, lw->w_hh, lw->b_ih, lw->b_hh,
+                                            at);
+                else
+                        rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
+                at += packed_size1(m, lw);
                 if (n2 == 0)
                         continue;
                 if (lw->w_hr != NULL)
@@ -481,6 +513,30 @@ static void run_serial(const struct cpu_plan *p, const struct pack *pk, unsigned
         }
 }
 
+/*
+ * The gate math of one step of a GRU or an Elman RNN over width units of rows
+ * [0, nt): xg, hg (row stride G*H), h_in, h_out (row stride H) and y (row
+ * stride ldy) all start at the slice's first unit.
+ */
+static void step_rows(const rnnd_model_t *m, uint32_t nt, uint32_t width, const float *xg,
+                      const float *hg, const float *bi, const float *bh, const float *h_in,
+                      float *h_out, float *y, uint32_t ldy)
+{
+        const size_t H = m->cfg.hidden_size, gh = (size_t)m->gates * H;
+
+        for (size_t i = 0; i < nt; i++) {
+                const float *xr = xg + i * gh, *hr = hg + i * gh;
+                float *out = h_out + i * H;
+
+                if (m->cfg.cell == RNND_CELL_GRU)
+                        rnnd__cpu_gru_row(width, (uint32_t)H, xr, hr, bi, bh, h_in + i * H, out);
+                else
+                        rnnd__cpu_rnn_row(width, m->cfg.cell == RNND_CELL_RNN_RELU, xr, hr, bi, bh,
+                                          out);
+                memcpy(y + i * ldy, out, width * sizeof(float));
+        }
+}
+
 /* What the participants of a sliced direction share. */
 struct sliced {
         const struct cpu_plan *p;
@@ -519,6 +575,12 @@ static void sliced_part(void *arg, unsigned s)
         const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
         float *hb[2] = {w->h, w->h2};
         unsigned sense = 0, k = 0;
+        /*
+         * An LSTM computes the input projection inside its step kernel once
+         * there are rows enough to reuse each weight panel: no gate inputs go
+         * through memory, and no weights are repacked per chunk.
+         */
+        const bool fuse_x = pw->lstm && pk->n >= LSTM_FUSE_X_ROWS;
 
         for (uint32_t ci = 0; ci < chunks; ci++) {
                 uint32_t t0, t1, r0, rows;
@@ -532,7 +594,9 @@ static void sliced_part(void *arg, unsigned s)
                  * repack every row once per gate).  Then all meet, since each
                  * needs its columns of every row.
                  */
-                if (p->slices == 1) {
+                if (fuse_x) {
+                        /* no input projection: the step kernel does it */
+                } else if (p->slices == 1) {
                         gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f,
                                 w->xg, gh);
                 } else {
@@ -549,28 +613,40 @@ static void sliced_part(void *arg, unsigned s)
                         const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
                         float *hg = w->hg + j0;
 
-                        if (width == H)
-                                rnnd__cpu_gemm_packed(nt, gh, H, hc, H, pw->rec, w->hg, gh);
-                        else
-                                for (uint32_t g = 0; g < G; g++)
-                                        rnnd__cpu_gemm_packed(nt, width, H, hc, H,
-                                                              pw->rec + (size_t)(g * H + j0) * H,
-                                                              hg + (size_t)g * H, gh);
-                        for (size_t i = 0; i < nt; i++) {
-                                const float *xr = xg + i * gh, *hr = hg + i * gh;
-                                float *out = hn + i * H + j0;
+                        if (pw->lstm) {
+                                struct rnnd__cpu_lstm_step ls = {
+                                        .M = nt,
+                                        .H = H,
+                                        .KX = in,
+                                        .K = H,
+                                        .P = pw->rec,
+                                        .X = fuse_x ? w->in + (size_t)pk->offs[t] * in : NULL,
+                                        .ldxin = in,
+                                        .xg = fuse_x ? NULL
+                                                     : w->xg + (size_t)(pk->offs[t] - r0) * gh,
+                                        .ldx = gh,
+                                        .A = hc,
+                                        .lda = H,
+                                        .c = w->c,
+                                        .h = hn,
+                                        .ldh = H,
+                                        .y = w->out + (size_t)pk->offs[t] * ow + (size_t)d * H,
+                                        .ldy = ow,
+                                };
 
-                                if (m->cfg.cell == RNND_CELL_LSTM)
-                                        rnnd__cpu_lstm_row(width, H, xr, hr, bi, bh,
-                                                           w->c + i * H + j0, out);
-                                else if (m->cfg.cell == RNND_CELL_GRU)
-                                        rnnd__cpu_gru_row(width, H, xr, hr, bi, bh, hc + i * H + j0,
-                                                          out);
+                                rnnd__cpu_lstm_step(&ls, j0, j1);
+                        } else {
+                                if (width == H)
+                                        rnnd__cpu_gemm_packed(nt, gh, H, hc, H, pw->rec, w->hg, gh);
                                 else
-                                        rnnd__cpu_rnn_row(width, m->cfg.cell == RNND_CELL_RNN_RELU,
-                                                          xr, hr, bi, bh, out);
-                                memcpy(w->out + (pk->offs[t] + i) * ow + (size_t)d * H + j0, out,
-                                       width * sizeof(float));
+                                        for (uint32_t g = 0; g < G; g++)
+                                                rnnd__cpu_gemm_packed(
+                                                        nt, width, H, hc, H,
+                                                        pw->rec + (size_t)(g * H + j0) * H,
+                                                        hg + (size_t)g * H, gh);
+                                step_rows(m, nt, width, xg, hg, bi, bh, hc + j0, hn + j0,
+                                          w->out + (size_t)pk->offs[t] * ow + (size_t)d * H + j0,
+                                          ow);
                         }
                         if (p->slices > 1)
                                 rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier,

@@ -202,3 +202,164 @@ void rnnd__cpu_activate(rnnd_act_t act, uint32_t n, float *v)
                 break;
         }
 }
+
+/*
+ * The fused LSTM step (cpu-int.h).  A panel holds the four gates of 16 hidden
+ * units, so one register block of r rows x 64 columns ends with i, f, g and o
+ * of the same units and the cell update runs on it directly: the gate
+ * pre-activations never go through memory.
+ */
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+
+#define LU RNND_CPU_NR /* hidden units per panel */
+
+size_t rnnd__cpu_lstm_packed_size(uint32_t H, uint32_t KX, uint32_t K)
+{
+        return ((size_t)H + LU - 1) / LU * (1 + (size_t)KX + K) * 4 * LU;
+}
+
+/* Gate g's row j of W (row stride K) into a panel's row k, or zeros past H. */
+static void pack_rows(size_t H, size_t u0, size_t K, const float *W, size_t k0, float *panel)
+{
+        for (size_t k = 0; k < K; k++)
+                for (size_t g = 0; g < 4; g++)
+                        for (size_t c = 0; c < LU; c++)
+                                panel[((k0 + k) * 4 + g) * LU + c] =
+                                        u0 + c < H ? W[(g * H + u0 + c) * K + k] : 0.0f;
+}
+
+void rnnd__cpu_lstm_pack(uint32_t H, uint32_t KX, const float *W_ih, uint32_t K, const float *W_hh,
+                         const float *b_ih, const float *b_hh, float *P)
+{
+        const size_t stride = (1 + (size_t)KX + K) * 4 * LU;
+
+        for (size_t u0 = 0; u0 < H; u0 += LU) {
+                float *panel = P + u0 / LU * stride;
+
+                for (size_t g = 0; g < 4; g++)
+                        for (size_t c = 0; c < LU; c++)
+                                panel[g * LU + c] =
+                                        u0 + c < H ? b_ih[g * H + u0 + c] + b_hh[g * H + u0 + c]
+                                                   : 0.0f;
+                pack_rows(H, u0, KX, W_ih, 1, panel);
+                pack_rows(H, u0, K, W_hh, 1 + (size_t)KX, panel);
+        }
+}
+
+/*
+ * s[r] += A[r, 0..K) x p's rows 0..K) for rows r < mr.  mr is a constant
+ * after inlining, so the accumulators stay in registers: 24 of the 32 for
+ * six rows with AVX-512.
+ */
+static inline __attribute__((always_inline)) void lstm_sum(size_t mr, size_t K, const float *a,
+                                                           size_t lda, const float *p, v16 (*s)[4])
+{
+        for (size_t k = 0; k < K; k++) {
+                const v16 *w = (const v16 *)(p + k * 4 * LU);
+                v16 w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+
+                for (size_t r = 0; r < mr; r++) {
+                        float ar = a[r * lda + k];
+
+                        s[r][0] += w0 * ar;
+                        s[r][1] += w1 * ar;
+                        s[r][2] += w2 * ar;
+                        s[r][3] += w3 * ar;
+                }
+        }
+}
+
+/*
+ * Rows [m, m + mr) against one panel: the bias, plus x W_ih^T when s->X is
+ * set, plus h W_hh^T, into acc[row][gate * 16 + unit].
+ */
+static inline __attribute__((always_inline)) void lstm_block(size_t mr,
+                                                             const struct rnnd__cpu_lstm_step *st,
+                                                             size_t m, const float *p,
+                                                             float (*acc)[4 * LU])
+{
+        const v16 *b = (const v16 *)p;
+        v16 s[6][4];
+
+        for (size_t r = 0; r < mr; r++)
+                for (size_t g = 0; g < 4; g++)
+                        s[r][g] = b[g];
+        p += 4 * LU;
+        if (st->X != NULL)
+                lstm_sum(mr, st->KX, st->X + m * st->ldxin, st->ldxin, p, s);
+        lstm_sum(mr, st->K, st->A + m * st->lda, st->lda, p + (size_t)st->KX * 4 * LU, s);
+        for (size_t r = 0; r < mr; r++)
+                for (size_t g = 0; g < 4; g++)
+                        *(v16 *)(acc[r] + g * LU) = s[r][g];
+}
+
+/*
+ * The cell update of one row over n <= 16 units: rp holds the gates' sums
+ * (gate stride 16), xg W x (gate stride H) or is NULL.
+ */
+static inline __attribute__((always_inline)) void
+lstm_cell(size_t n, size_t H, const float *restrict rp, const float *restrict xg, float *restrict c,
+          float *restrict h, float *restrict y)
+{
+        float x[4][LU] = {{0}};
+
+        if (xg != NULL)
+                for (size_t g = 0; g < 4; g++)
+                        for (size_t j = 0; j < n; j++)
+                                x[g][j] = xg[g * H + j];
+        for (size_t j = 0; j < n; j++) {
+                float gi = sigmoid1(rp[j] + x[0][j]);
+                float gf = sigmoid1(rp[LU + j] + x[1][j]);
+                float gg = tanh1(rp[2 * LU + j] + x[2][j]);
+                float go = sigmoid1(rp[3 * LU + j] + x[3][j]);
+                float cn = gf * c[j] + gi * gg;
+                float hv = go * tanh1(cn);
+
+                c[j] = cn;
+                h[j] = hv;
+                y[j] = hv;
+        }
+}
+
+/* Rows [m, m + mr) of the step over the panel of units [u, u + n). */
+static inline __attribute__((always_inline)) void
+lstm_rows(size_t mr, const struct rnnd__cpu_lstm_step *s, size_t m, size_t u, size_t n)
+{
+        const size_t H = s->H, stride = (1 + (size_t)s->KX + s->K) * 4 * LU;
+        float acc[6][4 * LU];
+
+        lstm_block(mr, s, m, s->P + u / LU * stride, acc);
+        for (size_t r = 0; r < mr; r++) {
+                const float *xg = s->xg != NULL ? s->xg + (m + r) * s->ldx + u : NULL;
+                float *c = s->c + (m + r) * H + u, *h = s->h + (m + r) * s->ldh + u;
+                float *y = s->y + (m + r) * s->ldy + u;
+
+                if (n == LU)
+                        lstm_cell(LU, H, acc[r], xg, c, h, y);
+                else
+                        lstm_cell(n, H, acc[r], xg, c, h, y);
+        }
+}
+
+KERNEL void rnnd__cpu_lstm_step(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1)
+{
+        /* Six rows need 24 accumulators: only AVX-512 has the registers. */
+        const bool wide = __builtin_cpu_supports("avx512f");
+        const size_t M = s->M;
+
+        for (size_t u = j0; u < j1; u += LU) {
+                size_t n = j1 - u < LU ? j1 - u : LU, m = 0;
+
+                if (wide) {
+                        /* 8 rows go as 4 + 4, 9 as 4 + 4 + 1. */
+                        for (; M - m >= 6 && M - m != 8 && M - m != 9; m += 6)
+                                lstm_rows(6, s, m, u, n);
+                        for (; M - m >= 4; m += 4)
+                                lstm_rows(4, s, m, u, n);
+                        for (; M - m >= 2; m += 2)
+                                lstm_rows(2, s, m, u, n);
+                }
+                for (; m < M; m++)
+                        lstm_rows(1, s, m, u, n);
+        }
+}

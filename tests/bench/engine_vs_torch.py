@@ -31,6 +31,7 @@ Progress goes to stderr.  Exits 1 if any check failed.
 Usage (what `make bench` runs, through tests/bench/run.sh):
     python3 tests/bench/engine_vs_torch.py --bench BUILD/tests/bench/rnnd-engine-bench
         [--quick] [--seconds S] [--rounds R] [--out FILE]
+        [--cells lstm,gru] [--batches 1,8,32,128] [--threads 1,2]
 Needs torch, numpy and safetensors.
 """
 
@@ -275,11 +276,27 @@ def main():
                     help="measurements of each side per configuration, fastest kept "
                          "(2; 1 with --quick)")
     ap.add_argument("--out", help="also write the markdown report to this file")
+    ap.add_argument("--cells", default=",".join(CELLS),
+                    help="comma-separated cells to run (default: %(default)s)")
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)),
+                    help="comma-separated batch sizes (default: %(default)s)")
+    ap.add_argument("--threads", default=",".join(map(str, THREADS)),
+                    help="comma-separated thread counts (default: %(default)s)")
     args = ap.parse_args()
     seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 2.0)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
     if rounds < 1 or seconds < 0:
         ap.error("--rounds must be at least 1 and --seconds not negative")
+    cells = [c for c in args.cells.split(",") if c]
+    if not cells or any(c not in CELLS for c in cells):
+        ap.error(f"--cells takes a list of {', '.join(CELLS)}")
+    try:
+        batches = [int(v) for v in args.batches.split(",")]
+        thread_counts = [int(v) for v in args.threads.split(",")]
+    except ValueError:
+        ap.error("--batches and --threads take comma-separated integers")
+    if min(batches + thread_counts) < 1:
+        ap.error("--batches and --threads must be at least 1")
     wait_s = 10 if args.quick else 60
     bench = os.path.abspath(args.bench)
     if not os.access(bench, os.X_OK):
@@ -292,12 +309,12 @@ def main():
     blas = None
     with tempfile.TemporaryDirectory(prefix="rnnd-bench-") as tmp:
         repo = os.path.join(tmp, "models")
-        for cell in CELLS:
+        for cell in cells:
             module = build_module(cell)
             mdir = save_model(module, cell, repo)
-            for threads in THREADS:
+            for threads in thread_counts:
                 torch.set_num_threads(threads)
-                for batch in BATCHES:
+                for batch in batches:
                     err = check(bench, module, mdir, cell, batch, threads, tmp)
                     if not err <= TOLERANCE:
                         log(f"{cell} threads={threads} batch={batch}: WRONG ANSWER, "

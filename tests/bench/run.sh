@@ -2,7 +2,8 @@
 # run.sh BUILD [ARGS...]: what `make bench` runs (DESIGN.md §9).  Makes sure a
 # Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
 # tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
-# --seconds S, --rounds R, --out FILE) go to the script.  Then it runs
+# --seconds S, --rounds R, --out FILE, --cells C,..., --batches B,...,
+# --threads N,...) go to the script.  Then it runs
 # tests/bench/load_bench.py: rnnd under rnnd-load for every scenario of
 # tests/bench/scenarios.json (--quick makes it short too).  Stdout is the
 # markdown report, everything else goes to stderr.  RNND_BENCH=load runs the

@@ -11,6 +11,7 @@
  * lost device hands its batch to another instance, close flushes without
  * the delay, stop answers what is queued, and a failing open is reported.
  */
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -147,8 +148,13 @@ START_TEST(test_runs)
                 ck_assert(jobs[j].started_ns <= jobs[j].finished_ns);
                 ck_assert_int_eq(atomic_load(&done_calls[j]), 1);
         }
+        /* Batched with others, a sequence may round differently than alone: 1e-5, as the goldens.
+         */
         for (int i = 0; i < 16; i++)
-                ck_assert_mem_eq(y[i], want[i], sizeof(y[i]));
+                for (int k = 0; k < 7 * 6; k++)
+                        ck_assert_msg(fabsf(y[i][k] - want[i][k]) <= 1e-5f,
+                                      "sequence %d, element %d: %g alone, %g batched", i, k,
+                                      (double)want[i][k], (double)y[i][k]);
         rnnd_pool_stats(p, &st);
         ck_assert_uint_eq(st.sequences, 16);
         ck_assert_uint_eq(st.steps_used, used);

@@ -223,33 +223,31 @@ void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer
 
 /* Loading. */
 
-/* Why plans are not on cuDNN, for every model: the setting, the build or the machine. */
-static void resolve_why_not_cudnn(struct rnnd_server *srv)
+/* What placement sees under options o: this build, this machine, o's backend setting. */
+static void placement_env(const struct rnnd_options *o, struct rnnd_placement_env *env)
 {
-        const struct rnnd_options *o = srv->opts;
+        rnnd_placement_env_default(env, o->backend == RNND_BACKEND_CPU, o->backend_from,
+                                   rnnd_options_cpu_threads(o));
+}
 
-        if (o->backend == RNND_BACKEND_CPU) {
-                snprintf(srv->why_not_cudnn, sizeof(srv->why_not_cudnn),
-                         "backend = cpu (set by %s)", o->backend_from);
-                return;
-        }
-#if RNND_HAVE_CUDA
-        {
-                struct rnnd_cudnn_info info;
+/* Logs where plans can go, for every model: the setting, the build or the machine. */
+static void log_backend(const struct rnnd_options *o)
+{
+        struct rnnd_placement_env env;
+        char why[256];
 
-                rnnd_cudnn_info(&info);
-                if (info.device_count == 0)
-                        snprintf(srv->why_not_cudnn, sizeof(srv->why_not_cudnn), "no GPU: %s",
-                                 info.why_no_gpu);
-                else
-                        snprintf(srv->why_not_cudnn, sizeof(srv->why_not_cudnn),
-                                 "%d GPU%s visible: each model goes on cuDNN where it qualifies",
-                                 info.device_count, info.device_count == 1 ? "" : "s");
-        }
-#else
-        snprintf(srv->why_not_cudnn, sizeof(srv->why_not_cudnn),
-                 "the cuDNN backend is not built in (rnnd --backends)");
-#endif
+        placement_env(o, &env);
+        if (env.backend_cpu)
+                snprintf(why, sizeof(why), "backend = cpu (set by %s)", env.backend_from);
+        else if (env.gpu_ops == NULL)
+                snprintf(why, sizeof(why), "the cuDNN backend is not built in (rnnd --backends)");
+        else if (env.device_count == 0)
+                snprintf(why, sizeof(why), "no GPU: %s", env.why_no_gpu);
+        else
+                snprintf(why, sizeof(why),
+                         "%d GPU%s visible: each model goes on cuDNN where it qualifies",
+                         env.device_count, env.device_count == 1 ? "" : "s");
+        rnnd_log(RNND_LOG_INFO, "backend %s: %s", env.backend_cpu ? "cpu" : "auto", why);
 }
 
 void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns)
@@ -282,17 +280,6 @@ static void pool_wakeup(void *arg)
                 uv_async_send(&srv->sweep_async);
 }
 
-/* Where cfg's instances run under options o (engine/placement.h). */
-static int place(const struct rnnd_options *o, const struct rnnd_model_config *cfg,
-                 struct rnnd_placement *ret, rnnd_error_t *reterr)
-{
-        struct rnnd_placement_env env;
-
-        rnnd_placement_env_default(&env, o->backend == RNND_BACKEND_CPU, o->backend_from,
-                                   rnnd_options_cpu_threads(o));
-        return rnnd_placement_resolve(cfg, &env, ret, reterr);
-}
-
 /* The pool options of a version: its placed instances and its batching settings. */
 static void pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *cfg,
                       const struct rnnd_placement *pl, struct rnnd_pool_opts *po)
@@ -313,7 +300,8 @@ static void pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *c
 
 /* Loads one version and starts its instances; a failure stays in sv. */
 static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
-                         struct rnnd_served_model *m, struct rnnd_served_version *sv)
+                         const struct rnnd_placement_env *env, struct rnnd_served_model *m,
+                         struct rnnd_served_version *sv)
 {
         struct rnnd_placement pl = {0};
         struct rnnd_pool_opts po = {0};
@@ -323,7 +311,7 @@ static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
         sv->owner = m;
         r = rnnd_repository_load(o->model_repository, m->entry, sv->version, &sv->model, &err);
         if (r == 0)
-                r = place(o, &m->entry->cfg, &pl, &err);
+                r = rnnd_placement_resolve(&m->entry->cfg, env, &pl, &err);
         if (r == 0) {
                 pool_opts(srv, &m->entry->cfg, &pl, &po);
                 sv->ops = pl.inst[0].ops;
@@ -359,6 +347,7 @@ struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,
                                                    const struct rnnd_model_stamp *stamp)
 {
         struct rnnd_served_model *m = rnnd_calloc(1, sizeof(*m));
+        struct rnnd_placement_env env;
 
         if (m == NULL)
                 return NULL;
@@ -376,9 +365,10 @@ struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,
                 return NULL;
         }
         m->n_versions = e->n_versions;
+        placement_env(o, &env);
         for (size_t j = 0; j < e->n_versions; j++) {
                 m->versions[j].version = e->versions[j];
-                load_version(srv, o, m, &m->versions[j]);
+                load_version(srv, o, &env, m, &m->versions[j]);
         }
         return m;
 }
@@ -641,9 +631,7 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, r
         if (getrandom(&srv->id_seed, sizeof(srv->id_seed), GRND_NONBLOCK) !=
             (ssize_t)sizeof(srv->id_seed))
                 srv->id_seed = (uint32_t)getpid() ^ (uint32_t)time(NULL);
-        resolve_why_not_cudnn(srv);
-        rnnd_log(RNND_LOG_INFO, "backend %s: %s",
-                 opts->backend == RNND_BACKEND_CPU ? "cpu" : "auto", srv->why_not_cudnn);
+        log_backend(opts);
 
         r = rnnd_repository_scan(opts->model_repository, &idx, reterr);
         if (r < 0) {

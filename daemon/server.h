@@ -186,7 +186,6 @@ struct rnnd_server {
         atomic_bool all_loaded;            /* every model and selected version loaded; atomic */
         struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
         struct rnnd_reload *reload;        /* reload.c's state; loop thread only */
-        char why_not_cudnn[256];           /* why plans are not on cuDNN, server-wide; immutable */
         struct rnnd_infer_hook infer;      /* immutable after start */
         struct rnnd_req_counters other_requests; /* requests not naming a known model; atomic */
         uint32_t id_seed;                        /* random prefix of request ids; immutable */

@@ -14,10 +14,11 @@ demo digits_lstm (FP32 input [B, T, 8], a head) and a golden embedding model
 - the open loop holds its rate: 200 requests/s for 5 s sends 1000 within 5%,
   on a fixed and on a Poisson schedule;
 - the client is not the bottleneck: its closed-loop throughput on
-  GET /v2/health/ready is at least half of wrk's at the same concurrency
-  (best of 3 runs each, daemon and client pinned to different CPUs when
-  there are two; skipped without wrk or under sanitizers, where timings mean
-  nothing).
+  GET /v2/health/ready is at least twice what the daemon serves of the demo
+  model's inference at the same concurrency, and within a third of wrk's on
+  health (best of 5 runs each, daemon and client pinned to different CPUs
+  when there are two; skipped without wrk or under sanitizers, where timings
+  mean nothing).
 
 Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
@@ -189,6 +190,14 @@ def pin_daemon(d, cpu):
 
 
 def test_vs_wrk(d):
+    """Is the client the bottleneck?  On one pinned CPU against the daemon on the other, wrk
+    and rnnd-load each drive GET /v2/health/ready (the cheapest answer the daemon has) with
+    8 connections, best of five 1 s runs, interleaved.  The figure that says whether rnnd-load
+    limits a benchmark is its headroom: it must drive health at least twice as fast as the
+    daemon serves the demo model's inference at the same concurrency, so in every inference
+    scenario the server saturates first.  Against wrk it must stay within a third: libcurl
+    costs it about twice wrk's CPU per request (0.5-0.6x measured on the 2-vCPU CI machine),
+    and a third catches a per-request cost that grows (a loop over every handle, say)."""
     wrk = shutil.which("wrk")
     if wrk is None or SANITIZED:
         print("SKIP: rnnd-load vs wrk (%s)" % ("no wrk" if wrk is None else "sanitizer build"))
@@ -199,7 +208,7 @@ def test_vs_wrk(d):
         pin_daemon(d, cpus[0])
         cpu = cpus[1]
     url = "http://127.0.0.1:%d/v2/health/ready" % d.port
-    best_wrk = best_load = 0.0
+    best_wrk = best_load = best_infer = 0.0
     for _ in range(5):  # best of five short runs: a busy machine lowers some of them
         p = subprocess.run(["wrk", "-t1", "-c8", "-d1s", url], capture_output=True, text=True, timeout=60,
                            preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None)
@@ -208,10 +217,19 @@ def test_vs_wrk(d):
         rc, rep, err = load(d, "--api=get", "--path=/v2/health/ready", "--concurrency=8",
                             "--duration=1", cpu=cpu)
         best_load = max(best_load, rep["throughput"] if rc == 0 and rep else 0.0)
-    print("rnnd-load %.0f req/s vs wrk %.0f req/s on GET /v2/health/ready, 8 connections (%.2fx)"
-          % (best_load, best_wrk, best_load / best_wrk if best_wrk else 0))
-    check(best_wrk > 0 and best_load >= 0.5 * best_wrk,
-          "rnnd-load's closed-loop health throughput is at least half of wrk's", (best_load, best_wrk))
+    for _ in range(3):
+        rc, rep, err = load(d, "--model=" + DIGITS, "--concurrency=8", "--duration=1", "--length=8",
+                            *DIGITS_INPUT, cpu=cpu)
+        best_infer = max(best_infer, rep["throughput"] if rc == 0 and rep else 0.0)
+    print("GET /v2/health/ready, 8 connections: rnnd-load %.0f req/s, wrk %.0f req/s (%.2fx); "
+          "%s inference: %.0f req/s (headroom %.1fx)"
+          % (best_load, best_wrk, best_load / best_wrk if best_wrk else 0, DIGITS, best_infer,
+             best_load / best_infer if best_infer else 0))
+    check(best_infer > 0 and best_load >= 2 * best_infer,
+          "rnnd-load drives health at least twice as fast as the daemon serves inference",
+          (best_load, best_infer))
+    check(best_wrk > 0 and best_load >= best_wrk / 3,
+          "rnnd-load's health throughput is within a third of wrk's", (best_load, best_wrk))
 
 
 def main():

@@ -4,6 +4,9 @@
 - sd_notify: READY=1, RELOADING=1 with MONOTONIC_USEC then READY=1 on SIGHUP,
   WATCHDOG=1 with WATCHDOG_USEC and WATCHDOG_PID set, STOPPING=1, read from a
   datagram socket standing in for systemd's NOTIFY_SOCKET;
+- the watchdog stall: no WATCHDOG=1 while a batch runs past
+  worker_stall_timeout, logged with the model's name, and the pings again once
+  it completes;
 - socket activation through systemd-socket-activate (skipped if missing);
 - SIGHUP several times under load, also with a new model version on disk:
   no request fails, and the new version serves;
@@ -129,6 +132,96 @@ def test_notify():
         stopping = next(i for i, m in enumerate(msgs) if m.startswith("STOPPING=1")) if any(
             m.startswith("STOPPING=1") for m in msgs) else len(msgs)
         check("WATCHDOG=1" not in msgs[stopping + 1:], "no WATCHDOG=1 after STOPPING=1")
+    finally:
+        stop.set()
+        t.join()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        ns.close()
+        shutil.rmtree(tmp)
+        os.unlink(log.name)
+
+
+def zero_lstm(repo, name, hidden, max_len):
+    """A one-layer LSTM (input 8) whose weights are all zero: slow enough per step to hold a
+    worker, and quick to write.  The time a step takes does not depend on the values."""
+    d = os.path.join(repo, name)
+    os.makedirs(os.path.join(d, "1"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"cell": "lstm", "input_size": 8, "hidden_size": hidden, "num_layers": 1,
+                   "max_sequence_length": max_len}, f)
+    shapes = [("weight_ih_l0", [4 * hidden, 8]), ("weight_hh_l0", [4 * hidden, hidden]),
+              ("bias_ih_l0", [4 * hidden]), ("bias_hh_l0", [4 * hidden])]
+    header, off = {}, 0
+    for n, shape in shapes:
+        size = 4 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+        header[n] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + size]}
+        off += size
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(d, "1", "model.safetensors"), "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h)
+        f.truncate(8 + len(h) + off)
+
+
+def zero_body(steps):
+    return json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, steps, 8],
+                                   "data": [0.0] * (steps * 8)}], "outputs": [{"name": "h_n"}]})
+
+
+def test_watchdog_stall():
+    """A batch that runs past worker_stall_timeout stops the WATCHDOG=1 pings (so systemd would
+    restart a daemon whose worker hangs), with an error naming the model; once the batch
+    completes the pings come back.  The batch is one long sequence through a wide LSTM, its
+    length chosen from a timed short one so that it runs about 4 s on any build."""
+    ns, path, tmp = test_http.notify_socket()
+    msgs, stop = [], threading.Event()
+    t = threading.Thread(target=collect, args=(ns, msgs, stop))
+    t.start()
+    repo = os.path.join(tmp, "models")
+    zero_lstm(repo, "wide", 1024, 200000)
+    port = test_http.free_port()
+    log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", delete=False)
+    env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="200000")
+    env.pop("RNND_BACKEND", None)
+    p = subprocess.Popen(["sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh", BIN, "--listen=127.0.0.1:%d" % port,
+                          "--model_repository", repo, "--worker_stall_timeout=1s", "--backend=cpu"],
+                         stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=SRC)
+    try:
+        check(wait_for(lambda: any(m.startswith("READY=1") for m in msgs)), "READY=1 is sent", msgs)
+        t0 = time.time()
+        st, _ = infer(port, "wide", body=zero_body(200))
+        per_step = (time.time() - t0) / 200
+        check(st == 200, "the wide model serves", st)
+        steps = max(2000, min(200000, int(4.0 / max(per_step, 1e-6))))
+        res = {}
+        worker = threading.Thread(target=lambda: res.setdefault("r", infer(port, "wide", body=zero_body(steps),
+                                                                            timeout=300)))
+        started = time.time()
+        worker.start()
+
+        def quiet_since(seconds):
+            # True once no WATCHDOG=1 came for this long while the batch runs.
+            n = len(msgs)
+            time.sleep(seconds)
+            return "WATCHDOG=1" not in msgs[n:]
+        stalled = wait_for(lambda: worker.is_alive() and quiet_since(0.5), 60)
+        check(stalled, "no WATCHDOG=1 while a batch runs past worker_stall_timeout",
+              (steps, round(per_step * 1e6, 1), msgs[-3:]))
+        worker.join(300)
+        took = time.time() - started
+        check(res.get("r", (0,))[0] == 200, "the long batch is still answered 200", res.get("r", (None,))[0])
+        n = len(msgs)
+        check(wait_for(lambda: "WATCHDOG=1" in msgs[n:], 3), "WATCHDOG=1 comes back once the batch completes",
+              round(took, 1))
+        err = open(log.name).read()
+        check(re.search(r"model wide version 1: no batch completed for \d+s with 0 sequences queued and "
+                        r"1 batches running; not pinging the watchdog", err) is not None,
+              "the stall is logged naming the model", err[-600:])
+        check("workers make progress again" in err, "the recovery is logged", err[-600:])
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(timeout=30) == 0, "exit 0 on SIGTERM")
     finally:
         stop.set()
         t.join()
@@ -420,6 +513,7 @@ def main():
         return 1
     t0 = time.time()
     test_notify()
+    test_watchdog_stall()
     test_socket_activate()
     test_repository_api()
     test_reload_under_load()

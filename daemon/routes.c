@@ -581,18 +581,21 @@ static void serve_model_config(struct rnnd_http_request *r)
         rnnd_strbuf_json_kv_bool(&b, "allow_timeout_override", true);
         rnnd_strbuf_puts(&b, "}}");
 
-        /* Every instance runs the version's plan; say where and why. */
+        /* Each group's instances as placed: where each runs, and why not on cuDNN. */
         rnnd_strbuf_json_key(&b, "instance_group");
         rnnd_strbuf_putc(&b, '[');
         for (g = 0; g < cfg->n_instances; g++) {
                 const struct rnnd_instance_group *ig = &cfg->instances[g];
+                const unsigned first = g > 0 ? sv->group_end[g - 1] : 0;
 
                 rnnd_strbuf_json_sep(&b);
                 rnnd_strbuf_putc(&b, '{');
                 rnnd_strbuf_printf(&b, "\"name\":\"%s_%" PRIu32 "\"", r->model->entry->name, g);
-                rnnd_strbuf_json_kv_str(&b, "kind",
-                                        strcmp(sv->desc.backend, "cudnn") == 0 ? "KIND_GPU"
-                                                                               : "KIND_CPU");
+                rnnd_strbuf_json_kv_str(
+                        &b, "kind",
+                        first < sv->group_end[g] && strcmp(sv->descs[first].backend, "cudnn") == 0
+                                ? "KIND_GPU"
+                                : "KIND_CPU");
                 rnnd_strbuf_json_kv_str(&b, "requested_kind", rnnd_instance_kind_name(ig->kind));
                 rnnd_strbuf_json_kv_u64(&b, "count", ig->count);
                 rnnd_strbuf_json_key(&b, "gpus");
@@ -602,9 +605,9 @@ static void serve_model_config(struct rnnd_http_request *r)
                 rnnd_strbuf_putc(&b, ']');
                 rnnd_strbuf_json_key(&b, "instances");
                 rnnd_strbuf_putc(&b, '[');
-                for (k = 0; k < ig->count; k++) {
+                for (k = first; k < sv->group_end[g]; k++) {
                         rnnd_strbuf_json_sep(&b);
-                        put_backend_desc(&b, &sv->desc);
+                        put_backend_desc(&b, &sv->descs[k]);
                 }
                 rnnd_strbuf_puts(&b, "]}");
         }

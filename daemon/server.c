@@ -328,10 +328,23 @@ static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
                          m->entry->name, sv->version, sv->reason);
                 return;
         }
-        rnnd_pool_describe(sv->pool, 0, &sv->desc);
-        if (sv->desc.why_not_cudnn[0] == '\0')
-                snprintf(sv->desc.why_not_cudnn, sizeof(sv->desc.why_not_cudnn), "%s",
-                         pl.why_not_cudnn);
+        sv->descs = rnnd_mallocarray(sv->instances, sizeof(*sv->descs));
+        for (unsigned i = 0; sv->descs != NULL && i < sv->instances; i++) {
+                rnnd_pool_describe(sv->pool, i, &sv->descs[i]);
+                if (sv->descs[i].why_not_cudnn[0] == '\0')
+                        snprintf(sv->descs[i].why_not_cudnn, sizeof(sv->descs[i].why_not_cudnn),
+                                 "%s", pl.why_not_cudnn);
+        }
+        if (sv->descs == NULL) {
+                rnnd_placement_done(&pl);
+                sv->pool = rnnd_pool_free(sv->pool);
+                sv->model = rnnd_model_unref(sv->model);
+                sv->status = RNND_ENOMEM;
+                snprintf(sv->reason, sizeof(sv->reason), "out of memory");
+                return;
+        }
+        sv->desc = sv->descs[0];
+        memcpy(sv->group_end, pl.group_end, sizeof(sv->group_end));
         rnnd_placement_done(&pl);
         m->n_loaded++;
         rnnd_log(RNND_LOG_INFO, "model %s version %" PRIu64 ": loaded (%s %s, %s, %s)",
@@ -380,6 +393,7 @@ void rnnd__server_free_model(struct rnnd_served_model *m)
         for (size_t j = 0; j < m->n_versions; j++) {
                 m->versions[j].pool = rnnd_pool_free(m->versions[j].pool);
                 rnnd_model_unref(m->versions[j].model);
+                rnnd_free(m->versions[j].descs);
         }
         rnnd_free(m->versions);
         rnnd_free(m);

@@ -157,14 +157,14 @@ int rnnd_placement_resolve(const struct rnnd_model_config *cfg,
                                         .ops = env->gpu_ops,
                                         .opts = {.device = (int)gpus[gi][k], .threads = 0},
                                 };
-                if (n_gpus[gi] > 0)
-                        continue;
-                for (uint32_t c = 0; c < count; c++)
+                for (uint32_t c = 0; n_gpus[gi] == 0 && c < count; c++)
                         p.inst[at++] = (struct rnnd_pool_instance){
                                 .ops = env->cpu_ops,
                                 .opts = {.device = -1, .threads = env->cpu_threads},
                         };
+                p.group_end[gi] = (unsigned)at;
         }
+        p.n_groups = n_groups;
         p.n = (unsigned)at;
         for (unsigned i = 0; i < p.n; i++)
                 p.n_gpu += p.inst[i].opts.device >= 0;

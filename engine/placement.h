@@ -45,7 +45,10 @@ struct rnnd_placement {
         struct rnnd_pool_instance *inst; /* [n], owned (rnnd_placement_done) */
         unsigned n;                      /* instances, >= 1 */
         unsigned n_gpu;                  /* of which on cuDNN */
-        char why_not_cudnn[256];         /* "" when every instance is on cuDNN */
+        /* Group g's instances are inst[group_end[g - 1] .. group_end[g]), from 0 for g = 0. */
+        unsigned group_end[RNND_CFG_MAX_INSTANCE_GROUPS];
+        unsigned n_groups;
+        char why_not_cudnn[256]; /* "" when every instance is on cuDNN */
 };
 
 /*

@@ -72,6 +72,36 @@ def test_switched_off(env, want):
         d.close()
 
 
+def test_mixed_groups():
+    """A model with a GPU group and a CPU group: the config lists each group's own instances,
+    the GPU one's on cuDNN (one per visible GPU by default) and the CPU one's on the CPU."""
+    import tempfile
+    src = os.path.join(GOLDEN, "lstm_l1_uni_equal_h0")
+    with tempfile.TemporaryDirectory(prefix="rnnd-mixed-") as tmp:
+        dst = os.path.join(tmp, "mixed")
+        os.makedirs(os.path.join(dst, "1"))
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["instances"] = [{"kind": "gpu", "count": 1, "gpus": [0]}, {"kind": "cpu", "count": 2}]
+        with open(os.path.join(dst, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
+        d = Daemon(repo=tmp)
+        try:
+            st, _, c = d.json("GET", "/v2/models/mixed/config")
+            groups = c.get("instance_group", []) if st == 200 else []
+            check(len(groups) == 2, "mixed: two instance groups", groups)
+            if len(groups) == 2:
+                g0, g1 = groups[0].get("instances", []), groups[1].get("instances", [])
+                check(groups[0].get("kind") == "KIND_GPU" and len(g0) == 1 and g0[0]["backend"] == "cudnn",
+                      "mixed: group 0 is one cuDNN instance", groups[0])
+                check(groups[1].get("kind") == "KIND_CPU" and len(g1) == 2 and
+                      all(i["backend"] == "cpu" for i in g1), "mixed: group 1 is two CPU instances", groups[1])
+        finally:
+            d.stop()
+            d.close()
+
+
 def main():
     out = backends()
     if "cuDNN backend: built" not in out or "GPUs: none" in out:
@@ -84,6 +114,7 @@ def main():
     finally:
         d.stop()
         d.close()
+    test_mixed_groups()
     test_switched_off({"RNND_BACKEND": "cpu"}, "backend = cpu (set by RNND_BACKEND)")
     test_switched_off({"CUDA_VISIBLE_DEVICES": ""}, "no GPU")
     print("%d passed, %d failed" % (th.passed, th.failed))

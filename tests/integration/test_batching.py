@@ -40,6 +40,8 @@ MODELS = {  # name in the test repository: (golden model, batching settings)
                       {"max_batch_size": 64, "max_queue_delay_us": 400000, "queue_timeout_us": 30000}),
 }
 INPUT = 5  # input_size of both golden models
+# Instance groups: the concurrent clients run on three CPU instances in two groups.
+GROUPS = {"lstm": [{"kind": "cpu", "count": 2}, {"kind": "auto", "count": 1}]}
 
 
 def make_repo(tmp):
@@ -51,6 +53,8 @@ def make_repo(tmp):
             cfg = json.load(f)
         cfg["batching"] = batching
         cfg["max_sequence_length"] = 256
+        if name in GROUPS:
+            cfg["instances"] = GROUPS[name]
         with open(os.path.join(dst, "config.json"), "w") as f:
             json.dump(cfg, f)
         os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
@@ -277,10 +281,23 @@ def test_cancel(d):
     check(st == 200, "the daemon keeps serving")
 
 
+def test_instance_groups(d):
+    """The config lists each group's own instances (on this machine all on the CPU, and with
+    the backend's reason when a group asked for auto)."""
+    st, _, cfg = d.json("GET", "/v2/models/lstm/config")
+    groups = cfg.get("instance_group", []) if st == 200 else []
+    check([len(g.get("instances", [])) for g in groups] == [2, 1], "two groups of 2 and 1 instances",
+          groups)
+    check(all(i.get("backend") in ("cpu", "cudnn") for g in groups for i in g.get("instances", [])),
+          "each instance names its backend", groups)
+    check([g.get("requested_kind") for g in groups] == ["cpu", "auto"], "each group's requested kind", groups)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="rnnd-batching-") as tmp:
         d = Daemon(repo=make_repo(tmp))
         try:
+            test_instance_groups(d)
             test_concurrent_clients(d)
             test_overload(d)
             test_timeouts(d)

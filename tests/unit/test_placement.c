@@ -166,6 +166,27 @@ START_TEST(test_kind_cpu)
         ck_assert_uint_eq(p.n_gpu, 4);
         ck_assert_int_eq(p.inst[4].opts.device, -1);
         ck_assert_str_eq(p.why_not_cudnn, "instance group 1 is kind cpu");
+        /* Where each group's instances are: the config route lists them by group. */
+        ck_assert_uint_eq(p.n_groups, 2);
+        ck_assert_uint_eq(p.group_end[0], 4);
+        ck_assert_uint_eq(p.group_end[1], 5);
+        rnnd_placement_done(&p);
+
+        /* CPU first, then GPU: the ranges follow the config's order. */
+        c.n_instances = 3;
+        c.instances[0] = (struct rnnd_instance_group){.kind = RNND_INST_CPU, .count = 3};
+        c.instances[1] = (struct rnnd_instance_group){
+                .kind = RNND_INST_GPU, .count = 1, .count_set = true, .n_gpus = 1, .gpus = {1}};
+        c.instances[2] = (struct rnnd_instance_group){.kind = RNND_INST_CPU, .count = 1};
+        p = place(&c, &e);
+        ck_assert_uint_eq(p.n, 5);
+        ck_assert_uint_eq(p.n_groups, 3);
+        ck_assert_uint_eq(p.group_end[0], 3);
+        ck_assert_uint_eq(p.group_end[1], 4);
+        ck_assert_uint_eq(p.group_end[2], 5);
+        ck_assert_int_eq(p.inst[2].opts.device, -1);
+        ck_assert_int_eq(p.inst[3].opts.device, 1);
+        ck_assert_int_eq(p.inst[4].opts.device, -1);
         rnnd_placement_done(&p);
 }
 END_TEST

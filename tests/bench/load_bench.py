@@ -9,18 +9,22 @@ repository (the demo model linked from config/models, or a model generated
 here with deterministic weights: PyTorch nn.LSTM/nn.GRU state_dict names in a
 safetensors file written by hand), starts BUILD/daemon/rnnd on a free port,
 and runs BUILD/clients/rnnd-load --json once per load point (closed-loop
-concurrencies or open-loop rates).  Around each point it reads the server's
-counters, so each row's batch size and padding are that point's own:
+concurrencies or open-loop rates).  During each point it reads the server's
+counters twice, after the warm-up and a fifth of the duration and just before
+the end, so each row's server figures are that point's steady state:
 
+- server seq/s = delta inference_count / seconds, and useful steps/s = delta
+  rnnd_batch_steps_used_total / seconds;
 - avg batch = delta inference_count / delta execution_count
   (GET /v2/models/{m}/stats, model_stats[0]);
 - padding efficiency = delta rnnd_batch_steps_used_total / delta
-  rnnd_batch_steps_total for the model (GET /metrics); "-" while the server
-  does not export them.
+  rnnd_batch_steps_total for the model (GET /metrics).
+
+A scenario's "daemon" object gives rnnd settings (--KEY=VALUE).
 
 Stdout is markdown (machine, date, command, one table per scenario, and for
-each pair of scenarios "... batching on" / "... batching off" the ratio of
-their best throughputs); progress goes to stderr.  Python 3 standard library
+each pair of scenarios "X, batching on" / "X, batching off" the ratio of
+their best server throughputs); progress goes to stderr.  Python 3 standard library
 only; nothing generated is kept.  Exits 1 when a point's errors pass 1%.
 """
 
@@ -103,6 +107,14 @@ def counters(base, model):
         metric("rnnd_batch_steps_total")
 
 
+def seconds(v):
+    """rnnd-load's duration syntax: 2, 2s, 500ms, 1m."""
+    m = re.fullmatch(r"([0-9.]+)(ms|s|m)?", str(v))
+    if m is None:
+        raise RuntimeError("not a duration: %r" % v)
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+
+
 def flags(d):
     return ["--%s=%s" % (k.replace("_", "-"), v) for k, v in d.items()]
 
@@ -117,8 +129,9 @@ def run_scenario(sc, build, defaults, tmp):
     port = free_port()
     base = "http://127.0.0.1:%d" % port
     errlog = open(os.path.join(tmp, "rnnd.stderr"), "ab")
+    daemon = ["--%s=%s" % kv for kv in sorted(sc.get("daemon", {}).items())]
     proc = subprocess.Popen([os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % port,
-                             "--model_repository", repo, "--log_level=warning"],
+                             "--model_repository", repo, "--log_level=warning"] + daemon,
                             stdout=subprocess.DEVNULL, stderr=errlog, cwd=ROOT)
     rows = []
     try:
@@ -134,20 +147,32 @@ def run_scenario(sc, build, defaults, tmp):
             args = dict(defaults)
             args.update(sc.get("args", {}))
             args.update(point)
-            c0 = counters(base, model)
             cmd = [os.path.join(build, "clients", "rnnd-load"), "--url=" + base, "--model=" + model,
                    "--json", "--progress=false", "--max-error-rate=1"] + flags(args)
             log(sc["name"], " ".join(flags(point)))
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode != 0 or not p.stdout.strip():
-                raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr[-500:]))
-            rep = json.loads(p.stdout)
-            c1 = counters(base, model)
-            batch = (c1[0] - c0[0]) / (c1[1] - c0[1]) if c1[1] > c0[1] else None
-            pad = None
-            if c1[2] is not None and c1[3] is not None and c1[3] > (c0[3] or 0):
-                pad = (c1[2] - (c0[2] or 0)) / (c1[3] - (c0[3] or 0))
-            rows.append((point, rep, batch, pad))
+            # The server's counters are read over the steady part of the run: from the end of
+            # the warm-up plus a fifth of the duration to just before its end.  A closed loop
+            # at high concurrency has latencies of seconds; the client's own count, by send
+            # time, mixes in its start and its drain.
+            warm, dur = seconds(args["warmup"]), seconds(args["duration"])
+            t_start = time.time()
+            lp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(warm + dur / 5)
+            c0, t0 = counters(base, model), time.time()
+            time.sleep(max(0.0, t_start + warm + dur - 0.2 - time.time()))
+            c1, t1 = counters(base, model), time.time()
+            out, err = lp.communicate()
+            if lp.returncode != 0 or not out.strip():
+                raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), lp.returncode, err[-500:]))
+            rep = json.loads(out)
+            win = {"seq_s": (c1[0] - c0[0]) / (t1 - t0), "batch": None, "pad": None, "steps_s": None}
+            if c1[1] > c0[1]:
+                win["batch"] = (c1[0] - c0[0]) / (c1[1] - c0[1])
+            if c1[2] is not None and c0[2] is not None:
+                win["steps_s"] = (c1[2] - c0[2]) / (t1 - t0)
+                if c1[3] is not None and c1[3] > (c0[3] or 0):
+                    win["pad"] = (c1[2] - c0[2]) / (c1[3] - (c0[3] or 0))
+            rows.append((point, rep, win))
     finally:
         proc.terminate()
         proc.wait()
@@ -157,16 +182,18 @@ def run_scenario(sc, build, defaults, tmp):
 
 def table(sc, rows):
     out = ["### %s" % sc["name"], ""]
-    out.append("| load | sent/s | requests/s | seq/s | p50 (ms) | p90 (ms) | p99 (ms) | p99.9 (ms) "
-               "| errors | avg batch | padding eff. |")
-    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for point, rep, batch, pad in rows:
+    out.append("| load | sent/s | client seq/s | p50 (ms) | p90 (ms) | p99 (ms) | p99.9 (ms) | errors "
+               "| server seq/s | useful steps/s | avg batch | padding eff. |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for point, rep, win in rows:
         load = ("open %g/s" % rep["rate"]) if rep["mode"] == "open" else ("closed c=%d" % rep["concurrency"])
         lat = rep["latency_ms"]
-        out.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %d | %s | %s |" % (
-            load, rep["send_rate"], rep["throughput"], rep["sequences_per_s"], lat["p50"], lat["p90"],
-            lat["p99"], lat["p99.9"], rep["errors"], "%.2f" % batch if batch else "-",
-            "%.3f" % pad if pad is not None else "-"))
+        out.append("| %s | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f | %d | %.1f | %s | %s | %s |" % (
+            load, rep["send_rate"], rep["sequences_per_s"], lat["p50"], lat["p90"], lat["p99"],
+            lat["p99.9"], rep["errors"], win["seq_s"],
+            "{:,.0f}".format(win["steps_s"]) if win["steps_s"] is not None else "-",
+            "%.2f" % win["batch"] if win["batch"] else "-",
+            "%.3f" % win["pad"] if win["pad"] is not None else "-"))
     return "\n".join(out)
 
 
@@ -204,9 +231,12 @@ def main():
     print("- **Date**: %s" % time.strftime("%Y-%m-%d %H:%M %Z"))
     print("- **rnnd**: %s (%s)" % (commit, a.build))
     print("- **Command**: `%s`" % " ".join(["python3", "tests/bench/load_bench.py"] + sys.argv[1:]))
-    print("- **Per point**: %s warm-up, then %s; latency from the send (closed loop) or from the "
-          "scheduled send (open loop), successes only; avg batch and padding efficiency from the "
-          "server's counters over the point\n" % (defaults["warmup"], defaults["duration"]))
+    print("- **Per point**: %s warm-up, then %s. Client columns (rnnd-load): sends, completed "
+          "sequences per second and latency from the send (closed loop) or from the scheduled send "
+          "(open loop), successes only. Server columns, from its counters over the steady part "
+          "(warm-up plus a fifth of the duration, to the end): sequences and useful (unpadded) "
+          "steps per second, avg batch, padding efficiency. Ratios use server seq/s.\n"
+          % (defaults["warmup"], defaults["duration"]))
     best = {}
     for sc, rows in results:
         if "duration" in sc.get("args", {}) or "warmup" in sc.get("args", {}):
@@ -214,7 +244,7 @@ def main():
                 sc["args"].get("warmup", defaults["warmup"]), sc["args"].get("duration", defaults["duration"])))
         print(table(sc, rows))
         print()
-        best[sc["name"]] = max(r[1]["sequences_per_s"] for r in rows)
+        best[sc["name"]] = max(r[2]["seq_s"] for r in rows)
         bad = bad or any(r[1]["errors"] > 0.01 * max(r[1]["completed"], 1) for r in rows)
     for name, seqs in best.items():
         if name.endswith("batching on") and name[:-2] + "off" in best and best[name[:-2] + "off"] > 0:

@@ -190,10 +190,15 @@ def test_watchdog_stall():
                          stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=SRC)
     try:
         check(wait_for(lambda: any(m.startswith("READY=1") for m in msgs)), "READY=1 is sent", msgs)
-        t0 = time.time()
-        st, _ = infer(port, "wide", body=zero_body(200))
-        per_step = (time.time() - t0) / 200
-        check(st == 200, "the wide model serves", st)
+        # The time per step, without the request's own cost: the difference of two lengths.
+        took = []
+        for n in (100, 1100):
+            t0 = time.time()
+            st, _ = infer(port, "wide", body=zero_body(n))
+            took.append(time.time() - t0)
+            check(st == 200, "the wide model serves %d steps" % n, st)
+        # At least half the long request's average, should the two timings cross.
+        per_step = max((took[1] - took[0]) / 1000, took[1] / 1100 / 2)
         steps = max(2000, min(200000, int(4.0 / max(per_step, 1e-6))))
         res = {}
         worker = threading.Thread(target=lambda: res.setdefault("r", infer(port, "wide", body=zero_body(steps),

@@ -143,14 +143,15 @@ def test_notify():
         os.unlink(log.name)
 
 
-def zero_lstm(repo, name, hidden, max_len):
+def zero_lstm(repo, name, hidden, max_len, **cfg):
     """A one-layer LSTM (input 8) whose weights are all zero: slow enough per step to hold a
-    worker, and quick to write.  The time a step takes does not depend on the values."""
+    worker, and quick to write.  The time a step takes does not depend on the values.  cfg:
+    more config.json fields."""
     d = os.path.join(repo, name)
     os.makedirs(os.path.join(d, "1"))
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump({"cell": "lstm", "input_size": 8, "hidden_size": hidden, "num_layers": 1,
-                   "max_sequence_length": max_len}, f)
+        json.dump(dict({"cell": "lstm", "input_size": 8, "hidden_size": hidden, "num_layers": 1,
+                        "max_sequence_length": max_len}, **cfg), f)
     shapes = [("weight_ih_l0", [4 * hidden, 8]), ("weight_hh_l0", [4 * hidden, hidden]),
               ("bias_ih_l0", [4 * hidden]), ("bias_hh_l0", [4 * hidden])]
     header, off = {}, 0
@@ -345,15 +346,22 @@ def test_reload_under_load():
 
 
 def test_drain_under_load():
-    """SIGTERM while clients send: every request the daemon saw is answered 200 or 503; exit 0."""
+    """SIGTERM while clients send: every request the daemon saw is answered 200 or 503; exit 0.
+
+    With shutdown_timeout 30 the queue (the demo model, long sequences, one instance) drains
+    in time.  With 1 s it must not: there twice as many clients use a wider model whose queue
+    holds about 15 s of work on the CI machine, so that even a machine ten times faster
+    still has some queued at the deadline; each batch (about 0.35 s here) stays well under
+    the 2 s the daemon grants running batches after it."""
     tmp = tempfile.mkdtemp(prefix="rnnd-drain-")
-    # Long sequences on one instance, so that work is queued when SIGTERM comes.
     repo = demo_repo(tmp, {"digits_lstm": {"max_sequence_length": 4096,
                                            "batching": {"max_batch_size": 4, "max_queue_size": 256},
                                            "instances": [{"kind": "cpu", "count": 1}]}})
+    zero_lstm(repo, "wide", 512, 4096, batching={"max_batch_size": 4, "max_queue_size": 256},
+              instances=[{"kind": "cpu", "count": 1}])
     body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [4, 4000, 8],
-                                   "data": [0.01] * (4 * 4000 * 8)}]}).encode()
-    for timeout, want_503 in ((30, False), (1, True)):
+                                   "data": [0.01] * (4 * 4000 * 8)}], "outputs": [{"name": "h_n"}]}).encode()
+    for timeout, want_503, model, clients in ((30, False, "digits_lstm", 24), (1, True, "wide", 48)):
         d = test_http.Daemon("--shutdown_timeout=%d" % timeout, repo=repo)
         results = {}
         lock = threading.Lock()
@@ -362,7 +370,7 @@ def test_drain_under_load():
             for j in range(1000):
                 rid = "drain-%d-%d-%d" % (timeout, k, j)
                 try:
-                    st, _ = infer(d.port, rid=rid, body=body, timeout=60)
+                    st, _ = infer(d.port, model, rid=rid, body=body, timeout=60)
                 except OSError as e:
                     st = "error: %s" % type(e).__name__
                 with lock:
@@ -371,8 +379,8 @@ def test_drain_under_load():
                     return
 
         try:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=24) as ex:
-                futs = [ex.submit(client, k) for k in range(24)]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as ex:
+                futs = [ex.submit(client, k) for k in range(clients)]
                 time.sleep(1.5)
                 t0 = time.time()
                 d.proc.send_signal(signal.SIGTERM)

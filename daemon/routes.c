@@ -818,6 +818,13 @@ static void put_label_value(struct rnnd_strbuf *b, const char *v)
         rnnd_strbuf_putc(b, '"');
 }
 
+/* Whether two instances show the same labels in rnnd_model_backend_info. */
+static bool same_desc(const struct rnnd_backend_desc *a, const struct rnnd_backend_desc *b)
+{
+        return strcmp(a->backend, b->backend) == 0 && strcmp(a->device, b->device) == 0 &&
+               strcmp(a->algo, b->algo) == 0 && strcmp(a->why_not_cudnn, b->why_not_cudnn) == 0;
+}
+
 static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, const char *labels,
                                struct rnnd_served_version *sv, const struct rnnd_pool_stats *ps)
 {
@@ -858,15 +865,26 @@ static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, con
                         (unsigned long long)ps->rejected);
                 break;
         case VM_INFO:
-                rnnd_strbuf_printf(b, "rnnd_model_backend_info{%s,backend=", labels);
-                put_label_value(b, sv->desc.backend);
-                rnnd_strbuf_puts(b, ",device=");
-                put_label_value(b, sv->desc.device);
-                rnnd_strbuf_puts(b, ",algo=");
-                put_label_value(b, sv->desc.algo);
-                rnnd_strbuf_puts(b, ",why_not_cudnn=");
-                put_label_value(b, sv->desc.why_not_cudnn);
-                rnnd_strbuf_printf(b, "} %u\n", sv->instances);
+                /* One series per distinct placement, the first instance of each counting. */
+                for (unsigned i = 0; i < sv->instances; i++) {
+                        unsigned n = 0, j;
+
+                        for (j = 0; j < i && !same_desc(&sv->descs[j], &sv->descs[i]); j++)
+                                ;
+                        if (j < i)
+                                continue;
+                        for (j = i; j < sv->instances; j++)
+                                n += same_desc(&sv->descs[j], &sv->descs[i]);
+                        rnnd_strbuf_printf(b, "rnnd_model_backend_info{%s,backend=", labels);
+                        put_label_value(b, sv->descs[i].backend);
+                        rnnd_strbuf_puts(b, ",device=");
+                        put_label_value(b, sv->descs[i].device);
+                        rnnd_strbuf_puts(b, ",algo=");
+                        put_label_value(b, sv->descs[i].algo);
+                        rnnd_strbuf_puts(b, ",why_not_cudnn=");
+                        put_label_value(b, sv->descs[i].why_not_cudnn);
+                        rnnd_strbuf_printf(b, "} %u\n", n);
+                }
                 break;
         case VM_GAUGES:
                 rnnd_strbuf_printf(b,
@@ -915,8 +933,9 @@ static const char *const version_metric_help[] = {
                         "# HELP rnnd_queue_rejected_total Requests refused at once: queue full "
                         "or shutting down (503).\n"
                         "# TYPE rnnd_queue_rejected_total counter\n",
-        [VM_INFO] = "# HELP rnnd_model_backend_info Where a version runs, and why not on cuDNN "
-                    "(\"\" when it is); the value is its instance count.\n"
+        [VM_INFO] = "# HELP rnnd_model_backend_info Where a version's instances run, and why "
+                    "not on cuDNN (\"\" when they are); one series per distinct placement, "
+                    "the value is how many instances have it.\n"
                     "# TYPE rnnd_model_backend_info gauge\n",
         [VM_GAUGES] = "# HELP rnnd_queue_depth Sequences waiting.\n"
                       "# TYPE rnnd_queue_depth gauge\n"

@@ -14,6 +14,7 @@ standard library only; reuses the integration suite's Daemon and helpers.
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -97,6 +98,11 @@ def test_mixed_groups():
                       "mixed: group 0 is one cuDNN instance", groups[0])
                 check(groups[1].get("kind") == "KIND_CPU" and len(g1) == 2 and
                       all(i["backend"] == "cpu" for i in g1), "mixed: group 1 is two CPU instances", groups[1])
+            _, _, body = d.request("GET", "/metrics")
+            info = sorted(re.findall(r'^rnnd_model_backend_info\{model="mixed",version="1",backend="([^"]*)"'
+                                     r'.*\} (\d+)$', body.decode(), re.M))
+            check(info == [("cpu", "2"), ("cudnn", "1")], "mixed: rnnd_model_backend_info has a series per "
+                  "placement", info)
         finally:
             d.stop()
             d.close()

@@ -291,6 +291,15 @@ def test_instance_groups(d):
     check(all(i.get("backend") in ("cpu", "cudnn") for g in groups for i in g.get("instances", [])),
           "each instance names its backend", groups)
     check([g.get("requested_kind") for g in groups] == ["cpu", "auto"], "each group's requested kind", groups)
+    # /metrics: one rnnd_model_backend_info series per distinct placement, valued by its instances.
+    _, _, body = d.request("GET", "/metrics")
+    info = re.findall(r'^rnnd_model_backend_info\{model="lstm",version="1",backend="([^"]*)",device="([^"]*)"'
+                      r'.*\} (\d+)$', body.decode(), re.M)
+    if all(i.get("backend") == "cpu" for g in groups for i in g.get("instances", [])):
+        check(len(info) == 1 and info[0][0] == "cpu" and info[0][2] == "3",
+              "rnnd_model_backend_info: the three CPU instances in one series valued 3", info)
+    else:
+        check(sum(int(n) for _, _, n in info) == 3, "rnnd_model_backend_info counts three instances", info)
 
 
 def main():

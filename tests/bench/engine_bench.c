@@ -24,6 +24,7 @@
  */
 #include <cblas.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,7 +50,8 @@ struct args {
         const char *input;                  /* raw float32 [B, T, input_size], or NULL */
         const char *dump;                   /* where to write y, or NULL */
         uint32_t batch;                     /* B */
-        uint32_t steps;                     /* T */
+        uint32_t steps;                     /* T, the longest */
+        uint32_t min_steps;                 /* the shortest: lengths spread to T; T when 0 */
         unsigned threads;                   /* BLAS threads */
         const struct rnnd_backend_ops *ops; /* rnnd_cpu_backend unless --backend */
         int device;                         /* --device, for cudnn */
@@ -68,7 +70,8 @@ struct bench {
 static const char usage[] =
         "usage: rnnd-engine-bench --model DIR --batch B --steps T --threads N\n"
         "                         [--seconds S] [--version V] [--input FILE] [--dump FILE]\n"
-        "                         [--json] [--backend cpu|cudnn] [--device N]\n";
+        "                         [--json] [--backend cpu|cudnn] [--device N]\n"
+        "                         [--min-steps M]   (ragged: lengths spread evenly from M to T)\n";
 
 static int fail(const char *what, const rnnd_error_t *err)
 {
@@ -132,6 +135,12 @@ static int parse_args(int argc, char **argv, struct args *a, rnnd_error_t *reter
                                                       "--steps '%s' is not in 1..%u", val,
                                                       RNND_CFG_MAX_SEQ_LEN);
                         a->steps = (uint32_t)v;
+                } else if (strcmp(o, "--min-steps") == 0) {
+                        if (!parse_u64(val, 1, RNND_CFG_MAX_SEQ_LEN, &v))
+                                return rnnd_error_set(reterr, RNND_EINVAL,
+                                                      "--min-steps '%s' is not in 1..%u", val,
+                                                      RNND_CFG_MAX_SEQ_LEN);
+                        a->min_steps = (uint32_t)v;
                 } else if (strcmp(o, "--threads") == 0) {
                         if (!parse_u64(val, 1, 1024, &v))
                                 return rnnd_error_set(reterr, RNND_EINVAL,
@@ -247,6 +256,24 @@ static int write_dump(const char *path, const struct bench *b, rnnd_error_t *ret
         return 0;
 }
 
+/* Sequence i's length: a->steps, or spread evenly from a->min_steps up to it. */
+static uint32_t seq_len(const struct args *a, uint32_t i)
+{
+        if (a->min_steps == 0 || a->min_steps >= a->steps || a->batch == 1)
+                return a->steps;
+        return a->min_steps + (uint32_t)((uint64_t)(a->steps - a->min_steps) * i / (a->batch - 1));
+}
+
+/* The steps one batch runs: the sum of its lengths. */
+static uint64_t batch_steps(const struct args *a)
+{
+        uint64_t n = 0;
+
+        for (uint32_t i = 0; i < a->batch; i++)
+                n += seq_len(a, i);
+        return n;
+}
+
 /*
  * Builds the batch: B sequences of a->steps steps, each with its own input
  * (or tokens) and output buffers.  Checks the shape against the model's
@@ -299,7 +326,7 @@ static int bench_init(struct bench *b, const rnnd_model_t *m, const struct args 
         for (uint32_t i = 0; i < B; i++) {
                 struct rnnd_seq *q = &b->seqs[i];
 
-                q->len = T;
+                q->len = seq_len(a, i);
                 if (cfg->embedding.present) {
                         int64_t *tok = rnnd_mallocarray(T, sizeof(*tok));
 
@@ -472,13 +499,14 @@ int main(int argc, char **argv)
                 json_str(name);
                 printf("\", \"cell\": \"%s\", \"input_size\": %u, \"hidden_size\": %u, "
                        "\"num_layers\": %u, \"dirs\": %u, \"batch\": %u, \"steps\": %u, "
+                       "\"min_steps\": %u, "
                        "\"threads\": %u, \"openblas_threads\": %d, \"runs\": %zu, "
                        "\"median_s\": %.9f, \"min_s\": %.9f, \"mean_s\": %.9f, "
                        "\"seq_per_s\": %.3f, \"steps_per_s\": %.1f, \"backend\": \"",
                        rnnd_cell_name(cfg.cell), cfg.input_size, cfg.hidden_size, cfg.num_layers,
-                       m->dirs, a.batch, a.steps, a.threads, openblas_get_num_threads(), n_times,
-                       median, best, total / n_times, a.batch / median,
-                       (double)a.batch * a.steps / median);
+                       m->dirs, a.batch, a.steps, seq_len(&a, 0), a.threads,
+                       openblas_get_num_threads(), n_times, median, best, total / n_times,
+                       a.batch / median, (double)batch_steps(&a) / median);
                 json_str(desc.backend);
                 printf("\", \"algo\": \"");
                 json_str(desc.algo);
@@ -493,12 +521,13 @@ int main(int argc, char **argv)
                        m->dirs);
                 printf("engine     %s %s %s; %s; %d BLAS threads\n", desc.backend, desc.algo,
                        desc.math, openblas_get_config(), openblas_get_num_threads());
-                printf("shape      batch %u x steps %u\n", a.batch, a.steps);
+                printf("shape      batch %u x steps %u (%" PRIu64 " steps in all)\n", a.batch,
+                       a.steps, batch_steps(&a));
                 printf("runs       %zu timed (after %u warm-up)\n", n_times, WARMUP_RUNS);
                 printf("median     %.3f ms per batch (min %.3f, mean %.3f)\n", median * 1e3,
                        best * 1e3, total / n_times * 1e3);
                 printf("throughput %.1f sequences/s, %.0f steps/s\n", a.batch / median,
-                       (double)a.batch * a.steps / median);
+                       (double)batch_steps(&a) / median);
         }
         rc = fflush(stdout) == 0 ? 0 : 1;
 out:

@@ -200,10 +200,13 @@ static const struct rnnd_option options[] = {
                 .max = 1024,
                 .flags = RNND_OPT_AUTO,
                 .metavar = "N",
-                .help = "Threads of each CPU-engine instance. A layer whose hidden size is a "
-                        "multiple of 16 is split across them by hidden unit; other layers run "
-                        "on one. OpenBLAS itself runs one thread per call. auto is the number "
-                        "of CPUs this process may use.",
+                .help = "Threads of each CPU-engine instance, used by models whose hidden "
+                        "size is a multiple of 16 (an LSTM without projection, a GRU with "
+                        "gru_linear_before_reset, an RNN); other models run on one. A batch "
+                        "of at least 16 sequences per thread is dealt out by sequence, each "
+                        "thread running its share alone; a smaller one has each step split "
+                        "by hidden unit. OpenBLAS itself runs one thread per call. auto is "
+                        "the number of CPUs this process may use.",
         },
         {
                 .name = "shutdown_timeout",

@@ -17,8 +17,19 @@
  *     semantics.
  * The layer's output [S, dirs * H'] is the next layer's input.  The head, the
  * embedding gather and the scatter of outputs back to each sequence's own
- * buffers work on the same rows.  Scratch memory belongs to the plan, grows to
- * the largest batch seen, and is bounded by max_batch_size x max_batch_steps.
+ * buffers work on the same rows.
+ *
+ * Threads (a plan of cpu_threads > 1, for a sliceable cell): a batch of at
+ * least SPLIT_ROWS sequences per thread is dealt out by sequence, longest
+ * first to the thread with the fewest steps, and each thread runs its share
+ * as a batch of its own (run_split()).  The threads never wait for each
+ * other until the end, so a ragged tail or a thread the OS preempts delays
+ * only its own rows.  A smaller batch has each step sliced by hidden unit
+ * instead (sliced_part()), the threads meeting once per step.
+ *
+ * Scratch memory belongs to the plan's lanes (one per thread), grows to the
+ * largest batch each has run, and is bounded by max_batch_size x
+ * max_batch_steps in all.
  */
 #include <cblas.h>
 #include <math.h>
@@ -44,6 +55,15 @@
  */
 #define LSTM_FUSE_X_ROWS 4u
 
+/*
+ * Batches of at least this many sequences per thread are split across the
+ * plan's threads by sequence (cpu_run()): each thread runs its share as a
+ * batch of its own, with no barrier between threads.  Fewer rows than this
+ * would leave each thread's GEMMs too thin; below it, the recurrence is
+ * sliced by hidden unit instead.
+ */
+#define SPLIT_ROWS 16u
+
 /* One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(). */
 struct packed {
         const float *rec;  /* W_hh [G*H, H'] (GRU reset-before: its r,z rows [2H, H]) */
@@ -51,17 +71,34 @@ struct packed {
         bool lstm;         /* rec is W_ih, W_hh and the biases for rnnd__cpu_lstm_step() */
 };
 
+/*
+ * Scratch of one thread's batch: lane 0 is the worker's, and in a run split
+ * by sequence lane i is team member i's.  Each grows to the largest batch it
+ * has run.
+ */
+struct lane {
+        float *scratch;        /* [cap] */
+        size_t cap;            /* floats in scratch */
+        uint32_t *ibuf;        /* order, nt, offs */
+        size_t icap;           /* uint32s in ibuf */
+        struct rnnd_seq *seqs; /* a split run's share of the batch: [n] of [seqcap] */
+        uint32_t n;
+        size_t seqcap;
+        uint64_t steps; /* the share's steps */
+        int rc;         /* a split run's result, with err */
+        rnnd_error_t err;
+};
+
 struct cpu_plan {
-        rnnd_model_t *m;   /* a reference; immutable after open */
-        unsigned threads;  /* BLAS threads; immutable after open */
-        struct packed *pw; /* [num_layers * dirs]; immutable after open */
-        float *pbuf;       /* owns what pw points to */
-        unsigned slices;   /* participants in the sliced recurrence; immutable */
-        rnnd_team_t *team; /* helpers when slices > 1; worker thread only */
-        float *scratch;    /* worker thread only */
-        size_t cap;        /* floats in scratch; worker thread only */
-        uint32_t *ibuf;    /* order, nt, offs; worker thread only */
-        size_t icap;       /* uint32s in ibuf; worker thread only */
+        rnnd_model_t *m;    /* a reference; immutable after open */
+        unsigned threads;   /* BLAS threads; immutable after open */
+        struct packed *pw;  /* [num_layers * dirs]; immutable after open */
+        float *pbuf;        /* owns what pw points to */
+        unsigned slices;    /* threads of the plan (1 + team helpers); immutable */
+        rnnd_team_t *team;  /* helpers when slices > 1; worker thread only */
+        struct lane *lanes; /* [slices]; lane i used by thread i only */
+        uint32_t *sorted;   /* a split run's sequence order, [sortcap]; worker thread only */
+        size_t sortcap;
 };
 
 /* The packed layout of one batch. */
@@ -224,6 +261,11 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
          */
         openblas_set_num_threads(1);
         p->slices = slice_count(m, p->threads);
+        p->lanes = rnnd_calloc(p->slices, sizeof(*p->lanes));
+        if (p->lanes == NULL) {
+                cpu_close(p);
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a CPU plan");
+        }
         if (p->slices > 1) {
                 p->team = rnnd__team_new(p->slices);
                 if (p->team == NULL) {
@@ -246,8 +288,13 @@ static void cpu_close(void *plan)
         rnnd_model_unref(p->m);
         rnnd_free(p->pw);
         rnnd_free(p->pbuf);
-        rnnd_free(p->scratch);
-        rnnd_free(p->ibuf);
+        for (unsigned i = 0; p->lanes != NULL && i < p->slices; i++) {
+                rnnd_free(p->lanes[i].scratch);
+                rnnd_free(p->lanes[i].ibuf);
+                rnnd_free(p->lanes[i].seqs);
+        }
+        rnnd_free(p->lanes);
+        rnnd_free(p->sorted);
         rnnd_free(p);
 }
 
@@ -353,11 +400,10 @@ static uint32_t chunk_steps(const struct pack *pk)
         return s < 1 ? 1 : s > CHUNK_STEPS_MAX ? CHUNK_STEPS_MAX : s;
 }
 
-/* Grows the plan's scratch to hold the buffers of this batch and carves them. */
-static int reserve(struct cpu_plan *p, const struct pack *pk, uint64_t S, struct work *w,
-                   rnnd_error_t *reterr)
+/* Grows a lane's scratch to hold the buffers of this batch and carves them. */
+static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk, uint64_t S,
+                   struct work *w, rnnd_error_t *reterr)
 {
-        const rnnd_model_t *m = p->m;
         const struct rnnd_model_config *cfg = &m->cfg;
         const size_t n = pk->n, H = cfg->hidden_size, P = m->out_size, D = m->dirs;
         const size_t gh = (size_t)m->gates * H;
@@ -374,39 +420,39 @@ static int reserve(struct cpu_plan *p, const struct pack *pk, uint64_t S, struct
 
         for (int i = 0; i < nbuf; i++)
                 total += (sizes[i] + 15) & ~(size_t)15; /* keep each buffer 64-byte aligned */
-        if (total > p->cap) {
-                float *s = rnnd_realloc(p->scratch, total * sizeof(float));
+        if (total > ln->cap) {
+                float *s = rnnd_realloc(ln->scratch, total * sizeof(float));
 
                 if (s == NULL)
                         return rnnd_error_set(reterr, RNND_ENOMEM,
                                               "out of memory for %zu floats of scratch", total);
-                p->scratch = s;
-                p->cap = total;
+                ln->scratch = s;
+                ln->cap = total;
         }
         total = 0;
         for (int i = 0; i < nbuf; i++) {
-                *dst[i] = p->scratch + total;
+                *dst[i] = ln->scratch + total;
                 total += (sizes[i] + 15) & ~(size_t)15;
         }
         return 0;
 }
 
-static int reserve_index(struct cpu_plan *p, uint32_t n, uint32_t T, struct pack *pk,
+static int reserve_index(struct lane *ln, uint32_t n, uint32_t T, struct pack *pk,
                          rnnd_error_t *reterr)
 {
         size_t need = (size_t)n + 2 * (size_t)T + 1;
 
-        if (need > p->icap) {
-                uint32_t *s = rnnd_realloc(p->ibuf, need * sizeof(uint32_t));
+        if (need > ln->icap) {
+                uint32_t *s = rnnd_realloc(ln->ibuf, need * sizeof(uint32_t));
 
                 if (s == NULL)
                         return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a batch");
-                p->ibuf = s;
-                p->icap = need;
+                ln->ibuf = s;
+                ln->icap = need;
         }
-        pk->order = p->ibuf;
-        pk->nt = p->ibuf + n;
-        pk->offs = p->ibuf + n + T;
+        pk->order = ln->ibuf;
+        pk->nt = ln->ibuf + n;
+        pk->offs = ln->ibuf + n + T;
         return 0;
 }
 
@@ -554,6 +600,7 @@ struct sliced {
         const struct pack *pk;
         struct work *w;
         unsigned l, d;
+        unsigned slices; /* participants: the plan's threads, or 1 */
         struct rnnd_spin_barrier barrier;
 };
 
@@ -580,8 +627,9 @@ static void sliced_part(void *arg, unsigned s)
         const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
         const uint32_t ow = m->dirs * H, chunks = (pk->T + chunk_steps(pk) - 1) / chunk_steps(pk);
         const uint32_t panels = H / RNND_CPU_NR;
-        const uint32_t j0 = p->slices == 1 ? 0 : panels * s / p->slices * RNND_CPU_NR;
-        const uint32_t j1 = p->slices == 1 ? H : panels * (s + 1) / p->slices * RNND_CPU_NR;
+        const unsigned n_sl = sc->slices;
+        const uint32_t j0 = n_sl == 1 ? 0 : panels * s / n_sl * RNND_CPU_NR;
+        const uint32_t j1 = n_sl == 1 ? H : panels * (s + 1) / n_sl * RNND_CPU_NR;
         const uint32_t width = j1 - j0;
         const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
         float *hb[2] = {w->h, w->h2};
@@ -607,11 +655,11 @@ static void sliced_part(void *arg, unsigned s)
                  */
                 if (fuse_x) {
                         /* no input projection: the step kernel does it */
-                } else if (p->slices == 1) {
+                } else if (n_sl == 1) {
                         gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f,
                                 w->xg, gh);
                 } else {
-                        uint32_t a = rows * s / p->slices, e = rows * (s + 1) / p->slices;
+                        uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
 
                         gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in,
                                 0.0f, w->xg + (size_t)a * gh, gh);
@@ -659,7 +707,7 @@ static void sliced_part(void *arg, unsigned s)
                                           w->out + (size_t)pk->offs[t] * ow + (size_t)d * H + j0,
                                           ow);
                         }
-                        if (p->slices > 1)
+                        if (n_sl > 1)
                                 rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier,
                                                    &sense);
                 }
@@ -684,19 +732,19 @@ static void final_state(const rnnd_model_t *m, const struct rnnd_batch *b, const
         }
 }
 
-/* Runs layer-direction (l, d), sliced across the plan's team where it can be. */
+/* Runs layer-direction (l, d), sliced across the plan's team when slices > 1. */
 static void run_direction(struct cpu_plan *p, const struct rnnd_batch *b, const struct pack *pk,
-                          unsigned l, unsigned d, struct work *w)
+                          unsigned l, unsigned d, struct work *w, unsigned slices)
 {
-        struct sliced sc = {p, pk, w, l, d, {0}};
+        struct sliced sc = {p, pk, w, l, d, slices, {0}};
 
         if (!sliceable(p->m)) {
                 run_serial(p, pk, l, d, w);
                 return;
         }
         memcpy(w->h2, w->h, (size_t)pk->n * p->m->out_size * sizeof(float));
-        if (p->slices > 1) {
-                rnnd__barrier_init(&sc.barrier, p->slices);
+        if (slices > 1) {
+                rnnd__barrier_init(&sc.barrier, slices);
                 rnnd__team_run(p->team, sliced_part, &sc);
         } else {
                 sliced_part(&sc, 0);
@@ -758,28 +806,28 @@ static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                                        U * sizeof(float));
 }
 
-static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
+/*
+ * Runs batch b of S steps on lane ln, its recurrence sliced across the
+ * plan's team when slices > 1 (lane 0 only).
+ */
+static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batch *b, uint64_t S,
+                     unsigned slices, rnnd_error_t *reterr)
 {
-        struct cpu_plan *p = plan;
         const rnnd_model_t *m = p->m;
         const struct rnnd_model_config *cfg = &m->cfg;
         const uint32_t P = m->out_size, D = m->dirs, L = cfg->num_layers;
         struct pack pk = {0};
         struct work w;
-        uint64_t S = 0;
         uint32_t T = 0;
         int r;
 
-        r = validate(m, b, &S, reterr);
-        if (r < 0)
-                return r;
         for (uint32_t i = 0; i < b->n; i++)
                 T = b->seqs[i].len > T ? b->seqs[i].len : T;
-        r = reserve_index(p, b->n, T, &pk, reterr);
+        r = reserve_index(ln, b->n, T, &pk, reterr);
         if (r < 0)
                 return r;
         pack_batch(b, &pk);
-        r = reserve(p, &pk, S, &w, reterr);
+        r = reserve(m, ln, &pk, S, &w, reterr);
         if (r < 0)
                 return r;
 
@@ -787,7 +835,7 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         for (uint32_t l = 0; l < L; l++) {
                 for (uint32_t d = 0; d < D; d++) {
                         load_state(m, b, &pk, l * D + d, &w);
-                        run_direction(p, b, &pk, l, d, &w);
+                        run_direction(p, b, &pk, l, d, &w, slices);
                         store_state(m, b, &pk, l * D + d, &w);
                         if (l == L - 1)
                                 for (uint32_t i = 0; i < pk.n; i++)
@@ -809,6 +857,89 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         }
         scatter_outputs(m, b, &pk, &w);
         return 0;
+}
+
+/* Team member i's part of a run split by sequence: lane i's share, as a batch of its own. */
+static void split_part(void *arg, unsigned i)
+{
+        struct cpu_plan *p = arg;
+        struct lane *ln = &p->lanes[i];
+        const struct rnnd_batch sub = {ln->seqs, ln->n};
+
+        ln->rc = sub.n > 0 ? run_batch(p, ln, &sub, ln->steps, 1, &ln->err) : 0;
+}
+
+/*
+ * Deals b's sequences to the plan's threads, longest first, each to the lane
+ * with the fewest steps so far, and runs the shares side by side.  Each
+ * sequence's numbers are those of a one-thread run: rows do not mix.
+ */
+static int run_split(struct cpu_plan *p, const struct rnnd_batch *b, rnnd_error_t *reterr)
+{
+        if (b->n > p->sortcap) {
+                uint32_t *s = rnnd_realloc(p->sorted, (size_t)b->n * sizeof(uint32_t));
+
+                if (s == NULL)
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a batch");
+                p->sorted = s;
+                p->sortcap = b->n;
+        }
+        for (unsigned i = 0; i < p->slices; i++) {
+                struct lane *ln = &p->lanes[i];
+
+                if (b->n > ln->seqcap) {
+                        struct rnnd_seq *s = rnnd_realloc(ln->seqs, (size_t)b->n * sizeof(*s));
+
+                        if (s == NULL)
+                                return rnnd_error_set(reterr, RNND_ENOMEM,
+                                                      "out of memory for a batch");
+                        ln->seqs = s;
+                        ln->seqcap = b->n;
+                }
+                ln->n = 0;
+                ln->steps = 0;
+        }
+        /* Longest first (insertion sort: b->n is at most max_batch_size). */
+        for (uint32_t i = 0; i < b->n; i++) {
+                uint32_t j = i;
+
+                while (j > 0 && b->seqs[p->sorted[j - 1]].len < b->seqs[i].len) {
+                        p->sorted[j] = p->sorted[j - 1];
+                        j--;
+                }
+                p->sorted[j] = i;
+        }
+        for (uint32_t k = 0; k < b->n; k++) {
+                const struct rnnd_seq *q = &b->seqs[p->sorted[k]];
+                struct lane *best = &p->lanes[0];
+
+                for (unsigned i = 1; i < p->slices; i++)
+                        if (p->lanes[i].steps < best->steps)
+                                best = &p->lanes[i];
+                best->seqs[best->n++] = *q;
+                best->steps += q->len;
+        }
+        rnnd__team_run(p->team, split_part, p);
+        for (unsigned i = 0; i < p->slices; i++)
+                if (p->lanes[i].rc < 0) {
+                        *reterr = p->lanes[i].err;
+                        return p->lanes[i].rc;
+                }
+        return 0;
+}
+
+static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
+{
+        struct cpu_plan *p = plan;
+        uint64_t S = 0;
+        int r;
+
+        r = validate(p->m, b, &S, reterr);
+        if (r < 0)
+                return r;
+        if (p->slices > 1 && b->n >= SPLIT_ROWS * p->slices)
+                return run_split(p, b, reterr);
+        return run_batch(p, &p->lanes[0], b, S, p->slices, reterr);
 }
 
 const struct rnnd_backend_ops rnnd_cpu_backend = {

@@ -189,53 +189,102 @@ START_TEST(test_batches)
 END_TEST
 
 /*
- * Long ragged batches (many input-projection chunks) give the same numbers on
- * one engine thread and on two, where the recurrence is sliced by hidden
- * unit and the threads meet per chunk and per step.
+ * A batch gives the same numbers on one engine thread as on two or three,
+ * its initial states included, and nothing is written past a length.  With
+ * 9 long ragged sequences (many input-projection chunks) the recurrence is
+ * sliced by hidden unit and the threads meet per chunk and per step; with 52
+ * the batch is split by sequence, each thread running its share alone.
  */
+static const struct {
+        const char *model;
+        unsigned threads;
+        uint32_t n, T;
+} agree_cases[] = {
+        {"lstm_h48_l2_bi_ragged_h0", 2, 9, 300},  {"gru_h48_l2_bi_ragged_h0", 2, 9, 300},
+        {"lstm_h48_l2_bi_ragged_h0", 2, 52, 120}, {"gru_h48_l2_bi_ragged_h0", 2, 52, 120},
+        {"lstm_h48_l2_bi_ragged_h0", 3, 52, 120}, {"gru_h48_l2_bi_ragged_h0", 3, 52, 120},
+};
+
 START_TEST(test_threads_agree)
 {
-        static const char *const models[] = {"lstm_h48_l2_bi_ragged_h0", "gru_h48_l2_bi_ragged_h0"};
-        rnnd_model_t *m = rnnd_test_load_golden(models[_i]);
-        const uint32_t N = 9, T = 300, I = m->cfg.input_size, ow = m->dirs * m->out_size;
+        const char *const model = agree_cases[_i].model;
+        rnnd_model_t *m = rnnd_test_load_golden(model);
+        const unsigned threads = agree_cases[_i].threads;
+        const uint32_t N = agree_cases[_i].n, T = agree_cases[_i].T, I = m->cfg.input_size;
+        const uint32_t ow = m->dirs * m->out_size;
         const size_t states = (size_t)m->cfg.num_layers * m->dirs * m->out_size;
+        const size_t cells = (size_t)m->cfg.num_layers * m->dirs * m->cfg.hidden_size;
+        const bool lstm = m->cfg.cell == RNND_CELL_LSTM;
         float *x = calloc((size_t)N * T * I, sizeof(float));
-        float *y[2], *hn[2];
-        struct rnnd_seq seqs[9];
+        float *h0 = calloc(N * states, sizeof(float)), *c0 = calloc(N * cells, sizeof(float));
+        float *y[2], *hn[2], *cn[2];
+        struct rnnd_seq seqs[52];
         struct rnnd_batch b = {seqs, N};
         rnnd_error_t err = {0};
-        unsigned seed = 11;
+        unsigned seed = 13;
 
         for (size_t k = 0; k < (size_t)N * T * I; k++)
                 x[k] = frand(&seed);
+        for (size_t k = 0; k < N * states; k++)
+                h0[k] = frand(&seed) * 0.5f;
+        for (size_t k = 0; k < N * cells; k++)
+                c0[k] = frand(&seed) * 0.5f;
         for (unsigned t = 0; t < 2; t++) {
-                struct rnnd_instance_opts o = {-1, t + 1};
+                struct rnnd_instance_opts o = {-1, t == 0 ? 1 : threads};
                 struct rnnd_backend_desc d;
+                char want[32];
                 void *plan;
 
-                y[t] = calloc((size_t)N * T * ow, sizeof(float));
+                y[t] = malloc((size_t)N * T * ow * sizeof(float));
                 hn[t] = calloc(N * states, sizeof(float));
+                cn[t] = calloc(N * cells, sizeof(float));
+                for (size_t k = 0; k < (size_t)N * T * ow; k++)
+                        y[t][k] = NAN;
                 for (uint32_t i = 0; i < N; i++)
-                        seqs[i] = (struct rnnd_seq){.len = T - 33 * i,
-                                                    .x = x + (size_t)i * T * I,
-                                                    .y = y[t] + (size_t)i * T * ow,
-                                                    .h_n = hn[t] + i * states};
+                        seqs[i] =
+                                (struct rnnd_seq){.len = 1 + (i * 37) % T,
+                                                  .x = x + (size_t)i * T * I,
+                                                  .h0 = i % 3 != 0 ? h0 + i * states : NULL,
+                                                  .c0 = lstm && i % 3 != 0 ? c0 + i * cells : NULL,
+                                                  .y = y[t] + (size_t)i * T * ow,
+                                                  .h_n = hn[t] + i * states,
+                                                  .c_n = lstm ? cn[t] + i * cells : NULL};
                 ck_assert_int_eq(rnnd_cpu_backend.open(m, &o, &plan, &err), 0);
                 rnnd_cpu_backend.describe(plan, &d);
-                ck_assert_str_eq(d.device, t == 0 ? "cpu (1 thread)" : "cpu (2 threads)");
+                snprintf(want, sizeof(want), "cpu (%u thread%s)", o.threads,
+                         o.threads > 1 ? "s" : "");
+                ck_assert_str_eq(d.device, want);
                 ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+                /* Again on the grown scratch, in a smaller batch that is sliced, not split. */
+                b.n = 5;
+                ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+                b.n = N;
                 rnnd_cpu_backend.close(plan);
         }
-        for (size_t k = 0; k < (size_t)N * T * ow; k++)
-                ck_assert_msg(fabsf(y[0][k] - y[1][k]) <= 1e-5f, "%s: y[%zu] %g vs %g", models[_i],
-                              k, y[0][k], y[1][k]);
+        for (uint32_t i = 0; i < N; i++)
+                for (size_t k = 0; k < (size_t)T * ow; k++) {
+                        float a = y[0][(size_t)i * T * ow + k], c = y[1][(size_t)i * T * ow + k];
+
+                        if (k < (size_t)seqs[i].len * ow)
+                                ck_assert_msg(fabsf(a - c) <= 1e-5f,
+                                              "%s, %u threads: seq %u y[%zu] %g vs %g", model,
+                                              threads, i, k, a, c);
+                        else
+                                ck_assert_msg(isnan(a) && isnan(c), "seq %u: y[%zu] past length", i,
+                                              k);
+                }
         for (size_t k = 0; k < N * states; k++)
                 ck_assert_float_eq_tol(hn[0][k], hn[1][k], 1e-5f);
+        for (size_t k = 0; lstm && k < N * cells; k++)
+                ck_assert_float_eq_tol(cn[0][k], cn[1][k], 1e-5f);
         for (int t = 0; t < 2; t++) {
                 free(y[t]);
                 free(hn[t]);
+                free(cn[t]);
         }
         free(x);
+        free(h0);
+        free(c0);
         rnnd_model_unref(m);
 }
 END_TEST
@@ -307,7 +356,7 @@ static Suite *cpu_suite(void)
         tc = tcase_create("batches");
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_describe);
-        tcase_add_loop_test(tc, test_threads_agree, 0, 2);
+        tcase_add_loop_test(tc, test_threads_agree, 0, RNND_ELEMENTSOF(agree_cases));
         suite_add_tcase(s, tc);
         tc = tcase_create("oom");
         tcase_set_timeout(tc, 60);

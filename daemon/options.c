@@ -200,13 +200,14 @@ static const struct rnnd_option options[] = {
                 .max = 1024,
                 .flags = RNND_OPT_AUTO,
                 .metavar = "N",
-                .help = "Threads of each CPU-engine instance, used by models whose hidden "
-                        "size is a multiple of 16 (an LSTM without projection, a GRU with "
-                        "gru_linear_before_reset, an RNN); other models run on one. A batch "
-                        "of at least 16 sequences per thread is dealt out by sequence, each "
-                        "thread running its share alone; a smaller one has each step split "
-                        "by hidden unit. OpenBLAS itself runs one thread per call. auto is "
-                        "the number of CPUs this process may use.",
+                .help = "Threads of each CPU-engine instance. A batch of at least 16 "
+                        "sequences per thread is dealt out by sequence, each thread running "
+                        "its share alone. A smaller one has each step split across them by "
+                        "hidden unit where the hidden size is a multiple of 16 and the cell "
+                        "allows it (not an LSTM with proj_size, nor a GRU with "
+                        "gru_linear_before_reset false), and else runs on one. OpenBLAS "
+                        "itself runs one thread per call. auto is the number of CPUs this "
+                        "process may use.",
         },
         {
                 .name = "shutdown_timeout",

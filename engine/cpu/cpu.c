@@ -19,13 +19,14 @@
  * embedding gather and the scatter of outputs back to each sequence's own
  * buffers work on the same rows.
  *
- * Threads (a plan of cpu_threads > 1, for a sliceable cell): a batch of at
- * least SPLIT_ROWS sequences per thread is dealt out by sequence, longest
- * first to the thread with the fewest steps, and each thread runs its share
- * as a batch of its own (run_split()).  The threads never wait for each
- * other until the end, so a ragged tail or a thread the OS preempts delays
- * only its own rows.  A smaller batch has each step sliced by hidden unit
- * instead (sliced_part()), the threads meeting once per step.
+ * Threads (a plan of cpu_threads > 1): a batch of at least SPLIT_ROWS
+ * sequences per thread is dealt out by sequence, longest first to the thread
+ * with the fewest steps, and each thread runs its share as a batch of its own
+ * (run_split()).  The threads never wait for each other until the end, so a
+ * ragged tail or a thread the OS preempts delays only its own rows.  A
+ * smaller batch of a sliceable cell has each step sliced by hidden unit
+ * instead (sliced_part()), the threads meeting once per step; other cells
+ * run a small batch on one thread.
  *
  * Scratch memory belongs to the plan's lanes (one per thread), grows to the
  * largest batch each has run, and is bounded by max_batch_size x
@@ -94,9 +95,10 @@ struct cpu_plan {
         unsigned threads;   /* BLAS threads; immutable after open */
         struct packed *pw;  /* [num_layers * dirs]; immutable after open */
         float *pbuf;        /* owns what pw points to */
-        unsigned slices;    /* threads of the plan (1 + team helpers); immutable */
-        rnnd_team_t *team;  /* helpers when slices > 1; worker thread only */
-        struct lane *lanes; /* [slices]; lane i used by thread i only */
+        unsigned n_threads; /* the worker and its team's helpers; immutable */
+        unsigned slices;    /* of them, those that slice a step by hidden unit; immutable */
+        rnnd_team_t *team;  /* helpers when n_threads > 1; worker thread only */
+        struct lane *lanes; /* [n_threads]; lane i used by thread i only */
         uint32_t *sorted;   /* a split run's sequence order, [sortcap]; worker thread only */
         size_t sortcap;
 };
@@ -260,18 +262,19 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
          * them), so each BLAS call runs on the thread that makes it.
          */
         openblas_set_num_threads(1);
-        p->slices = slice_count(m, p->threads);
-        p->lanes = rnnd_calloc(p->slices, sizeof(*p->lanes));
+        p->n_threads = p->threads > 1 ? p->threads : 1;
+        p->slices = slice_count(m, p->n_threads);
+        p->lanes = rnnd_calloc(p->n_threads, sizeof(*p->lanes));
         if (p->lanes == NULL) {
                 cpu_close(p);
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a CPU plan");
         }
-        if (p->slices > 1) {
-                p->team = rnnd__team_new(p->slices);
+        if (p->n_threads > 1) {
+                p->team = rnnd__team_new(p->n_threads);
                 if (p->team == NULL) {
                         cpu_close(p);
                         return rnnd_error_set(reterr, RNND_ENOMEM, "cannot start %u engine threads",
-                                              p->slices);
+                                              p->n_threads);
                 }
         }
         *ret = p;
@@ -288,7 +291,7 @@ static void cpu_close(void *plan)
         rnnd_model_unref(p->m);
         rnnd_free(p->pw);
         rnnd_free(p->pbuf);
-        for (unsigned i = 0; p->lanes != NULL && i < p->slices; i++) {
+        for (unsigned i = 0; p->lanes != NULL && i < p->n_threads; i++) {
                 rnnd_free(p->lanes[i].scratch);
                 rnnd_free(p->lanes[i].ibuf);
                 rnnd_free(p->lanes[i].seqs);
@@ -304,8 +307,8 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
 
         memset(d, 0, sizeof(*d));
         snprintf(d->backend, sizeof(d->backend), "cpu");
-        snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->slices : 1,
-                 p != NULL && p->slices > 1 ? "s" : "");
+        snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->n_threads : 1,
+                 p != NULL && p->n_threads > 1 ? "s" : "");
         snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
         snprintf(d->versions, sizeof(d->versions), "OpenBLAS %s", openblas_get_config());
@@ -641,6 +644,8 @@ static void sliced_part(void *arg, unsigned s)
          */
         const bool fuse_x = pw->lstm && pk->n >= LSTM_FUSE_X_ROWS;
 
+        if (s >= n_sl) /* a team member beyond the slices: nothing to do */
+                return;
         for (uint32_t ci = 0; ci < chunks; ci++) {
                 uint32_t t0, t1, r0, rows;
 
@@ -884,7 +889,7 @@ static int run_split(struct cpu_plan *p, const struct rnnd_batch *b, rnnd_error_
                 p->sorted = s;
                 p->sortcap = b->n;
         }
-        for (unsigned i = 0; i < p->slices; i++) {
+        for (unsigned i = 0; i < p->n_threads; i++) {
                 struct lane *ln = &p->lanes[i];
 
                 if (b->n > ln->seqcap) {
@@ -913,14 +918,14 @@ static int run_split(struct cpu_plan *p, const struct rnnd_batch *b, rnnd_error_
                 const struct rnnd_seq *q = &b->seqs[p->sorted[k]];
                 struct lane *best = &p->lanes[0];
 
-                for (unsigned i = 1; i < p->slices; i++)
+                for (unsigned i = 1; i < p->n_threads; i++)
                         if (p->lanes[i].steps < best->steps)
                                 best = &p->lanes[i];
                 best->seqs[best->n++] = *q;
                 best->steps += q->len;
         }
         rnnd__team_run(p->team, split_part, p);
-        for (unsigned i = 0; i < p->slices; i++)
+        for (unsigned i = 0; i < p->n_threads; i++)
                 if (p->lanes[i].rc < 0) {
                         *reterr = p->lanes[i].err;
                         return p->lanes[i].rc;
@@ -937,7 +942,7 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         r = validate(p->m, b, &S, reterr);
         if (r < 0)
                 return r;
-        if (p->slices > 1 && b->n >= SPLIT_ROWS * p->slices)
+        if (p->n_threads > 1 && b->n >= SPLIT_ROWS * p->n_threads)
                 return run_split(p, b, reterr);
         return run_batch(p, &p->lanes[0], b, S, p->slices, reterr);
 }

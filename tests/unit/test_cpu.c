@@ -192,17 +192,26 @@ END_TEST
  * A batch gives the same numbers on one engine thread as on two or three,
  * its initial states included, and nothing is written past a length.  With
  * 9 long ragged sequences (many input-projection chunks) the recurrence is
- * sliced by hidden unit and the threads meet per chunk and per step; with 52
- * the batch is split by sequence, each thread running its share alone.
+ * sliced by hidden unit, where the cell allows, and the threads meet per chunk
+ * and per step; with 40 or 52 the batch is split by sequence, each thread
+ * running its share alone, whatever the cell.
  */
 static const struct {
         const char *model;
         unsigned threads;
         uint32_t n, T;
 } agree_cases[] = {
-        {"lstm_h48_l2_bi_ragged_h0", 2, 9, 300},  {"gru_h48_l2_bi_ragged_h0", 2, 9, 300},
-        {"lstm_h48_l2_bi_ragged_h0", 2, 52, 120}, {"gru_h48_l2_bi_ragged_h0", 2, 52, 120},
-        {"lstm_h48_l2_bi_ragged_h0", 3, 52, 120}, {"gru_h48_l2_bi_ragged_h0", 3, 52, 120},
+        {"lstm_h48_l2_bi_ragged_h0", 2, 9, 300},
+        {"gru_h48_l2_bi_ragged_h0", 2, 9, 300},
+        {"lstm_h48_l2_bi_ragged_h0", 2, 52, 120},
+        {"gru_h48_l2_bi_ragged_h0", 2, 52, 120},
+        {"lstm_h48_l2_bi_ragged_h0", 3, 52, 120},
+        {"gru_h48_l2_bi_ragged_h0", 3, 52, 120},
+        /* Cells that cannot be sliced by hidden unit: split by sequence, or one thread. */
+        {"lstm_proj_l3_bi_ragged_h0", 2, 40, 50},
+        {"gru_rbr_l2_bi_ragged_noh0", 3, 52, 50},
+        {"rnn_tanh_l3_bi_ragged_h0", 2, 40, 50},
+        {"lstm_proj_l3_bi_ragged_h0", 2, 9, 50},
 };
 
 START_TEST(test_threads_agree)

@@ -179,7 +179,7 @@ bool rnnd_server_ready(const struct rnnd_server *srv)
 
 const char *rnnd_server_platform(const struct rnnd_served_version *sv)
 {
-        return strcmp(sv->desc.backend, "cudnn") == 0 ? "rnnd_cudnn" : "rnnd_cpu";
+        return strcmp(sv->descs[0].backend, "cudnn") == 0 ? "rnnd_cudnn" : "rnnd_cpu";
 }
 
 /* The inference hook, until inference lands. */
@@ -318,40 +318,36 @@ static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
                 sv->instances = pl.n;
                 r = rnnd_pool_new(sv->model, &po, &sv->pool, &err);
         }
+        if (r == 0) {
+                sv->descs = rnnd_mallocarray(sv->instances, sizeof(*sv->descs));
+                if (sv->descs == NULL)
+                        r = rnnd_error_set(&err, RNND_ENOMEM, "out of memory");
+        }
         if (r < 0) {
                 rnnd_placement_done(&pl);
                 sv->status = r;
                 snprintf(sv->reason, sizeof(sv->reason), "%s",
                          err.msg[0] != '\0' ? err.msg : rnnd_strerror(r));
+                sv->pool = rnnd_pool_free(sv->pool);
                 sv->model = rnnd_model_unref(sv->model);
                 rnnd_log(RNND_LOG_WARNING, "model %s version %" PRIu64 ": not loaded: %s",
                          m->entry->name, sv->version, sv->reason);
                 return;
         }
-        sv->descs = rnnd_mallocarray(sv->instances, sizeof(*sv->descs));
-        for (unsigned i = 0; sv->descs != NULL && i < sv->instances; i++) {
+        for (unsigned i = 0; i < sv->instances; i++) {
                 rnnd_pool_describe(sv->pool, i, &sv->descs[i]);
                 if (sv->descs[i].why_not_cudnn[0] == '\0')
                         snprintf(sv->descs[i].why_not_cudnn, sizeof(sv->descs[i].why_not_cudnn),
                                  "%s", pl.why_not_cudnn);
         }
-        if (sv->descs == NULL) {
-                rnnd_placement_done(&pl);
-                sv->pool = rnnd_pool_free(sv->pool);
-                sv->model = rnnd_model_unref(sv->model);
-                sv->status = RNND_ENOMEM;
-                snprintf(sv->reason, sizeof(sv->reason), "out of memory");
-                return;
-        }
-        sv->desc = sv->descs[0];
         memcpy(sv->group_end, pl.group_end, sizeof(sv->group_end));
         rnnd_placement_done(&pl);
         m->n_loaded++;
         rnnd_log(RNND_LOG_INFO, "model %s version %" PRIu64 ": loaded (%s %s, %s, %s)",
                  m->entry->name, sv->version, rnnd_cell_name(m->entry->cfg.cell),
-                 rnnd_server_platform(sv), sv->desc.algo, sv->desc.math);
+                 rnnd_server_platform(sv), sv->descs[0].algo, sv->descs[0].math);
         rnnd_log(RNND_LOG_DEBUG, "model %s version %" PRIu64 ": not on cuDNN: %s", m->entry->name,
-                 sv->version, sv->desc.why_not_cudnn);
+                 sv->version, sv->descs[0].why_not_cudnn);
 }
 
 struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,

@@ -92,8 +92,8 @@ struct rnnd_served_version {
         const struct rnnd_backend_ops *ops; /* the instances' backend; immutable */
         rnnd_pool_t *pool;                  /* the instances, NULL when not loaded; immutable */
         unsigned instances;                 /* worker threads in pool; immutable */
-        struct rnnd_backend_desc desc;      /* instance 0's, why_not_cudnn filled; immutable */
-        struct rnnd_backend_desc *descs;    /* [instances], each instance's own; immutable */
+        /* [instances], describe() of each, why_not_cudnn filled; immutable */
+        struct rnnd_backend_desc *descs;
         /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
         unsigned group_end[RNND_CFG_MAX_INSTANCE_GROUPS];
         struct rnnd_served_model *owner;   /* immutable */

@@ -92,7 +92,6 @@ struct lane {
 
 struct cpu_plan {
         rnnd_model_t *m;    /* a reference; immutable after open */
-        unsigned threads;   /* BLAS threads; immutable after open */
         struct packed *pw;  /* [num_layers * dirs]; immutable after open */
         float *pbuf;        /* owns what pw points to */
         unsigned n_threads; /* the worker and its team's helpers; immutable */
@@ -252,7 +251,6 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
         if (p == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a CPU plan");
         p->m = rnnd_model_ref(m);
-        p->threads = opts != NULL ? opts->threads : 0;
         if (pack_weights(p) < 0) {
                 cpu_close(p);
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory packing weights");
@@ -262,7 +260,7 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
          * them), so each BLAS call runs on the thread that makes it.
          */
         openblas_set_num_threads(1);
-        p->n_threads = p->threads > 1 ? p->threads : 1;
+        p->n_threads = opts != NULL && opts->threads > 1 ? opts->threads : 1;
         p->slices = slice_count(m, p->n_threads);
         p->lanes = rnnd_calloc(p->n_threads, sizeof(*p->lanes));
         if (p->lanes == NULL) {
@@ -333,20 +331,29 @@ static void gemm_nt(uint32_t M, uint32_t N, uint32_t K, const float *A, uint32_t
                     (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
+/*
+ * order[0..n) = b's sequence indexes by length, longest first (stable).
+ * Insertion sort: b->n is at most max_batch_size.
+ */
+static void sort_by_length(const struct rnnd_batch *b, uint32_t *order)
+{
+        for (uint32_t i = 0; i < b->n; i++) {
+                uint32_t j = i, len = b->seqs[i].len;
+
+                while (j > 0 && b->seqs[order[j - 1]].len < len) {
+                        order[j] = order[j - 1];
+                        j--;
+                }
+                order[j] = i;
+        }
+}
+
 /* Sorts sequences by length, longest first (stable), and lays out the steps. */
 static void pack_batch(const struct rnnd_batch *b, struct pack *pk)
 {
         uint32_t n = b->n;
 
-        for (uint32_t i = 0; i < n; i++) {
-                uint32_t j = i, len = b->seqs[i].len;
-
-                while (j > 0 && b->seqs[pk->order[j - 1]].len < len) {
-                        pk->order[j] = pk->order[j - 1];
-                        j--;
-                }
-                pk->order[j] = i;
-        }
+        sort_by_length(b, pk->order);
         pk->n = n;
         pk->T = b->seqs[pk->order[0]].len;
         for (uint32_t t = 0, i = n; t < pk->T; t++) {
@@ -904,16 +911,7 @@ static int run_split(struct cpu_plan *p, const struct rnnd_batch *b, rnnd_error_
                 ln->n = 0;
                 ln->steps = 0;
         }
-        /* Longest first (insertion sort: b->n is at most max_batch_size). */
-        for (uint32_t i = 0; i < b->n; i++) {
-                uint32_t j = i;
-
-                while (j > 0 && b->seqs[p->sorted[j - 1]].len < b->seqs[i].len) {
-                        p->sorted[j] = p->sorted[j - 1];
-                        j--;
-                }
-                p->sorted[j] = i;
-        }
+        sort_by_length(b, p->sorted);
         for (uint32_t k = 0; k < b->n; k++) {
                 const struct rnnd_seq *q = &b->seqs[p->sorted[k]];
                 struct lane *best = &p->lanes[0];

@@ -21,6 +21,7 @@ summary "N passed, N failed"; exits 1 when any check failed.
 """
 
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import os
@@ -89,8 +90,10 @@ def infer(port, model="digits_lstm", rid=None, body=EXAMPLE, timeout=30):
         c.close()
 
 
-def test_notify():
-    """READY, RELOADING + MONOTONIC_USEC + READY on SIGHUP, WATCHDOG, STOPPING."""
+@contextlib.contextmanager
+def notified_rnnd(repo, *flags):
+    """rnnd on repo, its NOTIFY_SOCKET a datagram socket of ours and WATCHDOG_USEC 200 ms:
+    yields (process, the messages so far, port, stderr log path); kills and cleans up after."""
     ns, path, tmp = test_http.notify_socket()
     msgs, stop = [], threading.Event()
     t = threading.Thread(target=collect, args=(ns, msgs, stop))
@@ -101,9 +104,24 @@ def test_notify():
     env.pop("RNND_BACKEND", None)
     # WATCHDOG_PID must be the daemon's own pid: the shell's, which exec keeps.
     p = subprocess.Popen(["sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh", BIN, "--listen=127.0.0.1:%d" % port,
-                          "--model_repository", DEMO, "--threads=2"], stdout=subprocess.DEVNULL, stderr=log,
+                          "--model_repository", repo] + list(flags), stdout=subprocess.DEVNULL, stderr=log,
                          env=env, cwd=SRC)
     try:
+        yield p, msgs, port, log.name
+    finally:
+        stop.set()
+        t.join()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        ns.close()
+        shutil.rmtree(tmp)
+        os.unlink(log.name)
+
+
+def test_notify():
+    """READY, RELOADING + MONOTONIC_USEC + READY on SIGHUP, WATCHDOG, STOPPING."""
+    with notified_rnnd(DEMO, "--threads=2") as (p, msgs, port, _):
         check(wait_for(lambda: any(m.startswith("READY=1") for m in msgs)), "READY=1 is sent", msgs)
         ready = [m for m in msgs if m.startswith("READY=1")][0]
         check("STATUS=Serving 2 of 2 models" in ready, "READY=1 comes with a STATUS", ready)
@@ -132,15 +150,6 @@ def test_notify():
         stopping = next(i for i, m in enumerate(msgs) if m.startswith("STOPPING=1")) if any(
             m.startswith("STOPPING=1") for m in msgs) else len(msgs)
         check("WATCHDOG=1" not in msgs[stopping + 1:], "no WATCHDOG=1 after STOPPING=1")
-    finally:
-        stop.set()
-        t.join()
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        ns.close()
-        shutil.rmtree(tmp)
-        os.unlink(log.name)
 
 
 def zero_lstm(repo, name, hidden, max_len, **cfg):
@@ -176,67 +185,50 @@ def test_watchdog_stall():
     restart a daemon whose worker hangs), with an error naming the model; once the batch
     completes the pings come back.  The batch is one long sequence through a wide LSTM, its
     length chosen from a timed short one so that it runs about 4 s on any build."""
-    ns, path, tmp = test_http.notify_socket()
-    msgs, stop = [], threading.Event()
-    t = threading.Thread(target=collect, args=(ns, msgs, stop))
-    t.start()
-    repo = os.path.join(tmp, "models")
+    repo = tempfile.mkdtemp(prefix="rnnd-wide-")
     zero_lstm(repo, "wide", 1024, 200000)
-    port = test_http.free_port()
-    log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", delete=False)
-    env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="200000")
-    env.pop("RNND_BACKEND", None)
-    p = subprocess.Popen(["sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh", BIN, "--listen=127.0.0.1:%d" % port,
-                          "--model_repository", repo, "--worker_stall_timeout=1s", "--backend=cpu"],
-                         stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=SRC)
     try:
-        check(wait_for(lambda: any(m.startswith("READY=1") for m in msgs)), "READY=1 is sent", msgs)
-        # The time per step, without the request's own cost: the difference of two lengths.
-        took = []
-        for n in (100, 1100):
-            t0 = time.time()
-            st, _ = infer(port, "wide", body=zero_body(n))
-            took.append(time.time() - t0)
-            check(st == 200, "the wide model serves %d steps" % n, st)
-        # At least half the long request's average, should the two timings cross.
-        per_step = max((took[1] - took[0]) / 1000, took[1] / 1100 / 2)
-        steps = max(2000, min(200000, int(4.0 / max(per_step, 1e-6))))
-        res = {}
-        worker = threading.Thread(target=lambda: res.setdefault("r", infer(port, "wide", body=zero_body(steps),
-                                                                            timeout=300)))
-        started = time.time()
-        worker.start()
+        with notified_rnnd(repo, "--worker_stall_timeout=1s", "--backend=cpu") as (p, msgs, port, log):
+            check(wait_for(lambda: any(m.startswith("READY=1") for m in msgs)), "READY=1 is sent", msgs)
+            # The time per step, without the request's own cost: the difference of two lengths.
+            took = []
+            for n in (100, 1100):
+                t0 = time.time()
+                st, _ = infer(port, "wide", body=zero_body(n))
+                took.append(time.time() - t0)
+                check(st == 200, "the wide model serves %d steps" % n, st)
+            # At least half the long request's average, should the two timings cross.
+            per_step = max((took[1] - took[0]) / 1000, took[1] / 1100 / 2)
+            steps = max(2000, min(200000, int(4.0 / max(per_step, 1e-6))))
+            res = {}
+            worker = threading.Thread(target=lambda: res.setdefault("r", infer(port, "wide", body=zero_body(steps),
+                                                                                timeout=300)))
+            started = time.time()
+            worker.start()
 
-        def quiet_since(seconds):
-            # True once no WATCHDOG=1 came for this long while the batch runs.
+            def quiet_since(seconds):
+                # True once no WATCHDOG=1 came for this long while the batch runs.
+                n = len(msgs)
+                time.sleep(seconds)
+                return "WATCHDOG=1" not in msgs[n:]
+            stalled = wait_for(lambda: worker.is_alive() and quiet_since(0.5), 60)
+            check(stalled, "no WATCHDOG=1 while a batch runs past worker_stall_timeout",
+                  (steps, round(per_step * 1e6, 1), msgs[-3:]))
+            worker.join(300)
+            took = time.time() - started
+            check(res.get("r", (0,))[0] == 200, "the long batch is still answered 200", res.get("r", (None,))[0])
             n = len(msgs)
-            time.sleep(seconds)
-            return "WATCHDOG=1" not in msgs[n:]
-        stalled = wait_for(lambda: worker.is_alive() and quiet_since(0.5), 60)
-        check(stalled, "no WATCHDOG=1 while a batch runs past worker_stall_timeout",
-              (steps, round(per_step * 1e6, 1), msgs[-3:]))
-        worker.join(300)
-        took = time.time() - started
-        check(res.get("r", (0,))[0] == 200, "the long batch is still answered 200", res.get("r", (None,))[0])
-        n = len(msgs)
-        check(wait_for(lambda: "WATCHDOG=1" in msgs[n:], 3), "WATCHDOG=1 comes back once the batch completes",
-              round(took, 1))
-        err = open(log.name).read()
-        check(re.search(r"model wide version 1: no batch completed for \d+s with 0 sequences queued and "
-                        r"1 batches running; not pinging the watchdog", err) is not None,
-              "the stall is logged naming the model", err[-600:])
-        check("workers make progress again" in err, "the recovery is logged", err[-600:])
-        p.send_signal(signal.SIGTERM)
-        check(p.wait(timeout=30) == 0, "exit 0 on SIGTERM")
+            check(wait_for(lambda: "WATCHDOG=1" in msgs[n:], 3), "WATCHDOG=1 comes back once the batch completes",
+                  round(took, 1))
+            err = open(log).read()
+            check(re.search(r"model wide version 1: no batch completed for \d+s with 0 sequences queued and "
+                            r"1 batches running; not pinging the watchdog", err) is not None,
+                  "the stall is logged naming the model", err[-600:])
+            check("workers make progress again" in err, "the recovery is logged", err[-600:])
+            p.send_signal(signal.SIGTERM)
+            check(p.wait(timeout=30) == 0, "exit 0 on SIGTERM")
     finally:
-        stop.set()
-        t.join()
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        ns.close()
-        shutil.rmtree(tmp)
-        os.unlink(log.name)
+        shutil.rmtree(repo)
 
 
 def test_socket_activate():

@@ -849,6 +849,30 @@ static int split_body(struct kctx *c, size_t len, size_t json_len, const void *b
         return 0;
 }
 
+/*
+ * Splits a KServe body (split_body()), parses its JSON header into *root and
+ * checks its keys against keys.  On failure *root is NULL.
+ */
+static int open_body(struct kctx *c, const void *body, size_t len, size_t json_len,
+                     const char *const *keys, json_t **root)
+{
+        int r;
+
+        *root = NULL;
+        r = split_body(c, len, json_len, body);
+        if (r < 0)
+                return r;
+        r = load_object(body, json_len, c->lim->max_depth, root, c->err);
+        if (r < 0)
+                return r;
+        r = check_keys(*root, keys, "", c->err);
+        if (r < 0) {
+                json_decref(*root);
+                *root = NULL;
+        }
+        return r;
+}
+
 void rnnd_infer_global_init(void)
 {
         json_object_seed(0);
@@ -886,15 +910,9 @@ int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
         json_t *root = NULL, *v;
         int r;
 
-        r = split_body(&c, len, json_len, body);
+        r = open_body(&c, body, len, json_len, keys, &root);
         if (r < 0)
                 return r;
-        r = load_object(body, json_len, c.lim->max_depth, &root, reterr);
-        if (r < 0)
-                return r;
-        r = check_keys(root, keys, "", reterr);
-        if (r < 0)
-                goto out;
         r = parse_id(&c, json_object_get(root, "id"), req.id, &req.has_id);
         if (r < 0)
                 goto out;
@@ -933,15 +951,9 @@ int rnnd_kserve_parse_response(const void *body, size_t len, size_t json_len,
         json_t *root = NULL, *v;
         int r;
 
-        r = split_body(&c, len, json_len, body);
+        r = open_body(&c, body, len, json_len, keys, &root);
         if (r < 0)
                 return r;
-        r = load_object(body, json_len, c.lim->max_depth, &root, reterr);
-        if (r < 0)
-                return r;
-        r = check_keys(root, keys, "", reterr);
-        if (r < 0)
-                goto out;
         v = json_object_get(root, "model_name");
         r = v == NULL ? path_error(reterr, RNND_EINVAL, "model_name", "missing")
                       : get_string(v, resp.model_name, sizeof(resp.model_name), false, "model_name",

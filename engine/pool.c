@@ -6,8 +6,10 @@
  * states and the counters.  Idle workers wait on one condition variable,
  * with a timeout at the batcher's next due time, so the batching delay is
  * kept to the microsecond by the worker that will run the batch (an event
- * loop timer ticks in milliseconds).  A submit wakes one idle worker, which
- * forms a batch if one is due or goes back to sleep until one will be.
+ * loop timer ticks in milliseconds).  A submit that brings that due time
+ * before every idle worker's wakeup wakes one of them, which forms a batch if
+ * one is due or goes back to sleep until one will be; a sequence that joins
+ * a batch still waiting out its delay wakes nobody.
  * Queue timeouts must fire while every worker is busy, so they are swept by
  * the owner's loop (rnnd_pool_sweep), which the pool wakes through
  * opts.wakeup whenever a submit brings the earliest deadline forward.
@@ -44,6 +46,8 @@ struct worker {
         struct rnnd_backend_desc desc;    /* immutable after new */
         struct rnnd_pool_jobseq **picked; /* [max_batch_size]; worker only */
         struct rnnd_seq *seqs;            /* [max_batch_size]; worker only */
+        uint64_t wait_due;                /* when its wait ends, while waiting; guarded by mu */
+        bool waiting;                     /* in cond_wait; guarded by mu */
         bool in_service;                  /* guarded by mu */
 };
 
@@ -280,9 +284,30 @@ static void gather(struct worker *w, uint32_t n, struct rnnd_batch *b)
         b->n = n;
 }
 
-static void wait_work(rnnd_pool_t *p, uint64_t due)
+/*
+ * Whether the batcher's next due time comes before the wakeup of every
+ * waiting worker, so that one must be woken.  A worker that wakes by then
+ * anyway forms the batch itself: a sequence that joins a batch still waiting
+ * out its delay wakes nobody.  Called with mu held, some worker waiting.
+ */
+static bool due_before_waits_locked(const rnnd_pool_t *p)
+{
+        uint64_t due = rnnd_batcher_next_due(p->batcher);
+
+        for (unsigned i = 0; i < p->started; i++) {
+                const struct worker *w = &p->workers[i];
+
+                if (w->waiting && w->wait_due <= due)
+                        return false;
+        }
+        return true;
+}
+
+static void wait_work(rnnd_pool_t *p, struct worker *w, uint64_t due)
 {
         p->waiting++;
+        w->waiting = true;
+        w->wait_due = due;
         if (due == UINT64_MAX) {
                 pthread_cond_wait(&p->work, &p->mu);
         } else {
@@ -291,6 +316,7 @@ static void wait_work(rnnd_pool_t *p, uint64_t due)
 
                 pthread_cond_timedwait(&p->work, &p->mu, &ts);
         }
+        w->waiting = false;
         p->waiting--;
 }
 
@@ -335,7 +361,7 @@ static void *worker_main(void *arg)
                                 continue;
                 }
                 if (n == 0) {
-                        wait_work(p, rnnd_batcher_next_due(p->batcher));
+                        wait_work(p, w, rnnd_batcher_next_due(p->batcher));
                         continue;
                 }
                 p->st.running++;
@@ -561,7 +587,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
                 p->sweep_due = deadline;
                 wake = true;
         }
-        if (p->waiting > 0)
+        if (p->waiting > 0 && due_before_waits_locked(p))
                 pthread_cond_signal(&p->work);
         pthread_mutex_unlock(&p->mu);
         if (wake && p->opts.wakeup != NULL)

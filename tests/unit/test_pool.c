@@ -633,10 +633,18 @@ START_TEST(test_delay_and_close)
         seqs_init(seqs, 5, lens, 0);
         o.max_queue_delay_ns = 30ull * 1000000000u; /* far longer than the test */
         ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
-        /* Four sequences fill a batch: it runs without the delay. */
+        /*
+         * Four sequences fill a batch: it runs without the delay.  The first
+         * comes alone, so the worker is asleep until its due time when the
+         * fourth fills the batch.
+         */
         for (int j = 0; j < 4; j++) {
                 job_init(&jobs[j], &seqs[j], 1, j);
                 ck_assert_int_eq(rnnd_pool_submit(p, &jobs[j], &err), 0);
+                if (j == 0) {
+                        usleep(20000);
+                        ck_assert_int_eq(atomic_load(&runs), 0);
+                }
         }
         wait_done(4);
         ck_assert_int_eq(atomic_load(&runs), 1);

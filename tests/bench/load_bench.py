@@ -20,7 +20,9 @@ the end, so each row's server figures are that point's steady state:
 - padding efficiency = delta rnnd_batch_steps_used_total / delta
   rnnd_batch_steps_total for the model (GET /metrics).
 
-A scenario's "daemon" object gives rnnd settings (--KEY=VALUE).
+A scenario's "daemon" object gives rnnd settings (--KEY=VALUE).  A scenario of a
+bundled model may replace its config's "batching" object (batching off is
+max_batch_size 1).
 
 Stdout is markdown (machine, date, command, one table per scenario, and for
 each pair of scenarios "X, batching on" / "X, batching off" the ratio of
@@ -89,6 +91,19 @@ def generate_model(dirname, cfg, seed=1):
     write_safetensors(os.path.join(dirname, "1", "model.safetensors"), tensors)
 
 
+def bundled_with_batching(src, dirname, batching):
+    """A bundled model with its config's batching object replaced; the rest is linked."""
+    os.makedirs(dirname)
+    for name in os.listdir(src):
+        if name != "config.json":
+            os.symlink(os.path.join(src, name), os.path.join(dirname, name))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["batching"] = batching
+    with open(os.path.join(dirname, "config.json"), "w") as f:
+        json.dump(cfg, f)
+
+
 def get(url):
     with urllib.request.urlopen(url, timeout=30) as r:
         return r.read().decode()
@@ -124,6 +139,9 @@ def run_scenario(sc, build, defaults, tmp):
     model = sc["model"]
     if "generate" in sc:
         generate_model(os.path.join(repo, model), sc["generate"])
+    elif "batching" in sc:
+        bundled_with_batching(os.path.join(ROOT, "config", "models", model), os.path.join(repo, model),
+                              sc["batching"])
     else:
         os.symlink(os.path.join(ROOT, "config", "models", model), os.path.join(repo, model))
     port = free_port()

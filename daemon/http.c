@@ -112,6 +112,9 @@ void *rnnd_http_request_data(const struct rnnd_http_request *r)
 
 /* Responses. */
 
+/* Seconds a client is asked to wait before it tries a 503 again. */
+#define RETRY_AFTER_S "1"
+
 /* Adds the headers every response carries; false when MHD ran out of memory. */
 static bool add_common_headers(struct rnnd_http_request *r, struct MHD_Response *resp,
                                const char *content_type)
@@ -155,6 +158,9 @@ int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *
                 MHD_destroy_response(r->resp);
         r->resp = resp;
         r->resp_status = status;
+        /* Every 503 is a condition that passes: overload, a model not (yet) loaded, a drain. */
+        if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+                return rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
         return 0;
 }
 

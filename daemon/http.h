@@ -70,8 +70,9 @@ void *rnnd_http_request_data(const struct rnnd_http_request *r);
  * Prepares the response: status, Content-Type and body[0..len), which this
  * steals (it must come from rnnd_malloc; NULL with len 0 for none).  A
  * second call replaces the first.  Returns 0 or RNND_ENOMEM (the body is
- * freed either way).  Called by the request's current owner: the MHD thread
- * inside the hook, or the worker before rnnd_http_resume().
+ * freed either way).  A 503 gets "Retry-After: 1".  Called by the request's
+ * current owner: the MHD thread inside the hook, or the worker before
+ * rnnd_http_resume().
  */
 int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *content_type,
                       void *body, size_t len);

@@ -25,7 +25,6 @@
 #include "infer.h"
 
 /* Seconds a client is told to wait after a 503. */
-#define RETRY_AFTER "1"
 
 struct infer_ctx {
         struct rnnd_infer_request req;
@@ -85,15 +84,11 @@ static void ctx_free(void *data)
         rnnd_free(c);
 }
 
-/* Answers err with its HTTP status, and Retry-After on a 503. */
+/* Answers err with its HTTP status (a 503 carries Retry-After). */
 static void respond_error(struct rnnd_http_request *r, int code, const rnnd_error_t *err)
 {
-        unsigned status = (unsigned)rnnd_error_http_status(code);
-
-        rnnd_http_respond_error(r, status, "%s",
+        rnnd_http_respond_error(r, (unsigned)rnnd_error_http_status(code), "%s",
                                 err != NULL && err->msg[0] ? err->msg : rnnd_strerror(code));
-        if (status == 503)
-                rnnd_http_respond_header(r, "Retry-After", RETRY_AFTER);
 }
 
 /* Renders the outputs in the request's protocol; on failure answers 500. */

@@ -163,8 +163,6 @@ static void answer(struct op *op, unsigned status, const char *msg)
                 rnnd_http_respond(req, status, "text/plain; charset=utf-8", NULL, 0);
         else
                 rnnd_http_respond_error(req, status, "%s", msg);
-        if (status == 503)
-                rnnd_http_respond_header(req, "Retry-After", "1");
         rnnd_http_resume(req);
         op->req = rnnd_http_request_unref(req);
 }

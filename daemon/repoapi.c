@@ -198,8 +198,6 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
                                   name, r, &err);
         if (ret < 0) {
                 fail(r, ret, "%s", err.msg);
-                if (ret == RNND_EUNAVAIL)
-                        rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
                 rnnd_http_resume(r);
         }
 }

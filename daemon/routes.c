@@ -1054,7 +1054,6 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
 
         if (atomic_load(&srv->stopping)) {
                 fail(r, RNND_EUNAVAIL, "the server is shutting down");
-                rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
                 return;
         }
         if (atomic_load(&r->model->retired) && !repin(r))
@@ -1078,8 +1077,6 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
                 }
                 rnnd_http_respond_error(r, (unsigned)rnnd_error_http_status(ret), "%s",
                                         err.msg[0] != '\0' ? err.msg : rnnd_strerror(ret));
-                if (ret == RNND_EUNAVAIL || ret == RNND_ETIMEDOUT)
-                        rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
         }
 }
 

@@ -465,11 +465,16 @@ def test_broken_repository():
             st, h, b = d.json("GET", "/v2/models/badcfg/ready")
             check(st == 400 and "colour" in b.get("error", ""), "a bad config's model is not ready and says why", (st, b))
             st, h, b = d.json("GET", "/v2/models/badcfg")
-            check(st == 503 and "colour" in b.get("error", ""), "a bad config's metadata is 503 with the reason", (st, b))
+            check(st == 503 and "colour" in b.get("error", "") and h.get("retry-after") == "1",
+                  "a bad config's metadata is 503 with the reason and Retry-After", (st, h, b))
             st, h, b = d.json("GET", "/v2/models/noweights/versions/1/ready")
             check(st == 400 and error_body(b), "a version without weights is not ready", (st, b))
             st, h, b = d.json("POST", "/v2/models/noweights/infer", body="{}")
-            check(st == 503 and error_body(b), "infer on a model with no loaded version is 503", (st, b))
+            check(st == 503 and error_body(b) and h.get("retry-after") == "1",
+                  "infer on a model with no loaded version is 503 with Retry-After", (st, h, b))
+            st, h, b = d.json("GET", "/v1/models/badcfg")
+            check(st == 503 and "colour" in b.get("error", "") and h.get("retry-after") == "1",
+                  "TF Serving status of a bad config's model is 503 with Retry-After", (st, h, b))
             st, h, b = d.json("GET", "/v1/models/noweights")
             vs = b.get("model_version_status", [{}])[0] if st == 200 else {}
             check(st == 200 and vs.get("state") == "END" and vs.get("status", {}).get("error_code") != "OK"

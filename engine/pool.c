@@ -554,7 +554,9 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
                 timeout = job->timeout_ns;
         now = now_ns();
-        deadline = timeout != 0 ? now + timeout : 0;
+        deadline = 0;
+        if (timeout != 0) /* a timeout of centuries saturates rather than wraps */
+                deadline = timeout < UINT64_MAX - 1 - now ? now + timeout : UINT64_MAX - 1;
         job->queued_ns = now;
         job->started_ns = job->finished_ns = 0;
         job->remaining_ = n;

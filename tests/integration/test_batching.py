@@ -245,6 +245,14 @@ def test_timeouts(d):
     body["parameters"] = {"timeout": 10000000}
     st, _, resp = d.json("POST", "/v2/models/queue_timeout/infer", body=json.dumps(body))
     check(st == 503, "a request cannot lengthen the model's queue timeout", (st, resp))
+    # The longest timeout accepted (~584,000 years) waits out the delay like none at all.
+    body["parameters"] = {"timeout": 18446744073709551}
+    st, _, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
+    check(st == 200, "the longest timeout does not wrap around and expire at once", (st, resp))
+    body["parameters"] = {"timeout": 18446744073709552}
+    st, _, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
+    check(st == 400 and "parameters.timeout" in (resp or {}).get("error", ""),
+          "one microsecond more is a 400 naming parameters.timeout", (st, resp))
 
 
 def test_priority(d):
@@ -258,7 +266,9 @@ def test_priority(d):
             check("parameters.priority" in (resp or {}).get("error", ""), "the 400 names parameters.priority",
                   resp)
     st, _, cfg = d.json("GET", "/v2/models/lstm/config")
-    check(st == 200, "config answers")
+    db = (cfg or {}).get("dynamic_batching", {})
+    check(st == 200 and db.get("priority_levels") == 2 and db.get("default_priority_level") == 2,
+          "the config shows the two levels, the default the lowest", (st, db))
 
 
 def test_cancel(d):

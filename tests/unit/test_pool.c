@@ -451,6 +451,36 @@ START_TEST(test_timeout_sweep)
 }
 END_TEST
 
+START_TEST(test_timeout_saturates)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 16, 4);
+        static const uint32_t lens[2] = {2, 2};
+        struct rnnd_seq seqs[2];
+        rnnd_job_t jobs[2];
+        rnnd_error_t err = {0};
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        seqs_init(seqs, 2, lens, 0);
+        p = start_busy(m, &o, &jobs[0], &seqs[0]);
+        /* A timeout past the end of the clock (the HTTP layer allows ~584,000 years). */
+        job_init(&jobs[1], &seqs[1], 1, 1);
+        jobs[1].timeout_ns = UINT64_MAX - 1000;
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        ck_assert_uint_eq(rnnd_pool_sweep(p), UINT64_MAX - 1);
+        ck_assert_int_eq(atomic_load(&done_timeout), 0);
+        sem_post(&gate);
+        sem_wait(&entered);
+        sem_post(&gate);
+        wait_done(2);
+        ck_assert_int_eq(atomic_load(&done_ok), 2);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 static bool gone(rnnd_job_t *job)
 {
         (void)job;
@@ -743,6 +773,7 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_batches_across_jobs);
         tcase_add_test(tc, test_queue_full_and_stop);
         tcase_add_test(tc, test_timeout_sweep);
+        tcase_add_test(tc, test_timeout_saturates);
         tcase_add_test(tc, test_cancel_gone_client);
         tcase_add_test(tc, test_priority);
         tcase_add_test(tc, test_failed_run_fails_its_jobs);

@@ -273,6 +273,21 @@ struct rnnd_bseq *rnnd_batcher_oldest(const rnnd_batcher_t *b)
         return best;
 }
 
+struct rnnd_bseq *rnnd_batcher_next(const rnnd_batcher_t *b, const struct rnnd_bseq *s)
+{
+        uint32_t l = 0;
+
+        if (s != NULL) {
+                if (s->fifo_next != NULL)
+                        return s->fifo_next;
+                l = s->level + 1;
+        }
+        for (; l < b->p.levels; l++)
+                if (b->levels[l].head != NULL)
+                        return b->levels[l].head;
+        return NULL;
+}
+
 uint64_t rnnd_batcher_next_due(const rnnd_batcher_t *b)
 {
         const struct rnnd_bseq *o = rnnd_batcher_oldest(b);

@@ -94,4 +94,11 @@ uint64_t rnnd_batcher_next_deadline(const rnnd_batcher_t *b);
 /* The oldest waiting sequence of any level, or NULL. */
 struct rnnd_bseq *rnnd_batcher_oldest(const rnnd_batcher_t *b);
 
+/*
+ * Walks the waiting sequences: the one after queued s (NULL: the first), by
+ * level from the highest and by arrival within one; NULL after the last.
+ * Removing s itself ends the walk; removing others keeps it valid.
+ */
+struct rnnd_bseq *rnnd_batcher_next(const rnnd_batcher_t *b, const struct rnnd_bseq *s);
+
 #endif

@@ -323,25 +323,31 @@ START_TEST(test_bad_params)
 END_TEST
 
 /*
- * Fairness: a long sequence now and then in a steady stream of shorter ones,
- * with a batch size that keeps up.  Every sequence, the long ones included,
- * leaves within a few rounds of arriving; a batcher that took the shortest
- * first would leave the long ones waiting for as long as the stream lasts.
+ * Fairness: a steady stream of short sequences that keeps every batch full
+ * (a backlog of 8, then as many arrivals per round as one batch takes), with
+ * a long one in every tenth round.  Every sequence, the long ones included,
+ * leaves within 4 rounds of arriving (the backlog alone is 2 rounds).  A
+ * batcher that started from the shortest would always find short ones closer
+ * in length and leave each long one waiting until the backlog ran dry: with
+ * that change, 80 rounds.
  */
 START_TEST(test_fairness)
 {
-        static struct rnnd_bseq seqs[4096];
-        static const struct rnnd_batcher_params bp = {4, 400, 0, 100, 1, 4096};
+        enum { ROUNDS = 1000, BACKLOG = 8, N = BACKLOG + 4 * ROUNDS };
+        static struct rnnd_bseq seqs[N];
+        static const struct rnnd_batcher_params bp = {4, 400, 0, 100, 1, N};
         struct rnnd_bseq *out[4];
         uint64_t worst_long = 0, worst = 0;
         rnnd_batcher_t *b;
-        int n = 0, longs = 0;
+        int n = 0, longs = 0, served = 0;
 
         ck_assert_int_eq(rnnd_batcher_new(&bp, &b), 0);
-        for (uint64_t t = 0; t < 1000; t++) {
-                int arrivals = t % 10 == 0 ? 4 : 3;
-
-                for (int k = 0; k < arrivals && n < 4096; k++) {
+        for (int k = 0; k < BACKLOG; k++) {
+                seqs[n] = (struct rnnd_bseq){.len = 2 + (uint32_t)(k % 3), .arrival_ns = 0};
+                rnnd_batcher_push(b, &seqs[n++]);
+        }
+        for (uint64_t t = 0; t < ROUNDS; t++) {
+                for (int k = 0; k < 4; k++) {
                         bool is_long = t % 10 == 0 && k == 0;
 
                         seqs[n] = (struct rnnd_bseq){.len = is_long ? 90 : 2 + (uint32_t)(k % 3),
@@ -352,25 +358,51 @@ START_TEST(test_fairness)
                 for (uint32_t i = 0, got = rnnd_batcher_pop(b, t, false, out); i < got; i++) {
                         uint64_t wait = t - out[i]->arrival_ns;
 
+                        served++;
                         if (wait > worst)
                                 worst = wait;
                         if (out[i]->len == 90 && wait > worst_long)
                                 worst_long = wait;
                 }
         }
-        ck_assert_int_eq(longs, 100);
-        ck_assert_msg(worst_long <= 3, "a long sequence waited %llu rounds",
+        ck_assert_int_eq(longs, ROUNDS / 10);
+        ck_assert_int_eq(served, 4 * ROUNDS); /* every batch was full */
+        ck_assert_msg(worst_long <= 4, "a long sequence waited %llu rounds",
                       (unsigned long long)worst_long);
-        ck_assert_msg(worst <= 3, "a sequence waited %llu rounds", (unsigned long long)worst);
+        ck_assert_msg(worst <= 4, "a sequence waited %llu rounds", (unsigned long long)worst);
         rnnd_batcher_free(b);
 }
 END_TEST
 
 /*
+ * rnnd_batcher_next() visits exactly the queued sequences among seqs[0..n),
+ * each once, by level and then arrival.
+ */
+static void walk_matches(const rnnd_batcher_t *b, const struct rnnd_bseq *seqs, int n)
+{
+        const struct rnnd_bseq *s, *prev = NULL;
+        uint32_t visited = 0;
+        int queued = 0;
+
+        for (s = rnnd_batcher_next(b, NULL); s != NULL; prev = s, s = rnnd_batcher_next(b, s)) {
+                ck_assert(s >= seqs && s < seqs + n && s->queued);
+                if (prev != NULL)
+                        ck_assert(prev->level < s->level ||
+                                  (prev->level == s->level && prev->arrival_ns <= s->arrival_ns));
+                visited++;
+        }
+        for (int i = 0; i < n; i++)
+                queued += seqs[i].queued;
+        ck_assert_uint_eq(visited, rnnd_batcher_count(b));
+        ck_assert_int_eq(queued, (int)visited);
+}
+
+/*
  * Random pushes, removals, expiries and pops against the invariants: every
  * batch is within max_batch_size and max_batch_steps, starts with the
  * oldest of the highest waiting level, holds only queued sequences, and in
- * the end every sequence left exactly once.
+ * the end every sequence left exactly once.  Walks of the queue between
+ * them see every waiting sequence once.
  */
 START_TEST(test_random_invariants)
 {
@@ -407,6 +439,8 @@ START_TEST(test_random_invariants)
                                 left[i]++;
                                 gone++;
                         }
+                } else if (r < 62) {
+                        walk_matches(b, seqs, pushed);
                 } else if (r < 70) {
                         uint32_t n = rnnd_batcher_pop_expired(b, t, out, N);
 

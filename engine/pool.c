@@ -18,10 +18,13 @@
  * rnnd_pool_jobseq).  A job completes when its last sequence finishes or
  * leaves the queue; the first error wins and cancels its waiting sequences,
  * but sequences already running are waited for, since they write into the
- * job's buffers.  done() is always called without the mutex, from a list
- * collected under it.  A run that returns RNND_EDEVLOST takes its worker out
- * of service and pushes the batch back at its old place in the queue.
- * Lock order: only pool->mu, never nested.
+ * job's buffers.  Whether a job's client is still there is asked once per
+ * batch that holds any of its sequences, and of every waiting job when a
+ * submit finds the queue full (at most every REAP_INTERVAL_NS), so that the
+ * sequences of clients that left neither run nor hold the room of live ones.  done() is always
+ * called without the mutex, from a list collected under it.  A run that returns RNND_EDEVLOST takes
+ * its worker out of service and pushes the batch back at its old place in the queue. Lock order:
+ * only pool->mu, never nested.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -51,6 +54,9 @@ struct worker {
         bool in_service;                  /* guarded by mu */
 };
 
+/* How often a full queue may be searched for jobs whose client has gone. */
+#define REAP_INTERVAL_NS 10000000u
+
 struct size_stat {
         uint64_t count, ns;
 };
@@ -70,6 +76,8 @@ struct rnnd_pool {
         struct size_stat *by_size; /* [max_batch_size]; guarded by mu */
         uint64_t completed;        /* guarded by mu */
         uint64_t sweep_due;        /* deadline the owner was last told of; guarded by mu */
+        uint64_t round;            /* numbers the alive() checks; guarded by mu */
+        uint64_t reaped_ns;        /* the last search for gone clients; guarded by mu */
         unsigned n_open;           /* opens finished; guarded by mu */
         unsigned waiting;          /* workers in cond_wait; guarded by mu */
         int open_status;           /* first failing open; guarded by mu */
@@ -147,6 +155,49 @@ static void complete(rnnd_job_t *list)
         }
 }
 
+/*
+ * Asks whether job's client is still there, once per round; if it has gone,
+ * cancels the job's waiting sequences.  Returns false for a canceled job.
+ * Called with mu held.
+ */
+static bool check_alive_locked(rnnd_pool_t *p, rnnd_job_t *job, rnnd_job_t **done)
+{
+        rnnd_error_t err;
+
+        if (job->status_ != 0 || job->alive == NULL || job->asked_ == p->round)
+                return job->status_ == 0;
+        job->asked_ = p->round;
+        if (job->alive(job))
+                return true;
+        p->st.canceled++;
+        rnnd_error_set(&err, RNND_ECANCELED, "model '%s': the client went away", p->m->name);
+        fail_job(p, job, &err, done);
+        return false;
+}
+
+/*
+ * Cancels the waiting jobs whose client has gone, when the last search is
+ * REAP_INTERVAL_NS old.  Called with mu held, when the queue is full.
+ */
+static void reap_gone_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
+{
+        struct rnnd_bseq *node, *next;
+
+        if (now - p->reaped_ns < REAP_INTERVAL_NS)
+                return;
+        p->reaped_ns = now;
+        p->round++;
+        for (node = rnnd_batcher_next(p->batcher, NULL); node != NULL; node = next) {
+                rnnd_job_t *job = jobseq(node)->job;
+
+                /* Canceling removes the job's nodes: go on from another job's. */
+                next = rnnd_batcher_next(p->batcher, node);
+                while (next != NULL && jobseq(next)->job == job)
+                        next = rnnd_batcher_next(p->batcher, next);
+                (void)check_alive_locked(p, job, done);
+        }
+}
+
 /* Expires what is past its deadline.  Called with mu held. */
 static void expire_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
 {
@@ -168,8 +219,8 @@ static void expire_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
 
 /*
  * Forms a batch for w if one is due, dropping the sequences of jobs whose
- * client has gone.  Returns how many sequences w->picked holds.  Called with
- * mu held.
+ * client has gone (and the rest of those jobs' waiting sequences).  Returns
+ * how many sequences w->picked holds.  Called with mu held.
  */
 static uint32_t form_locked(rnnd_pool_t *p, struct worker *w, uint64_t now, rnnd_job_t **done)
 {
@@ -178,22 +229,14 @@ static uint32_t form_locked(rnnd_pool_t *p, struct worker *w, uint64_t now, rnnd
 
         expire_locked(p, now, done);
         n = rnnd_batcher_pop(p->batcher, now, p->closed, nodes);
+        if (n > 0)
+                p->round++;
         for (uint32_t i = 0; i < n; i++) {
                 struct rnnd_pool_jobseq *s = jobseq(nodes[i]);
                 rnnd_job_t *job = s->job;
 
-                if (job->started_ns == 0 && job->status_ == 0) {
-                        if (job->alive != NULL && !job->alive(job)) {
-                                rnnd_error_t err;
-
-                                p->st.canceled++;
-                                rnnd_error_set(&err, RNND_ECANCELED,
-                                               "model '%s': the client went away", p->m->name);
-                                fail_job(p, job, &err, done);
-                        } else {
-                                job->started_ns = now;
-                        }
-                }
+                if (check_alive_locked(p, job, done) && job->started_ns == 0)
+                        job->started_ns = now;
                 if (job->status_ != 0) {
                         finish_seqs(job, 1, done); /* popped: no longer queued */
                         continue;
@@ -519,11 +562,19 @@ static int check_job(const rnnd_pool_t *p, const rnnd_job_t *job, rnnd_error_t *
         return 0;
 }
 
-/* Why a submit is refused, or 0.  Called with mu held. */
-static int admit_locked(rnnd_pool_t *p, uint32_t n, rnnd_error_t *reterr)
+/*
+ * Why a submit of n sequences is refused, or 0.  A full queue is first rid
+ * of the jobs whose client has gone.  Called with mu held.
+ */
+static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **done,
+                        rnnd_error_t *reterr)
 {
         uint32_t q = rnnd_batcher_count(p->batcher);
 
+        if (!p->closed && n > p->opts.max_queue - q) {
+                reap_gone_locked(p, now, done);
+                q = rnnd_batcher_count(p->batcher);
+        }
         if (p->closed)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
                                       p->m->name);
@@ -541,6 +592,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 {
         uint32_t n = job->batch.n;
         uint64_t now, timeout, deadline;
+        rnnd_job_t *done = NULL;
         bool wake = false;
         int r;
 
@@ -563,6 +615,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         job->status_ = 0;
         memset(&job->err_, 0, sizeof(job->err_));
         job->next_ = NULL;
+        job->asked_ = 0;
         for (uint32_t i = 0; i < n; i++) {
                 struct rnnd_pool_jobseq *s = &job->seqs_[i];
 
@@ -575,10 +628,11 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         }
 
         pthread_mutex_lock(&p->mu);
-        r = admit_locked(p, n, reterr);
+        r = admit_locked(p, n, now, &done, reterr);
         if (r < 0) {
                 p->st.rejected++;
                 pthread_mutex_unlock(&p->mu);
+                complete(done);
                 rnnd_free(job->seqs_);
                 job->seqs_ = NULL;
                 return r;
@@ -592,6 +646,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         if (p->waiting > 0 && due_before_waits_locked(p))
                 pthread_cond_signal(&p->work);
         pthread_mutex_unlock(&p->mu);
+        complete(done);
         if (wake && p->opts.wakeup != NULL)
                 p->opts.wakeup(p->opts.wakeup_arg);
         return 0;

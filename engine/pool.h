@@ -10,7 +10,8 @@
  * Admission: a submit that would pass max_queue waiting sequences fails at
  * once (a 503, never a hang).  Each sequence may expire after the queue
  * timeout (the smaller of the pool's and the job's); a job whose client went
- * away is canceled when its first sequence would start.  Expiry runs in
+ * away is canceled (its sequences that have not started) when one of its
+ * sequences would start, or when a submit finds the queue full.  Expiry runs in
  * rnnd_pool_sweep(), which the owner's event loop calls when the pool asks
  * for it through the wakeup callback.
  */
@@ -35,14 +36,18 @@ struct rnnd_job {
 
         /*
          * Optional: false when the client has gone.  Called under the pool's
-         * lock, once per job, when its first sequence is about to start; a
-         * dead job completes with RNND_ECANCELED instead.  Must not block.
+         * lock: once per batch that is about to run any of the job's
+         * sequences, and when a submit finds the queue full (every waiting
+         * job, at most every 10 ms).  A dead job's waiting sequences are
+         * dropped, and it completes with RNND_ECANCELED once its running
+         * ones end.  Must not block.
          */
         bool (*alive)(rnnd_job_t *job);
 
         /*
          * Called once, without the pool's lock, on a worker thread, in
-         * rnnd_pool_sweep() or in rnnd_pool_stop(), with 0 or a negative
+         * rnnd_pool_sweep(), in rnnd_pool_stop(), or in rnnd_pool_submit()
+         * of another job (a canceled one), with 0 or a negative
          * RNND_E* and its message.  The pool does not touch the job after.
          */
         void (*done)(rnnd_job_t *job, int status, const rnnd_error_t *err);
@@ -59,6 +64,7 @@ struct rnnd_job {
         int status_;
         rnnd_error_t err_;
         rnnd_job_t *next_;
+        uint64_t asked_; /* the round alive() was last asked in */
 };
 
 /* One instance of a pool: which backend and where. */

@@ -9,7 +9,8 @@
   does not grow from one flood to the next;
 - a request's `timeout` parameter and the model's queue_timeout_us answer 503
   "timeout expired"; `priority` outside the model's levels is a 400 naming it;
-- a client that disconnects while its request waits is canceled, not run.
+- a client that disconnects while its request waits is canceled, not run, and
+  a full queue gives its place to the next request at once.
 
 Python 3 standard library only; reuses test_http.py's Daemon and check().
 """
@@ -291,6 +292,24 @@ def test_cancel(d):
     check(st == 200, "the daemon keeps serving")
 
 
+def test_cancel_frees_room(d):
+    """A client that leaves a full queue gives its place to the next one at once."""
+    rng = random.Random(10)
+    body = request_body([sequence(rng, 5) for _ in range(8)]).encode()
+    head = ("POST /v2/models/small_queue/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % len(body)).encode()
+    before = metric(d, "rnnd_requests_canceled_total", "small_queue") or 0
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(head + body)  # 8 sequences: the queue of 8 is full for the 200 ms delay
+    time.sleep(0.05)
+    s.close()
+    time.sleep(0.02)
+    st, h, resp = d.json("POST", "/v2/models/small_queue/infer", body=request_body([sequence(rng, 4)]))
+    check(st == 200, "a live request gets the room of the client that left, not 503", (st, h, resp))
+    check(metric(d, "rnnd_requests_canceled_total", "small_queue") == before + 1,
+          "the request of the client that left is canceled")
+
+
 def test_instance_groups(d):
     """The config lists each group's own instances (on this machine all on the CPU, and with
     the backend's reason when a group asked for auto)."""
@@ -322,6 +341,7 @@ def main():
             test_timeouts(d)
             test_priority(d)
             test_cancel(d)
+            test_cancel_frees_room(d)
         finally:
             rc, _ = d.stop()
             check(rc == 0, "rnnd exits 0 on SIGTERM", rc)

@@ -527,6 +527,91 @@ START_TEST(test_cancel_gone_client)
 }
 END_TEST
 
+/* A full queue is first rid of the jobs whose client has gone: the live job gets in. */
+START_TEST(test_cancel_frees_room)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 2, 8);
+        static const uint32_t lens[4] = {2, 2, 2, 2};
+        struct rnnd_seq seqs[4];
+        rnnd_job_t jobs[3];
+        rnnd_error_t err = {0};
+        struct rnnd_pool_stats st;
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        seqs_init(seqs, 4, lens, 0);
+        p = start_busy(m, &o, &jobs[0], &seqs[0]);
+        /* Job 1's two sequences fill the queue of 2; then its client leaves. */
+        job_init(&jobs[1], &seqs[1], 2, 1);
+        jobs[1].alive = gone;
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        job_init(&jobs[2], &seqs[3], 1, 2);
+        ck_assert_msg(rnnd_pool_submit(p, &jobs[2], &err) == 0, "%s", err.msg);
+        /* Job 1 is answered at once, while the worker is still held. */
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_calls[1]), 1);
+        ck_assert_int_eq(atomic_load(&done_canceled), 1);
+        ck_assert_uint_eq(rnnd_pool_queued(p), 1);
+        sem_post(&gate);
+        sem_wait(&entered);
+        sem_post(&gate);
+        wait_done(2);
+        ck_assert_int_eq(atomic_load(&done_ok), 2);
+        ck_assert_int_eq(atomic_load(&runs), 2);
+        ck_assert_uint_eq(seen[1].n, 1);
+        ck_assert_ptr_eq(seen[1].tags[0], &tag[3]);
+        rnnd_pool_stats(p, &st);
+        ck_assert_uint_eq(st.canceled, 1);
+        ck_assert_uint_eq(st.rejected, 0);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+static atomic_int client_there;
+
+static bool there(rnnd_job_t *job)
+{
+        (void)job;
+        return atomic_load(&client_there);
+}
+
+/* A client that leaves after its first sequence started: the others never run. */
+START_TEST(test_cancel_started_job)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 16, 1);
+        static const uint32_t lens[3] = {2, 2, 2};
+        struct rnnd_seq seqs[3];
+        rnnd_job_t job;
+        rnnd_error_t err = {0};
+        struct rnnd_pool_stats st;
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        atomic_store(&client_there, 1);
+        seqs_init(seqs, 3, lens, 0);
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        job_init(&job, seqs, 3, 0);
+        job.alive = there;
+        ck_assert_int_eq(rnnd_pool_submit(p, &job, &err), 0);
+        sem_wait(&entered); /* its first sequence runs, in a batch of 1 */
+        atomic_store(&client_there, 0);
+        sem_post(&gate);
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_canceled), 1);
+        ck_assert_int_eq(atomic_load(&runs), 1);
+        ck_assert_uint_eq(rnnd_pool_queued(p), 0);
+        rnnd_pool_stats(p, &st);
+        ck_assert_uint_eq(st.canceled, 1);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 START_TEST(test_priority)
 {
         rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
@@ -775,6 +860,8 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_timeout_sweep);
         tcase_add_test(tc, test_timeout_saturates);
         tcase_add_test(tc, test_cancel_gone_client);
+        tcase_add_test(tc, test_cancel_frees_room);
+        tcase_add_test(tc, test_cancel_started_job);
         tcase_add_test(tc, test_priority);
         tcase_add_test(tc, test_failed_run_fails_its_jobs);
         tcase_add_test(tc, test_device_lost);

@@ -30,6 +30,7 @@ import test_http as th  # noqa: E402
 from test_http import Daemon, check, GOLDEN  # noqa: E402
 
 TOL = 1e-5
+SANITIZED = os.environ.get("RNND_SANITIZED", "") not in ("", "none")
 MODELS = {  # name in the test repository: (golden model, batching settings)
     "lstm": ("lstm_h48_l2_bi_ragged_h0", {"max_batch_size": 16, "max_queue_delay_us": 2000}),
     "gru": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 16, "max_queue_delay_us": 2000}),
@@ -216,7 +217,14 @@ def test_overload(d):
     after = stats_of(d, "small_queue")
     succ = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
     check(succ == accepted_total, "every 200 is a success in the stats", (succ, accepted_total))
-    check(rss[2] <= rss[0] * 1.1 + 8192, "memory does not grow from flood to flood", rss)
+    print("overload: RSS after each flood (KiB): %s" % rss)
+    if SANITIZED:
+        # ASan's quarantine keeps freed memory (up to 256 MiB); there LeakSanitizer checks
+        # instead, failing the exit code that main() asserts.
+        print("SKIP: the RSS bound under sanitizers")
+    else:
+        check(rss[2] - rss[0] <= 4096, "memory grows by at most 4 MiB over the last two floods "
+              "(800 requests of 2 x 250 steps)", rss)
     st, _, _ = d.request("GET", "/v2/health/ready")
     check(st == 200, "the daemon still serves after the floods", st)
 

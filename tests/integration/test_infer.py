@@ -259,9 +259,9 @@ def test_overload(d):
     check(all(r[2] >= 0.9 for r in ok), "the served ones waited out the 1 s delay",
           sorted(r[2] for r in ok)[:3])
     check(all(r[1].get("retry-after") for r in busy), "each 503 has Retry-After")
-    if busy and ok:
-        check(min(r[2] for r in busy) < max(r[2] for r in ok), "503s come back before the slowest 200",
-              (min(r[2] for r in busy), max(r[2] for r in ok)))
+    if busy:
+        half = sorted(r[2] for r in busy)[len(busy) // 2]
+        check(half < 0.5, "503s come back at once: the median within half the 1 s hold", half)
 
 
 def overload_repo(tmp):

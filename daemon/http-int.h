@@ -64,6 +64,7 @@ struct rnnd_http_request {
         bool early;                /* answered at the first call (404, 405, 413) */
         bool dispatched;           /* the final call ran (route served or hook called) */
         bool suspended;            /* suspended by the hook and not yet handled again */
+        void (*prepare)(struct rnnd_http_request *r); /* set by rnnd_http_resume_to_prepare() */
 
         void *data;                /* the hook's state */
         void (*data_free)(void *); /* frees data */

@@ -15,7 +15,8 @@
  *   3. final call (*upload_size == 0): 413 if too_big, else serve the route.
  *      The inference hook may suspend the connection instead of answering;
  *   4. after rnnd_http_resume() MHD calls the handler once more and the
- *      prepared response is queued there, never from another thread.
+ *      prepared response is queued there, never from another thread; after
+ *      rnnd_http_resume_to_prepare() the response is made there first.
  * MHD_OPTION_NOTIFY_COMPLETED then logs the request, counts it, and drops
  * the HTTP side's reference.  Handlers never block.
  */
@@ -225,6 +226,13 @@ void rnnd_http_suspend(struct rnnd_http_request *r)
         MHD_suspend_connection(r->conn);
 }
 
+void rnnd_http_resume_to_prepare(struct rnnd_http_request *r,
+                                 void (*prepare)(struct rnnd_http_request *r))
+{
+        r->prepare = prepare; /* published to the MHD thread by the resume's lock */
+        rnnd_http_resume(r);
+}
+
 void rnnd_http_resume(struct rnnd_http_request *r)
 {
         struct MHD_Connection *conn = r->conn;
@@ -425,8 +433,14 @@ enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const 
         }
 
         if (r->dispatched) {
-                /* Called again after rnnd_http_resume(): the response is ready. */
+                /* Called again after rnnd_http_resume(): the response is ready, or made here. */
                 r->suspended = false;
+                if (r->prepare != NULL) {
+                        void (*prepare)(struct rnnd_http_request *) = r->prepare;
+
+                        r->prepare = NULL;
+                        prepare(r);
+                }
                 return queue(r);
         }
         r->dispatched = true;

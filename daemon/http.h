@@ -102,6 +102,16 @@ void rnnd_http_suspend(struct rnnd_http_request *r);
 void rnnd_http_resume(struct rnnd_http_request *r);
 
 /*
+ * Resumes a suspended request whose response prepare(r) will make, on the
+ * MHD thread that handles it again, just before it is queued: the work of
+ * rendering leaves the thread that resumes (a model's worker).  prepare is
+ * not called if MHD drops the connection first.  Same rules as
+ * rnnd_http_resume() otherwise.
+ */
+void rnnd_http_resume_to_prepare(struct rnnd_http_request *r,
+                                 void (*prepare)(struct rnnd_http_request *r));
+
+/*
  * Whether the client of a suspended request has closed its connection or
  * reset it.  MHD does not watch a suspended connection, so this peeks at the
  * socket: end of file or an error means gone; a pipelined next request does

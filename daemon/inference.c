@@ -156,7 +156,21 @@ static int schedule(struct infer_ctx *c, const struct rnnd_model_config *cfg, rn
         return 0;
 }
 
-/* Worker thread: the job ran (or was refused at shutdown). */
+/* MHD thread, as the resumed request is handled again: render what the job computed. */
+static void prepare_outputs(struct rnnd_http_request *http)
+{
+        struct infer_ctx *c = rnnd_http_request_data(http);
+        uint64_t t = now_ns();
+
+        respond_outputs(c);
+        record(c, 0, now_ns() - t);
+}
+
+/*
+ * Worker thread (or the loop's sweep, or a submit that canceled it): the job
+ * ran, or failed.  Rendering waits for the MHD thread, so that the worker
+ * goes back to its queue.
+ */
 static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
 {
         struct infer_ctx *c = job->udata;
@@ -170,13 +184,10 @@ static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
                              "model %s: %s", c->sv->owner->entry->name, err->msg);
                 respond_error(http, status, err);
                 record(c, status, 0);
+                rnnd_http_resume(http);
         } else {
-                uint64_t t = now_ns();
-
-                respond_outputs(c);
-                record(c, 0, now_ns() - t);
+                rnnd_http_resume_to_prepare(http, prepare_outputs);
         }
-        rnnd_http_resume(http);
         rnnd_http_request_unref(http); /* may free c */
 }
 

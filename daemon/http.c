@@ -161,7 +161,7 @@ int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *
         r->resp_status = status;
         /* Every 503 is a condition that passes: overload, a model not (yet) loaded, a drain. */
         if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
-                return rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+                (void)rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
         return 0;
 }
 

@@ -8,7 +8,8 @@
  * writes in place, with no gather.  Then it takes a reference on the HTTP
  * request, suspends the connection, and only then submits the job
  * (ecosystem.md §1: suspend first, publish second).  The worker that ran the
- * job renders the response, resumes the connection and drops its reference.
+ * job resumes the connection and drops its reference; the MHD thread that
+ * handles the resumed request renders the response (prepare_outputs).
  * The per-request state lives in the HTTP request's data, so it is freed
  * with the request's last reference, whichever side drops it.
  */
@@ -23,8 +24,6 @@
 #include "inference.h"
 #include "log.h"
 #include "infer.h"
-
-/* Seconds a client is told to wait after a 503. */
 
 struct infer_ctx {
         struct rnnd_infer_request req;
@@ -123,7 +122,7 @@ static void respond_outputs(struct infer_ctx *c)
         rnnd_http_respond(c->http, 200, "application/json", body, len);
 }
 
-/* Under the pool's lock, as the job's first sequence is about to start. */
+/* Under the pool's lock, before a batch runs the job's sequences or when the queue is full. */
 static bool job_alive(rnnd_job_t *job)
 {
         struct infer_ctx *c = job->udata;

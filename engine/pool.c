@@ -54,8 +54,11 @@ struct worker {
         bool in_service;                  /* guarded by mu */
 };
 
-/* How often a full queue may be searched for jobs whose client has gone. */
-#define REAP_INTERVAL_NS 10000000u
+/*
+ * How often a full queue may be searched for jobs whose client has gone: a
+ * recv() per waiting job under the lock, so about 2 ms for a queue of 4096.
+ */
+#define REAP_INTERVAL_NS 100000000u
 
 struct size_stat {
         uint64_t count, ns;
@@ -183,7 +186,7 @@ static void reap_gone_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
 {
         struct rnnd_bseq *node, *next;
 
-        if (now - p->reaped_ns < REAP_INTERVAL_NS)
+        if (now < p->reaped_ns + REAP_INTERVAL_NS) /* now was read before the lock */
                 return;
         p->reaped_ns = now;
         p->round++;
@@ -408,9 +411,13 @@ static void *worker_main(void *arg)
                         continue;
                 }
                 p->st.running++;
-                /* More is due (a burst, or a flush): pass the word to an idle worker. */
+                /*
+                 * What is left may be due before any idle worker wakes (a burst,
+                 * a flush, or a remainder this worker would have waited for):
+                 * pass the word.
+                 */
                 if (p->waiting > 0 && rnnd_batcher_count(p->batcher) > 0 &&
-                    (p->closed || rnnd_batcher_next_due(p->batcher) <= now_ns()))
+                    (p->closed || due_before_waits_locked(p)))
                         pthread_cond_signal(&p->work);
                 pthread_mutex_unlock(&p->mu);
 
@@ -563,17 +570,25 @@ static int check_job(const rnnd_pool_t *p, const rnnd_job_t *job, rnnd_error_t *
 }
 
 /*
+ * Whether n more sequences fit.  A batch pushed back after a device failed
+ * may leave more than max_queue waiting.  Called with mu held.
+ */
+static bool room_locked(const rnnd_pool_t *p, uint32_t n)
+{
+        uint32_t q = rnnd_batcher_count(p->batcher);
+
+        return q < p->opts.max_queue && n <= p->opts.max_queue - q;
+}
+
+/*
  * Why a submit of n sequences is refused, or 0.  A full queue is first rid
  * of the jobs whose client has gone.  Called with mu held.
  */
 static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **done,
                         rnnd_error_t *reterr)
 {
-        uint32_t q = rnnd_batcher_count(p->batcher);
-
-        if (!p->closed && n > p->opts.max_queue - q) {
+        if (!p->closed && !room_locked(p, n)) {
                 reap_gone_locked(p, now, done);
-                q = rnnd_batcher_count(p->batcher);
         }
         if (p->closed)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
@@ -581,10 +596,11 @@ static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **d
         if (p->st.in_service == 0)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s': no instance in service",
                                       p->m->name);
-        if (n > p->opts.max_queue - q)
+        if (!room_locked(p, n))
                 return rnnd_error_set(reterr, RNND_EUNAVAIL,
                                       "model '%s': queue full (%u of %u sequences waiting)",
-                                      p->m->name, q, p->opts.max_queue);
+                                      p->m->name, rnnd_batcher_count(p->batcher),
+                                      p->opts.max_queue);
         return 0;
 }
 

@@ -38,7 +38,7 @@ struct rnnd_job {
          * Optional: false when the client has gone.  Called under the pool's
          * lock: once per batch that is about to run any of the job's
          * sequences, and when a submit finds the queue full (every waiting
-         * job, at most every 10 ms).  A dead job's waiting sequences are
+         * job, at most every 100 ms).  A dead job's waiting sequences are
          * dropped, and it completes with RNND_ECANCELED once its running
          * ones end.  Must not block.
          */

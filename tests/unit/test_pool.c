@@ -817,6 +817,55 @@ START_TEST(test_burst_wakes_idle_workers)
 }
 END_TEST
 
+/*
+ * A worker that takes a due batch and leaves a remainder due later wakes an
+ * idle worker for it: the remainder must not wait for the busy one.
+ */
+START_TEST(test_remainder_wakes_idle_worker)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst[2] = {{&script, {0, 0}}, {&script, {1, 0}}};
+        struct rnnd_pool_opts o = opts_for(m, inst, 2, 16, 8);
+        uint32_t t = m->cfg.max_sequence_length;
+        uint32_t lens[3] = {t, t, t};
+        struct rnnd_seq seqs[3];
+        rnnd_job_t jobs[3];
+        rnnd_error_t err = {0};
+        struct timespec ts;
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        seqs_init(seqs, 3, lens, 0);
+        o.max_batch_steps = 2ull * t;     /* two full-length sequences a batch */
+        o.max_queue_delay_ns = 30000000u; /* 30 ms */
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        usleep(20000); /* both workers asleep on an empty queue */
+        for (int j = 0; j < 3; j++) {
+                job_init(&jobs[j], &seqs[j], 1, j);
+                ck_assert_int_eq(rnnd_pool_submit(p, &jobs[j], &err), 0);
+                /* One worker now sleeps until the first sequence's due time; the later
+                 * two join that batch's wait and wake nobody. */
+                if (j == 0)
+                        usleep(10000);
+        }
+        /* At 30 ms a worker takes the first two and is held; the third is due 10 ms later. */
+        sem_wait(&entered);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 2;
+        ck_assert_msg(sem_timedwait(&entered, &ts) == 0,
+                      "the third sequence waited for the busy worker");
+        ck_assert_uint_eq(seen[0].n, 2);
+        ck_assert_uint_eq(seen[1].n, 1);
+        ck_assert_int_ne(seen[0].device, seen[1].device);
+        sem_post(&gate);
+        sem_post(&gate);
+        wait_done(3);
+        ck_assert_int_eq(atomic_load(&done_ok), 3);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 START_TEST(test_open_fails)
 {
         rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
@@ -867,6 +916,7 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_device_lost);
         tcase_add_test(tc, test_delay_and_close);
         tcase_add_test(tc, test_burst_wakes_idle_workers);
+        tcase_add_test(tc, test_remainder_wakes_idle_worker);
         tcase_add_test(tc, test_open_fails);
         suite_add_tcase(s, tc);
         return s;

@@ -8,7 +8,8 @@
   every accepted request is answered, the stats add up, and the daemon's memory
   does not grow from one flood to the next;
 - a request's `timeout` parameter and the model's queue_timeout_us answer 503
-  "timeout expired"; `priority` outside the model's levels is a 400 naming it;
+  "timeout expired"; `priority` outside the model's levels is a 400 naming it, and a
+  priority-1 request runs before priority-2 ones that came first;
 - a client that disconnects while its request waits is canceled, not run, and
   a full queue gives its place to the next request at once.
 
@@ -23,11 +24,12 @@ import re
 import socket
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN  # noqa: E402
+from test_http import Daemon, check, GOLDEN, zero_body, zero_lstm  # noqa: E402
 
 TOL = 1e-5
 SANITIZED = os.environ.get("RNND_SANITIZED", "") not in ("", "none")
@@ -42,6 +44,7 @@ MODELS = {  # name in the test repository: (golden model, batching settings)
                       {"max_batch_size": 64, "max_queue_delay_us": 400000, "queue_timeout_us": 30000}),
 }
 INPUT = 5  # input_size of both golden models
+PRIO_STEPS = 64
 # Instance groups: the concurrent clients run on three CPU instances in two groups.
 GROUPS = {"lstm": [{"kind": "cpu", "count": 2}, {"kind": "auto", "count": 1}]}
 
@@ -60,6 +63,11 @@ def make_repo(tmp):
         with open(os.path.join(dst, "config.json"), "w") as f:
             json.dump(cfg, f)
         os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
+    # One full-length sequence a batch (max_batch_steps), each tens of milliseconds (hidden 1024),
+    # and a 300 ms delay: the order in which the sequences run is the order of their answers.
+    zero_lstm(tmp, "prio", 1024, PRIO_STEPS, batching={
+        "max_batch_size": 8, "max_queue_delay_us": 300000, "max_batch_steps": PRIO_STEPS,
+        "priority_levels": 2})
     return tmp
 
 
@@ -280,6 +288,32 @@ def test_priority(d):
           "the config shows the two levels, the default the lowest", (st, db))
 
 
+def test_priority_order(d):
+    """Over HTTP, `priority` 1 runs first: A and B (priority 2) wait out the delay, C
+    (priority 1) and D (no priority: the default, 2) come later; the batches run C, then A,
+    B and D in arrival order."""
+    order, lock = [], threading.Lock()
+
+    def send(name, prio):
+        body = json.loads(zero_body(PRIO_STEPS))
+        if prio is not None:
+            body["parameters"] = {"priority": prio}
+        st, _, resp = d.json("POST", "/v2/models/prio/infer", body=json.dumps(body))
+        with lock:
+            order.append((name, st))
+
+    threads = []
+    for name, prio, pause in (("A", 2, 0.05), ("B", 2, 0.05), ("C", 1, 0.02), ("D", None, 0)):
+        t = threading.Thread(target=send, args=(name, prio))
+        t.start()
+        threads.append(t)
+        time.sleep(pause)
+    for t in threads:
+        t.join(30)
+    check(order == [("C", 200), ("A", 200), ("B", 200), ("D", 200)],
+          "the priority-1 request runs first, the rest in arrival order", order)
+
+
 def test_cancel(d):
     """A client that goes away while its request waits for the batch delay is canceled."""
     rng = random.Random(9)
@@ -348,6 +382,7 @@ def main():
             test_overload(d)
             test_timeouts(d)
             test_priority(d)
+            test_priority_order(d)
             test_cancel(d)
             test_cancel_frees_room(d)
         finally:

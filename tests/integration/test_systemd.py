@@ -37,6 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_http  # noqa: E402  (Daemon, free_port, the notify socket helpers)
+from test_http import zero_body, zero_lstm  # noqa: E402
 
 BIN = test_http.BIN
 SRC = test_http.SRC
@@ -150,34 +151,6 @@ def test_notify():
         stopping = next(i for i, m in enumerate(msgs) if m.startswith("STOPPING=1")) if any(
             m.startswith("STOPPING=1") for m in msgs) else len(msgs)
         check("WATCHDOG=1" not in msgs[stopping + 1:], "no WATCHDOG=1 after STOPPING=1")
-
-
-def zero_lstm(repo, name, hidden, max_len, **cfg):
-    """A one-layer LSTM (input 8) whose weights are all zero: slow enough per step to hold a
-    worker, and quick to write.  The time a step takes does not depend on the values.  cfg:
-    more config.json fields."""
-    d = os.path.join(repo, name)
-    os.makedirs(os.path.join(d, "1"))
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(dict({"cell": "lstm", "input_size": 8, "hidden_size": hidden, "num_layers": 1,
-                        "max_sequence_length": max_len}, **cfg), f)
-    shapes = [("weight_ih_l0", [4 * hidden, 8]), ("weight_hh_l0", [4 * hidden, hidden]),
-              ("bias_ih_l0", [4 * hidden]), ("bias_hh_l0", [4 * hidden])]
-    header, off = {}, 0
-    for n, shape in shapes:
-        size = 4 * shape[0] * (shape[1] if len(shape) > 1 else 1)
-        header[n] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + size]}
-        off += size
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(d, "1", "model.safetensors"), "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h)
-        f.truncate(8 + len(h) + off)
-
-
-def zero_body(steps):
-    return json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, steps, 8],
-                                   "data": [0.0] * (steps * 8)}], "outputs": [{"name": "h_n"}]})
 
 
 def test_watchdog_stall():

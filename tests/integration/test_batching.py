@@ -63,11 +63,12 @@ def make_repo(tmp):
         with open(os.path.join(dst, "config.json"), "w") as f:
             json.dump(cfg, f)
         os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
-    # One full-length sequence a batch (max_batch_steps), each tens of milliseconds (hidden 1024),
-    # and a 300 ms delay: the order in which the sequences run is the order of their answers.
+    # One instance running one full-length sequence a batch (max_batch_steps), each tens of
+    # milliseconds (hidden 1024), and a 400 ms delay: the order in which the sequences run is
+    # the order of their answers.
     zero_lstm(tmp, "prio", 1024, PRIO_STEPS, batching={
-        "max_batch_size": 8, "max_queue_delay_us": 300000, "max_batch_steps": PRIO_STEPS,
-        "priority_levels": 2})
+        "max_batch_size": 8, "max_queue_delay_us": 400000, "max_batch_steps": PRIO_STEPS,
+        "priority_levels": 2}, instances=[{"kind": "cpu", "count": 1}])
     return tmp
 
 
@@ -303,7 +304,9 @@ def test_priority_order(d):
             order.append((name, st))
 
     threads = []
-    for name, prio, pause in (("A", 2, 0.05), ("B", 2, 0.05), ("C", 1, 0.02), ("D", None, 0)):
+    # Arrivals 80 ms apart (20 ms for D, whose place among the lows does not depend on C's),
+    # all well inside the 400 ms that A's delay holds the queue.
+    for name, prio, pause in (("A", 2, 0.08), ("B", 2, 0.08), ("C", 1, 0.02), ("D", None, 0)):
         t = threading.Thread(target=send, args=(name, prio))
         t.start()
         threads.append(t)

@@ -21,10 +21,11 @@
  * job's buffers.  Whether a job's client is still there is asked once per
  * batch that holds any of its sequences, and of every waiting job when a
  * submit finds the queue full (at most every REAP_INTERVAL_NS), so that the
- * sequences of clients that left neither run nor hold the room of live ones.  done() is always
- * called without the mutex, from a list collected under it.  A run that returns RNND_EDEVLOST takes
- * its worker out of service and pushes the batch back at its old place in the queue. Lock order:
- * only pool->mu, never nested.
+ * sequences of clients that left neither run nor hold the room of live ones.
+ * done() is always called without the mutex, from a list collected under
+ * it.  A run that returns RNND_EDEVLOST takes its worker out of service and
+ * pushes the batch back at its old place in the queue.
+ * Lock order: only pool->mu, never nested.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -587,9 +588,8 @@ static bool room_locked(const rnnd_pool_t *p, uint32_t n)
 static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **done,
                         rnnd_error_t *reterr)
 {
-        if (!p->closed && !room_locked(p, n)) {
+        if (!p->closed && !room_locked(p, n))
                 reap_gone_locked(p, now, done);
-        }
         if (p->closed)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
                                       p->m->name);

@@ -34,11 +34,12 @@ import json
 import os
 import platform
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+from load_bench import write_safetensors  # this folder's one safetensors writer
 
 SKIP = 77
 
@@ -55,22 +56,6 @@ def tensor_bytes(t):
         return array.array("f", t.flatten().tolist()).tobytes()
 
 
-def save_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        b = tensor_bytes(t)
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    js = json.dumps(header).encode()
-    js += b" " * (-len(js) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(js)))
-        f.write(js)
-        for b in blobs:
-            f.write(b)
-
-
 def save_model(mod, cell, inp, hidden, layers, precision, max_batch, T, root):
     d = os.path.join(root, "%s_%d_%s" % (cell, hidden, precision))
     os.makedirs(os.path.join(d, "1"), exist_ok=True)
@@ -82,8 +67,8 @@ def save_model(mod, cell, inp, hidden, layers, precision, max_batch, T, root):
     }
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
-    save_safetensors(os.path.join(d, "1", "model.safetensors"),
-                     {"rnn." + k: v for k, v in mod.state_dict().items()})
+    write_safetensors(os.path.join(d, "1", "model.safetensors"),
+                      [("rnn." + k, v.shape, tensor_bytes(v)) for k, v in mod.state_dict().items()])
     return d
 
 

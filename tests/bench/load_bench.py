@@ -59,18 +59,19 @@ def free_port():
 
 
 def write_safetensors(path, tensors):
-    """tensors: [(name, shape, flat floats)] as F32: 8-byte LE header length, JSON, data."""
+    """tensors: [(name, shape, little-endian float32 bytes)]: 8-byte LE header length, JSON,
+    data.  gpu_vs_torch.py writes its models with it too."""
     header, off = {}, 0
     for name, shape, data in tensors:
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + 4 * len(data)]}
-        off += 4 * len(data)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        off += len(data)
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
         for _, _, data in tensors:
-            f.write(struct.pack("<%df" % len(data), *data))
+            f.write(data)
 
 
 def generate_model(dirname, cfg, seed=1):
@@ -84,7 +85,7 @@ def generate_model(dirname, cfg, seed=1):
         for name, shape in (("weight_ih_l%d", [gates * H, fan_in]), ("weight_hh_l%d", [gates * H, H]),
                             ("bias_ih_l%d", [gates * H]), ("bias_hh_l%d", [gates * H])):
             n = shape[0] * (shape[1] if len(shape) > 1 else 1)
-            tensors.append((name % layer, shape, [rng.uniform(-k, k) for _ in range(n)]))
+            tensors.append((name % layer, shape, struct.pack("<%df" % n, *(rng.uniform(-k, k) for _ in range(n)))))
     os.makedirs(os.path.join(dirname, "1"))
     with open(os.path.join(dirname, "config.json"), "w") as f:
         json.dump(cfg, f)

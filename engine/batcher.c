@@ -26,7 +26,6 @@ struct level {
         struct rnnd_bseq *head, *tail; /* FIFO by arrival */
         struct bucket *buckets;        /* [max_len + 1], by length */
         uint64_t *bits;                /* [words]: bit len set when buckets[len] is non-empty */
-        uint32_t count;
 };
 
 struct rnnd_batcher {
@@ -236,7 +235,6 @@ void rnnd_batcher_push(rnnd_batcher_t *b, struct rnnd_bseq *s)
                 heap_up(b, b->heap_n - 1);
         }
         s->queued = true;
-        lv->count++;
         b->count++;
 }
 
@@ -256,7 +254,6 @@ void rnnd_batcher_remove(rnnd_batcher_t *b, struct rnnd_bseq *s)
         if (s->heap_idx != UINT32_MAX)
                 heap_remove(b, s);
         s->queued = false;
-        lv->count--;
         b->count--;
 }
 
@@ -390,7 +387,7 @@ uint32_t rnnd_batcher_pop(rnnd_batcher_t *b, uint64_t now, bool flush, struct rn
         take(b, &f, anchor);
         fill_level(b, &f, &b->levels[first]);
         for (uint32_t l = 0; l < b->p.levels; l++)
-                if (l != first && b->levels[l].count > 0)
+                if (l != first && b->levels[l].head != NULL)
                         fill_level(b, &f, &b->levels[l]);
         return f.n;
 }

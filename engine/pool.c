@@ -61,10 +61,6 @@ struct worker {
  */
 #define REAP_INTERVAL_NS 100000000u
 
-struct size_stat {
-        uint64_t count, ns;
-};
-
 struct rnnd_pool {
         rnnd_model_t *m;            /* a reference; immutable */
         struct rnnd_pool_opts opts; /* immutable; instances points into workers */
@@ -72,22 +68,21 @@ struct rnnd_pool {
         unsigned started;           /* threads created; creator only */
 
         pthread_mutex_t mu;
-        pthread_cond_t work;       /* submit, stop, close, a batch pushed back */
-        pthread_cond_t opened;     /* a worker's open ended */
-        pthread_cond_t idle;       /* running dropped to 0 */
-        rnnd_batcher_t *batcher;   /* guarded by mu */
-        struct rnnd_pool_stats st; /* guarded by mu */
-        struct size_stat *by_size; /* [max_batch_size]; guarded by mu */
-        uint64_t completed;        /* guarded by mu */
-        uint64_t sweep_due;        /* deadline the owner was last told of; guarded by mu */
-        uint64_t round;            /* numbers the alive() checks; guarded by mu */
-        uint64_t reaped_ns;        /* the last search for gone clients; guarded by mu */
-        unsigned n_open;           /* opens finished; guarded by mu */
-        unsigned waiting;          /* workers in cond_wait; guarded by mu */
-        int open_status;           /* first failing open; guarded by mu */
-        rnnd_error_t open_err;     /* guarded by mu */
-        bool closed;               /* guarded by mu */
-        bool stopping;             /* guarded by mu */
+        pthread_cond_t work;                 /* submit, stop, close, a batch pushed back */
+        pthread_cond_t opened;               /* a worker's open ended */
+        pthread_cond_t idle;                 /* running dropped to 0 */
+        rnnd_batcher_t *batcher;             /* guarded by mu */
+        struct rnnd_pool_stats st;           /* guarded by mu */
+        struct rnnd_pool_size_stat *by_size; /* [max_batch_size]; guarded by mu */
+        uint64_t sweep_due;    /* deadline the owner was last told of; guarded by mu */
+        uint64_t round;        /* numbers the alive() checks; guarded by mu */
+        uint64_t reaped_ns;    /* the last search for gone clients; guarded by mu */
+        unsigned n_open;       /* opens finished; guarded by mu */
+        unsigned waiting;      /* workers in cond_wait; guarded by mu */
+        int open_status;       /* first failing open; guarded by mu */
+        rnnd_error_t open_err; /* guarded by mu */
+        bool closed;           /* guarded by mu */
+        bool stopping;         /* guarded by mu */
 };
 
 const double rnnd_pool_size_bounds[RNND_POOL_SIZE_BUCKETS] = {
@@ -432,7 +427,6 @@ static void *worker_main(void *arg)
 
                 pthread_mutex_lock(&p->mu);
                 record_batch(p, w, n, t1 - t0);
-                p->completed++;
                 ran_locked(p, w, n, r, &err, &done);
                 if (--p->st.running == 0)
                         pthread_cond_broadcast(&p->idle);
@@ -710,10 +704,7 @@ uint32_t rnnd_pool_size_stats(rnnd_pool_t *p, struct rnnd_pool_size_stat *ret, u
         if (n > p->opts.max_batch_size)
                 n = p->opts.max_batch_size;
         pthread_mutex_lock(&p->mu);
-        for (uint32_t i = 0; i < n; i++) {
-                ret[i].count = p->by_size[i].count;
-                ret[i].ns = p->by_size[i].ns;
-        }
+        memcpy(ret, p->by_size, n * sizeof(*ret));
         pthread_mutex_unlock(&p->mu);
         return n;
 }
@@ -723,7 +714,7 @@ void rnnd_pool_progress(rnnd_pool_t *p, struct rnnd_pool_progress *ret)
         pthread_mutex_lock(&p->mu);
         ret->queued = rnnd_batcher_count(p->batcher);
         ret->running = p->st.running;
-        ret->completed = p->completed;
+        ret->completed = p->st.batches; /* ok or failed: record_batch counts both */
         ret->closed = p->closed;
         pthread_mutex_unlock(&p->mu);
 }

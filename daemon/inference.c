@@ -309,24 +309,13 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         return 0;
 }
 
-/* Loop thread, at shutdown: queued requests get 503, running ones finish. */
-static void infer_drain(void *cls)
-{
-        struct rnnd_server *srv = cls;
-
-        for (size_t i = 0; i < srv->n_models; i++)
-                for (size_t j = 0; j < srv->models[i]->n_versions; j++)
-                        if (srv->models[i]->versions[j].pool != NULL)
-                                rnnd_pool_stop(srv->models[i]->versions[j].pool);
-}
-
 static const char *const infer_extensions[] = {"binary_tensor_data", NULL};
 
 void rnnd_infer_hook_init(struct rnnd_server *srv, struct rnnd_infer_hook *ret)
 {
         memset(ret, 0, sizeof(*ret));
         ret->handle = infer_handle;
-        ret->drain = infer_drain;
+        ret->drain = NULL; /* the server stops every pool: each job is answered */
         ret->stop = NULL;
         ret->extensions = infer_extensions;
         ret->cls = srv;

@@ -203,14 +203,9 @@ static int infer_unimplemented(void *cls, struct rnnd_http_request *req,
         return 0;
 }
 
-static void infer_unimplemented_drain(void *cls)
-{
-        (void)cls; /* Nothing is ever suspended. */
-}
-
 const struct rnnd_infer_hook rnnd_infer_hook_unimplemented = {
         .handle = infer_unimplemented,
-        .drain = infer_unimplemented_drain,
+        .drain = NULL, /* nothing is ever suspended */
         .stop = NULL,
         .extensions = NULL,
         .cls = NULL,
@@ -314,7 +309,6 @@ static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
                 r = rnnd_placement_resolve(&m->entry->cfg, env, &pl, &err);
         if (r == 0) {
                 pool_opts(srv, &m->entry->cfg, &pl, &po);
-                sv->ops = pl.inst[0].ops;
                 sv->instances = pl.n;
                 r = rnnd_pool_new(sv->model, &po, &sv->pool, &err);
         }
@@ -362,8 +356,7 @@ struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,
                 return NULL;
         m->own_entry = *e;
         m->entry = &m->own_entry;
-        if (stamp != NULL)
-                m->stamp = *stamp;
+        m->stamp = *stamp;
         if (e->status < 0) {
                 rnnd_log(RNND_LOG_WARNING, "model %s: not loaded: %s", e->name, e->reason);
                 return m;
@@ -741,7 +734,8 @@ static void drain_tick(uv_timer_t *t)
                          atomic_load(&srv->suspended), pr.queued, pr.running);
                 /* Queued jobs complete with 503; this waits for the running batches. */
                 rnnd__server_pools_close(srv, true);
-                srv->infer.drain(srv->infer.cls);
+                if (srv->infer.drain != NULL)
+                        srv->infer.drain(srv->infer.cls);
                 srv->drain_phase = 1;
                 srv->drain_deadline_ms = now + DRAIN_GRACE_MS;
                 return;

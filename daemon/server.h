@@ -89,9 +89,8 @@ struct rnnd_served_version {
         int status;            /* 0 = loaded, else a negative RNND_E*; immutable */
         char reason[256];      /* why, when status < 0; immutable */
         rnnd_model_t *model;   /* a reference, NULL when not loaded; immutable */
-        const struct rnnd_backend_ops *ops; /* the instances' backend; immutable */
-        rnnd_pool_t *pool;                  /* the instances, NULL when not loaded; immutable */
-        unsigned instances;                 /* worker threads in pool; immutable */
+        rnnd_pool_t *pool;     /* the instances, NULL when not loaded; immutable */
+        unsigned instances;    /* worker threads in pool; immutable */
         /* [instances], describe() of each, why_not_cudnn filled; immutable */
         struct rnnd_backend_desc *descs;
         /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
@@ -156,8 +155,10 @@ enum rnnd_infer_protocol {
  * A suspended connection never times out and MHD does not notice its client
  * leaving, so the engine must answer every request it accepted (queue
  * timeouts answer 503), and its queues must be bounded (full: 503 at once).
- * drain() runs on the loop thread when shutdown_timeout has passed with
- * requests still suspended: answer every queued request 503 and resume it.
+ * drain() (may be NULL) runs on the loop thread when shutdown_timeout has
+ * passed with requests still suspended, after the server has stopped every
+ * model's pool (their queued jobs answered 503): answer 503 and resume any
+ * other request the hook holds.
  * stop() (may be NULL) runs on the loop thread after MHD has stopped: join
  * workers and close the hook's uv handles so that the loop can end.
  * extensions (NULL-terminated, may be NULL) are added to GET /v2's list.
@@ -277,7 +278,8 @@ struct rnnd_served_version *rnnd_server_latest(struct rnnd_served_model *m);
 
 /*
  * Builds one model object for repository entry e, loading every version it
- * selects with the settings o; a version that fails keeps its reason.  NULL
+ * selects with the settings o, and keeps stamp (rnnd__server_stamp() of o
+ * and e); a version that fails keeps its reason.  NULL
  * only out of memory.  The result is new, in no table.  Any thread (reload.c
  * calls it on libuv's thread pool).
  */

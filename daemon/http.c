@@ -172,17 +172,13 @@ int rnnd_http_respond_header(struct rnnd_http_request *r, const char *name, cons
         return 0;
 }
 
-int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const char *fmt, ...)
+/* Prepares {"error": msg} with status. */
+static void respond_message(struct rnnd_http_request *r, unsigned status, const char *msg)
 {
         struct rnnd_strbuf b;
-        char msg[512];
-        va_list ap;
         size_t len;
         char *body;
 
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
         rnnd_strbuf_init(&b);
         rnnd_strbuf_putc(&b, '{');
         rnnd_strbuf_json_kv_str(&b, "error", msg);
@@ -190,9 +186,44 @@ int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const 
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
                 respond_oom(r);
-                return 0;
+                return;
         }
         (void)rnnd_http_respond(r, status, "application/json", body, len);
+}
+
+static void respond_vformat(struct rnnd_http_request *r, unsigned status, const char *fmt,
+                            va_list ap)
+{
+        char msg[512];
+
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        respond_message(r, status, msg);
+}
+
+int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        respond_vformat(r, status, fmt, ap);
+        va_end(ap);
+        return 0;
+}
+
+int rnnd_http_fail(struct rnnd_http_request *r, int code, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        respond_vformat(r, (unsigned)rnnd_error_http_status(code), fmt, ap);
+        va_end(ap);
+        return 0;
+}
+
+int rnnd_http_fail_err(struct rnnd_http_request *r, int code, const rnnd_error_t *err)
+{
+        respond_message(r, (unsigned)rnnd_error_http_status(code),
+                        err != NULL && err->msg[0] != '\0' ? err->msg : rnnd_strerror(code));
         return 0;
 }
 

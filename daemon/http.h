@@ -88,6 +88,16 @@ int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const 
         __attribute__((format(printf, 3, 4)));
 
 /*
+ * rnnd_http_respond_error() with the HTTP status that proto/error.h gives
+ * the negative RNND_E* code.  Same thread rule.
+ */
+int rnnd_http_fail(struct rnnd_http_request *r, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* rnnd_http_fail() with err's message, or the code's own words when err has none. */
+int rnnd_http_fail_err(struct rnnd_http_request *r, int code, const rnnd_error_t *err);
+
+/*
  * Suspends the request's connection (MHD_suspend_connection).  Call it from
  * the hook's handle(), on the MHD thread, BEFORE publishing the request to
  * any other thread (ecosystem.md §1 step 3).

@@ -83,13 +83,6 @@ static void ctx_free(void *data)
         rnnd_free(c);
 }
 
-/* Answers err with its HTTP status (a 503 carries Retry-After). */
-static void respond_error(struct rnnd_http_request *r, int code, const rnnd_error_t *err)
-{
-        rnnd_http_respond_error(r, (unsigned)rnnd_error_http_status(code), "%s",
-                                err != NULL && err->msg[0] ? err->msg : rnnd_strerror(code));
-}
-
 /* Renders the outputs in the request's protocol; on failure answers 500. */
 static void respond_outputs(struct infer_ctx *c)
 {
@@ -108,7 +101,7 @@ static void respond_outputs(struct infer_ctx *c)
         if (r < 0) {
                 rnnd_log_req(RNND_LOG_ERR, rnnd_http_request_id(c->http),
                              "cannot render the response: %s", err.msg);
-                respond_error(c->http, r, &err);
+                rnnd_http_fail_err(c->http, r, &err);
                 return;
         }
         if (c->proto == RNND_INFER_KSERVE_V2 && json_len < len) {
@@ -181,7 +174,7 @@ static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
 
                 rnnd_log_req(expected ? RNND_LOG_INFO : RNND_LOG_ERR, rnnd_http_request_id(http),
                              "model %s: %s", c->sv->owner->entry->name, err->msg);
-                respond_error(http, status, err);
+                rnnd_http_fail_err(http, status, err);
                 record(c, status, 0);
                 rnnd_http_resume(http);
         } else {
@@ -302,7 +295,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
                 /* Refused at once (queue full, stopping): answer now. */
                 rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(r), "model %s: %s",
                              sv->owner->entry->name, reterr != NULL ? reterr->msg : "");
-                respond_error(r, ret, reterr);
+                rnnd_http_fail_err(r, ret, reterr);
                 rnnd_http_resume(r);
                 rnnd_http_request_unref(c->http);
         }

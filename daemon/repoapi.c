@@ -17,9 +17,6 @@
 #include "repoapi.h"
 #include "strbuf.h"
 
-#define fail(r, code, ...)                                                                         \
-        rnnd_http_respond_error((r), (unsigned)rnnd_error_http_status(code), __VA_ARGS__)
-
 /* The model name of /v2/repository/models/{m}/{load,unload} into buf; false when not valid. */
 static bool path_model(const struct rnnd_http_request *r, char *buf, size_t cap)
 {
@@ -61,8 +58,8 @@ unsigned rnnd__repoapi_check(struct rnnd_http_request *r)
         }
         if (cl != NULL && strlen(cl) > 0 &&
             (strlen(cl) > 10 || strtoull(cl, NULL, 10) > RNND_REPO_MAX_BODY)) {
-                fail(r, RNND_ETOOBIG, "a repository request's body is at most %u bytes",
-                     RNND_REPO_MAX_BODY);
+                rnnd_http_fail(r, RNND_ETOOBIG, "a repository request's body is at most %u bytes",
+                               RNND_REPO_MAX_BODY);
                 return r->resp_status;
         }
         return 0;
@@ -173,7 +170,7 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
         ret = rnnd_repo_request_parse(call, body != NULL ? body : "", body != NULL ? len : 0, &q,
                                       &err);
         if (ret < 0) {
-                fail(r, ret, "%s", err.msg);
+                rnnd_http_fail(r, ret, "%s", err.msg);
                 return;
         }
         if (call == RNND_REPO_INDEX) {
@@ -181,14 +178,14 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
                 return;
         }
         if (!path_model(r, name, sizeof(name))) {
-                fail(r, RNND_EINVAL,
-                     "not a model name: the name of a directory of the "
-                     "repository ([A-Za-z0-9_.-], at most %u bytes)",
-                     RNND_CFG_NAME_MAX - 1);
+                rnnd_http_fail(r, RNND_EINVAL,
+                               "not a model name: the name of a directory of the "
+                               "repository ([A-Za-z0-9_.-], at most %u bytes)",
+                               RNND_CFG_NAME_MAX - 1);
                 return;
         }
         if (atomic_load(&r->srv->stopping)) {
-                fail(r, RNND_EUNAVAIL, "the server is shutting down");
+                rnnd_http_fail(r, RNND_EUNAVAIL, "the server is shutting down");
                 return;
         }
         /* Suspend first, publish second: the loop thread may answer at once. */
@@ -197,7 +194,7 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
                                   call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
                                   name, r, &err);
         if (ret < 0) {
-                fail(r, ret, "%s", err.msg);
+                rnnd_http_fail(r, ret, "%s", err.msg);
                 rnnd_http_resume(r);
         }
 }

@@ -31,10 +31,6 @@
 #define MAX_SEGMENTS 8
 #define PATH_MAX_LEN 1024
 
-/* Answers {"error": ...} with the HTTP status proto/error.h gives code. */
-#define fail(r, code, ...)                                                                         \
-        rnnd_http_respond_error((r), (unsigned)rnnd_error_http_status(code), __VA_ARGS__)
-
 /* Triton answers "not ready" with 400 (http_server.cc), not with an error code's status. */
 #define NOT_READY 400u
 
@@ -173,8 +169,8 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
         r->route = rt;
 
         if (route_is_post(rt) ? !post : !get) {
-                fail(r, RNND_EMETHOD, "method %s is not allowed on %s; use %s", r->method, r->path,
-                     route_is_post(rt) ? "POST" : "GET");
+                rnnd_http_fail(r, RNND_EMETHOD, "method %s is not allowed on %s; use %s", r->method,
+                               r->path, route_is_post(rt) ? "POST" : "GET");
                 rnnd_http_respond_header(r, MHD_HTTP_HEADER_ALLOW,
                                          route_is_post(rt) ? "POST" : "GET, HEAD");
                 return r->resp_status;
@@ -185,19 +181,19 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
         if (model_name != NULL) {
                 r->model = rnnd_server_pin_model(r->srv, model_name);
                 if (r->model == NULL) {
-                        fail(r, RNND_ENOTFOUND, "unknown model '%s'", model_name);
+                        rnnd_http_fail(r, RNND_ENOTFOUND, "unknown model '%s'", model_name);
                         return r->resp_status;
                 }
                 if (!resolve_version(r, version_text)) {
-                        fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'", version_text,
-                             model_name);
+                        rnnd_http_fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'",
+                                       version_text, model_name);
                         return r->resp_status;
                 }
         }
         return 0;
 
 not_found:
-        fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
+        rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
         return r->resp_status;
 }
 
@@ -229,24 +225,26 @@ static struct rnnd_served_version *loaded_version(struct rnnd_http_request *r)
 
         if (m->unloaded) {
                 /* As Triton: an unloaded model is not found until it is loaded again. */
-                fail(r, RNND_ENOTFOUND,
-                     "model '%s' is not loaded (unloaded through the "
-                     "repository API)",
-                     m->entry->name);
+                rnnd_http_fail(r, RNND_ENOTFOUND,
+                               "model '%s' is not loaded (unloaded through the "
+                               "repository API)",
+                               m->entry->name);
                 return NULL;
         }
         if (m->entry->status < 0) {
-                fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
-                     m->entry->reason);
+                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
+                               m->entry->reason);
                 return NULL;
         }
         if (v == NULL) {
-                fail(r, RNND_EUNAVAIL, "model '%s' has no loaded version", m->entry->name);
+                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' has no loaded version",
+                               m->entry->name);
                 return NULL;
         }
         if (v->status < 0) {
-                fail(r, RNND_EUNAVAIL, "version %" PRIu64 " of model '%s' is not available: %s",
-                     v->version, m->entry->name, v->reason);
+                rnnd_http_fail(r, RNND_EUNAVAIL,
+                               "version %" PRIu64 " of model '%s' is not available: %s", v->version,
+                               m->entry->name, v->reason);
                 return NULL;
         }
         return v;
@@ -728,8 +726,8 @@ static void serve_tfs_status(struct rnnd_http_request *r)
         size_t i;
 
         if (m->entry->status < 0) {
-                fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
-                     m->entry->reason);
+                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
+                               m->entry->reason);
                 return;
         }
         rnnd_strbuf_init(&b);
@@ -1033,11 +1031,13 @@ static bool repin(struct rnnd_http_request *r)
         rnnd_server_unpin_model(old);
         r->version = NULL;
         if (r->model == NULL) {
-                fail(r, RNND_ENOTFOUND, "unknown model '%s' (removed from the repository)", name);
+                rnnd_http_fail(r, RNND_ENOTFOUND,
+                               "unknown model '%s' (removed from the repository)", name);
                 return false;
         }
         if (!resolve_version(r, r->version_given ? version : NULL)) {
-                fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'", version, name);
+                rnnd_http_fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'", version,
+                               name);
                 return false;
         }
         return true;
@@ -1053,7 +1053,7 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
         int ret;
 
         if (atomic_load(&srv->stopping)) {
-                fail(r, RNND_EUNAVAIL, "the server is shutting down");
+                rnnd_http_fail(r, RNND_EUNAVAIL, "the server is shutting down");
                 return;
         }
         if (atomic_load(&r->model->retired) && !repin(r))
@@ -1063,8 +1063,10 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
                 return;
         enc = rnnd_http_request_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
         if (enc != NULL && strcasecmp(enc, "identity") != 0) {
-                fail(r, RNND_EMEDIATYPE,
-                     "Content-Encoding '%.32s' is not supported; send the body uncompressed", enc);
+                rnnd_http_fail(
+                        r, RNND_EMEDIATYPE,
+                        "Content-Encoding '%.32s' is not supported; send the body uncompressed",
+                        enc);
                 return;
         }
         ret = srv->infer.handle(srv->infer.cls, r, sv, proto, &err);
@@ -1075,8 +1077,7 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
                                      "inference hook failed after suspending: %s", err.msg);
                         return;
                 }
-                rnnd_http_respond_error(r, (unsigned)rnnd_error_http_status(ret), "%s",
-                                        err.msg[0] != '\0' ? err.msg : rnnd_strerror(ret));
+                rnnd_http_fail_err(r, ret, &err);
         }
 }
 
@@ -1122,7 +1123,7 @@ void rnnd__routes_serve(struct rnnd_http_request *r)
                 rnnd__repoapi_serve(r);
                 break;
         case RNND_ROUTE_NONE:
-                fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
+                rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
                 break;
         }
 }

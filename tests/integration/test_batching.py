@@ -232,7 +232,9 @@ def test_overload(d):
         # instead, failing the exit code that main() asserts.
         print("SKIP: the RSS bound under sanitizers")
     else:
-        check(rss[2] - rss[0] <= 4096, "memory grows by at most 4 MiB over the last two floods "
+        # Usually under 1 MiB; malloc's arenas have added up to 4.4 MiB with other suites
+        # running.  Keeping each 30 KB body would add 23 MiB; LeakSanitizer catches the rest.
+        check(rss[2] - rss[0] <= 12288, "memory grows by at most 12 MiB over the last two floods "
               "(800 requests of 2 x 250 steps)", rss)
     st, _, _ = d.request("GET", "/v2/health/ready")
     check(st == 200, "the daemon still serves after the floods", st)

@@ -15,10 +15,14 @@
 #include "reload.h"
 #include "repo.h"
 #include "repoapi.h"
+#include "repository.h"
 #include "strbuf.h"
 
-/* The model name of /v2/repository/models/{m}/{load,unload} into buf; false when not valid. */
-static bool path_model(const struct rnnd_http_request *r, char *buf, size_t cap)
+/*
+ * The model name of /v2/repository/models/{m}/{load,unload} into buf
+ * [RNND_CFG_NAME_MAX]; false when it is not a model's name.
+ */
+static bool path_model(const struct rnnd_http_request *r, char *buf)
 {
         static const char prefix[] = "/v2/repository/models/";
         const char *s = r->path + sizeof(prefix) - 1, *end;
@@ -27,18 +31,11 @@ static bool path_model(const struct rnnd_http_request *r, char *buf, size_t cap)
         if (strncmp(r->path, prefix, sizeof(prefix) - 1) != 0 || (end = strchr(s, '/')) == NULL)
                 return false;
         n = (size_t)(end - s);
-        if (n == 0 || n >= cap || s[0] == '.')
+        if (n >= RNND_CFG_NAME_MAX)
                 return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = s[i];
-
-                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_' || c == '.' || c == '-'))
-                        return false;
-        }
         memcpy(buf, s, n);
         buf[n] = '\0';
-        return true;
+        return rnnd_repository_valid_name(buf);
 }
 
 unsigned rnnd__repoapi_check(struct rnnd_http_request *r)
@@ -177,7 +174,7 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
                 serve_index(r, &q);
                 return;
         }
-        if (!path_model(r, name, sizeof(name))) {
+        if (!path_model(r, name)) {
                 rnnd_http_fail(r, RNND_EINVAL,
                                "not a model name: the name of a directory of the "
                                "repository ([A-Za-z0-9_.-], at most %u bytes)",

@@ -33,8 +33,7 @@ static int join_path(char *buf, const char *dir, const char *name, rnnd_error_t 
         return 0;
 }
 
-/* 1..127 bytes of [A-Za-z0-9_.-], not starting with '.'. */
-static bool valid_model_name(const char *s)
+bool rnnd_repository_valid_name(const char *s)
 {
         static const char ok[] = "abcdefghijklmnopqrstuvwxyz"
                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -207,7 +206,7 @@ int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_err
                 return rnnd_error_set(reterr, RNND_EIO, "%s: cannot open repository: %s", root,
                                       strerror(errno));
         for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
-                if (!valid_model_name(de->d_name) || !is_dir_at(dirfd(d), de->d_name))
+                if (!rnnd_repository_valid_name(de->d_name) || !is_dir_at(dirfd(d), de->d_name))
                         continue;
                 if (n == RNND_REPO_MAX_MODELS) {
                         r = rnnd_error_set(reterr, RNND_ELIMIT,
@@ -226,7 +225,7 @@ int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_err
                         models = grown;
                 }
                 memset(&models[n], 0, sizeof(models[n]));
-                /* valid_model_name() checked that it fits. */
+                /* rnnd_repository_valid_name() checked that it fits. */
                 memcpy(models[n].name, de->d_name, strlen(de->d_name) + 1);
                 n++;
         }

@@ -45,6 +45,9 @@ int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_err
 /* Frees what idx owns and zeroes it.  Accepts a zeroed index. */
 void rnnd_repository_index_done(struct rnnd_repo_index *idx);
 
+/* Whether s can name a model: 1..127 bytes of [A-Za-z0-9_.-], not starting with '.'. */
+bool rnnd_repository_valid_name(const char *s);
+
 /* The entry called name, or NULL.  Borrowed until rnnd_repository_index_done(). */
 const struct rnnd_repo_model *rnnd_repository_find(const struct rnnd_repo_index *idx,
                                                    const char *name);

@@ -1022,11 +1022,10 @@ static void serve_metrics(struct rnnd_http_request *r)
 static bool repin(struct rnnd_http_request *r)
 {
         struct rnnd_served_model *old = r->model;
-        char name[RNND_CFG_NAME_MAX], version[24];
+        uint64_t v = r->version_given ? r->version->version : 0;
+        char name[RNND_CFG_NAME_MAX];
 
         snprintf(name, sizeof(name), "%s", old->entry->name);
-        if (r->version_given)
-                snprintf(version, sizeof(version), "%" PRIu64, r->version->version);
         r->model = rnnd_server_pin_model(r->srv, name);
         rnnd_server_unpin_model(old);
         r->version = NULL;
@@ -1035,8 +1034,13 @@ static bool repin(struct rnnd_http_request *r)
                                "unknown model '%s' (removed from the repository)", name);
                 return false;
         }
-        if (!resolve_version(r, r->version_given ? version : NULL)) {
-                rnnd_http_fail(r, RNND_ENOTFOUND, "unknown version '%s' of model '%s'", version,
+        if (!r->version_given) {
+                r->version = rnnd_server_latest(r->model);
+                return true;
+        }
+        r->version = rnnd_server_find_version(r->model, v);
+        if (r->version == NULL) {
+                rnnd_http_fail(r, RNND_ENOTFOUND, "unknown version '%" PRIu64 "' of model '%s'", v,
                                name);
                 return false;
         }

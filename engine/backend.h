@@ -38,6 +38,15 @@ struct rnnd_batch {
         uint32_t n;            /* 1..max_batch_size */
 };
 
+/*
+ * What every backend needs of a batch for m: a sequence at least, each of
+ * 1..max_sequence_length steps, with its input (tokens within the embedding
+ * for a model with one).  Returns 0 with the sum and the longest of the
+ * lengths, or RNND_EINVAL naming the first bad sequence.  In model.c.
+ */
+int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t *steps,
+                     uint32_t *longest, rnnd_error_t *reterr);
+
 struct rnnd_backend_desc {
         char backend[16];        /* "cpu", "cudnn" */
         char device[64];         /* "cpu", "GPU 0 (NVIDIA H100 ...)" */

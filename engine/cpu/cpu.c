@@ -366,43 +366,6 @@ static void pack_batch(const struct rnnd_batch *b, struct pack *pk)
                 pk->offs[t + 1] = pk->offs[t] + pk->nt[t];
 }
 
-static int validate(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t *steps,
-                    rnnd_error_t *reterr)
-{
-        const struct rnnd_model_config *cfg = &m->cfg;
-        uint64_t s = 0;
-
-        if (b->n == 0 || b->seqs == NULL)
-                return rnnd_error_set(reterr, RNND_EINVAL, "empty batch");
-        for (uint32_t i = 0; i < b->n; i++) {
-                const struct rnnd_seq *q = &b->seqs[i];
-
-                if (q->len == 0 || q->len > cfg->max_sequence_length)
-                        return rnnd_error_set(reterr, RNND_EINVAL,
-                                              "sequence %u: length %u is outside 1..%u", i, q->len,
-                                              cfg->max_sequence_length);
-                if (cfg->embedding.present) {
-                        if (q->tokens == NULL)
-                                return rnnd_error_set(reterr, RNND_EINVAL, "sequence %u: no tokens",
-                                                      i);
-                        for (uint32_t t = 0; t < q->len; t++)
-                                if (q->tokens[t] < 0 ||
-                                    q->tokens[t] >= (int64_t)cfg->embedding.num_embeddings)
-                                        return rnnd_error_set(
-                                                reterr, RNND_EINVAL,
-                                                "sequence %u: token %lld at step %u is outside "
-                                                "0..%u",
-                                                i, (long long)q->tokens[t], t,
-                                                cfg->embedding.num_embeddings - 1);
-                } else if (q->x == NULL) {
-                        return rnnd_error_set(reterr, RNND_EINVAL, "sequence %u: no input", i);
-                }
-                s += q->len;
-        }
-        *steps = s;
-        return 0;
-}
-
 static uint32_t chunk_steps(const struct pack *pk)
 {
         uint32_t s = CHUNK_ROWS / pk->n;
@@ -935,9 +898,10 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
 {
         struct cpu_plan *p = plan;
         uint64_t S = 0;
+        uint32_t longest;
         int r;
 
-        r = validate(p->m, b, &S, reterr);
+        r = rnnd_batch_check(p->m, b, &S, &longest, reterr);
         if (r < 0)
                 return r;
         if (p->n_threads > 1 && b->n >= SPLIT_ROWS * p->n_threads)

@@ -121,41 +121,16 @@ void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *
 int rnnd__cudnn_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint32_t max_n,
                       uint64_t max_rows, uint32_t *T, rnnd_error_t *reterr)
 {
-        const struct rnnd_model_config *cfg = &m->cfg;
-        uint32_t longest = 0;
+        uint64_t steps;
+        uint32_t longest;
+        int r;
 
-        if (b->n == 0 || b->seqs == NULL)
-                return rnnd_error_set(reterr, RNND_EINVAL, "empty batch");
-        if (b->n > max_n)
+        if (b->seqs != NULL && b->n > max_n) /* an empty batch says so first */
                 return rnnd_error_set(reterr, RNND_EINVAL, "batch of %u sequences > max %u", b->n,
                                       max_n);
-        for (uint32_t i = 0; i < b->n; i++) {
-                const struct rnnd_seq *q = &b->seqs[i];
-
-                if (q->len < 1 || q->len > cfg->max_sequence_length)
-                        return rnnd_error_set(reterr, RNND_EINVAL,
-                                              "sequence %u: length %u is outside 1..%u", i, q->len,
-                                              cfg->max_sequence_length);
-                longest = q->len > longest ? q->len : longest;
-                if (!cfg->embedding.present) {
-                        if (q->x == NULL)
-                                return rnnd_error_set(reterr, RNND_EINVAL, "sequence %u: no input",
-                                                      i);
-                        continue;
-                }
-                if (q->tokens == NULL)
-                        return rnnd_error_set(reterr, RNND_EINVAL, "sequence %u: no tokens", i);
-                for (uint32_t t = 0; t < q->len; t++) {
-                        int64_t tok = q->tokens[t];
-
-                        if (tok < 0 || tok >= (int64_t)cfg->embedding.num_embeddings)
-                                return rnnd_error_set(reterr, RNND_EINVAL,
-                                                      "sequence %u: token %lld at step %u is "
-                                                      "outside 0..%u",
-                                                      i, (long long)tok, t,
-                                                      cfg->embedding.num_embeddings - 1);
-                }
-        }
+        r = rnnd_batch_check(m, b, &steps, &longest, reterr);
+        if (r < 0)
+                return r;
         if ((uint64_t)longest * b->n > max_rows)
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "batch of %u x %u steps > max_batch_steps %llu", b->n,

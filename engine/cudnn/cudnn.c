@@ -791,15 +791,15 @@ static void cudnn_close(void *plan)
 static void cudnn_describe(const void *plan, struct rnnd_backend_desc *d)
 {
         const struct plan *p = plan;
-        struct rnnd_cudnn_info info;
+        int cudnn = (int)cudnnGetVersion(), cudart = 0;
 
         memset(d, 0, sizeof(*d));
         snprintf(d->backend, sizeof(d->backend), "cudnn");
-        rnnd_cudnn_info(&info);
+        /* Not rnnd_cudnn_info(): that asks every GPU for its properties, per instance. */
+        cudaRuntimeGetVersion(&cudart);
         snprintf(d->versions, sizeof(d->versions), "cuDNN %d.%d.%d, CUDA runtime %d.%d",
-                 info.cudnn_version / 10000, info.cudnn_version % 10000 / 100,
-                 info.cudnn_version % 100, info.cudart_version / 1000,
-                 info.cudart_version % 1000 / 10);
+                 cudnn / 10000, cudnn % 10000 / 100, cudnn % 100, cudart / 1000,
+                 cudart % 1000 / 10);
         if (p == NULL) {
                 snprintf(d->device, sizeof(d->device), "GPU");
                 snprintf(d->algo, sizeof(d->algo), "STANDARD");

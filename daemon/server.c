@@ -855,22 +855,23 @@ static void watchdog_tick(uv_timer_t *t)
  */
 static void sweep_tick(uv_timer_t *t);
 
+static void sweep_cb(rnnd_pool_t *p, void *arg)
+{
+        uint64_t due = rnnd_pool_sweep(p), *next = arg;
+
+        if (due < *next)
+                *next = due;
+}
+
 static void sweep(struct rnnd_server *srv)
 {
         uint64_t next = UINT64_MAX, now_ns = uv_hrtime();
 
-        /* The loop thread is the one that swaps the table: no lock needed to read it. */
-        for (size_t i = 0; i < srv->n_models; i++)
-                for (size_t j = 0; j < srv->models[i]->n_versions; j++) {
-                        rnnd_pool_t *p = srv->models[i]->versions[j].pool;
-                        uint64_t due;
-
-                        if (p == NULL)
-                                continue;
-                        due = rnnd_pool_sweep(p);
-                        if (due < next)
-                                next = due;
-                }
+        /*
+         * Every pool, a replaced model's too while requests still wait in it.  The
+         * loop thread is the one that swaps the table: no lock needed to read it.
+         */
+        each_pool(srv, sweep_cb, &next);
         uv_timer_stop(&srv->sweep_timer);
         if (next != UINT64_MAX) {
                 uint64_t ms = next > now_ns ? (next - now_ns + 999999) / 1000000 : 0;

@@ -29,6 +29,9 @@ enum rnnd_route {
         RNND_ROUTE_MODEL_STATS,  /* GET /v2/models[/{m}[/versions/{v}]]/stats */
         RNND_ROUTE_TFS_STATUS,   /* GET /v1/models/{m}[/versions/{v}] */
         RNND_ROUTE_TFS_PREDICT,  /* POST /v1/models/{m}[/versions/{v}]:predict */
+        RNND_ROUTE_TFS_METADATA, /* GET /v1/models/{m}[/versions/{v}]/metadata */
+        RNND_ROUTE_TFS_CLASSIFY, /* POST ...:classify (no such signature: 400) */
+        RNND_ROUTE_TFS_REGRESS,  /* POST ...:regress (no such signature: 400) */
         RNND_ROUTE_METRICS,      /* GET /metrics */
         RNND_ROUTE_REPO_INDEX,   /* POST /v2/repository/index */
         RNND_ROUTE_REPO_LOAD,    /* POST /v2/repository/models/{m}/load */

@@ -302,7 +302,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         return 0;
 }
 
-static const char *const infer_extensions[] = {"binary_tensor_data", NULL};
+static const char *const infer_extensions[] = {"binary_tensor_data", "schedule_policy", NULL};
 
 void rnnd_infer_hook_init(struct rnnd_server *srv, struct rnnd_infer_hook *ret)
 {

@@ -44,7 +44,8 @@ static bool route_is_repo(enum rnnd_route rt)
 
 static bool route_is_post(enum rnnd_route rt)
 {
-        return rt == RNND_ROUTE_MODEL_INFER || rt == RNND_ROUTE_TFS_PREDICT || route_is_repo(rt);
+        return rt == RNND_ROUTE_MODEL_INFER || rt == RNND_ROUTE_TFS_PREDICT ||
+               rt == RNND_ROUTE_TFS_CLASSIFY || rt == RNND_ROUTE_TFS_REGRESS || route_is_repo(rt);
 }
 
 /* Resolves r->version in the pinned r->model: the named one, or the latest. */
@@ -77,16 +78,28 @@ static bool parse_version(const char *s, uint64_t *ret)
         return true;
 }
 
-/* Strips a trailing ":predict" from s; true when it was there. */
-static bool strip_predict(char *s)
+/* Strips a trailing TF Serving ":verb" from s: its route, or the model status without one. */
+static enum rnnd_route strip_tfs_verb(char *s)
 {
+        static const struct {
+                const char *verb;
+                enum rnnd_route rt;
+        } verbs[] = {
+                {":predict", RNND_ROUTE_TFS_PREDICT},
+                {":classify", RNND_ROUTE_TFS_CLASSIFY},
+                {":regress", RNND_ROUTE_TFS_REGRESS},
+        };
         size_t n = strlen(s);
 
-        if (n > 8 && strcmp(s + n - 8, ":predict") == 0) {
-                s[n - 8] = '\0';
-                return true;
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+                size_t k = strlen(verbs[i].verb);
+
+                if (n > k && strcmp(s + n - k, verbs[i].verb) == 0) {
+                        s[n - k] = '\0';
+                        return verbs[i].rt;
+                }
         }
-        return false;
+        return RNND_ROUTE_TFS_STATUS;
 }
 
 unsigned rnnd__routes_match(struct rnnd_http_request *r)
@@ -156,13 +169,17 @@ unsigned rnnd__routes_match(struct rnnd_http_request *r)
                                 rt = RNND_ROUTE_MODEL_STATS;
                 }
         } else if (strcmp(seg[0], "v1") == 0 && n >= 3 && strcmp(seg[1], "models") == 0) {
+                size_t i = 3;
+
                 model_name = seg[2];
-                if (n == 3) {
-                        rt = strip_predict(seg[2]) ? RNND_ROUTE_TFS_PREDICT : RNND_ROUTE_TFS_STATUS;
-                } else if (n == 5 && strcmp(seg[3], "versions") == 0) {
+                if (n >= 5 && strcmp(seg[3], "versions") == 0) {
                         version_text = seg[4];
-                        rt = strip_predict(seg[4]) ? RNND_ROUTE_TFS_PREDICT : RNND_ROUTE_TFS_STATUS;
+                        i = 5;
                 }
+                if (n == i)
+                        rt = strip_tfs_verb(seg[i - 1]);
+                else if (n == i + 1 && strcmp(seg[i], "metadata") == 0)
+                        rt = RNND_ROUTE_TFS_METADATA;
         }
         if (rt == RNND_ROUTE_NONE)
                 goto not_found;
@@ -295,30 +312,45 @@ static unsigned model_tensors(const struct rnnd_model_config *cfg, bool inputs,
         return n;
 }
 
-/* KServe metadata: [{"name","datatype","shape"}], the batch dimension -1 first. */
+/* A tensor's shape with the batch dimension -1 first, as KServe metadata gives it. */
+static void put_batched_shape(struct rnnd_strbuf *b, const struct tensor_desc *t)
+{
+        rnnd_strbuf_puts(b, "[-1");
+        for (unsigned d = 0; d < t->ndims; d++)
+                rnnd_strbuf_printf(b, ",%" PRId64, t->dims[d]);
+        rnnd_strbuf_putc(b, ']');
+}
+
+/*
+ * KServe metadata: [{"name","datatype","shape"}], the batch dimension -1
+ * first.  Like /config, it lists the inputs every request carries and not the
+ * optional ones (lengths, h0, c0): perf_analyzer sends every input the
+ * metadata names, filled with rand() bytes or zeros, and neither is a valid
+ * length.  /config's parameters describe the optional inputs (docs/HTTP.md).
+ */
 static void put_metadata_tensors(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg,
                                  bool inputs)
 {
         struct tensor_desc io[5];
-        unsigned n = model_tensors(cfg, inputs, io), i, d;
+        unsigned n = model_tensors(cfg, inputs, io), i;
 
         rnnd_strbuf_json_key(b, inputs ? "inputs" : "outputs");
         rnnd_strbuf_putc(b, '[');
         for (i = 0; i < n; i++) {
+                if (io[i].optional)
+                        continue;
                 rnnd_strbuf_json_sep(b);
                 rnnd_strbuf_putc(b, '{');
                 rnnd_strbuf_json_kv_str(b, "name", io[i].name);
                 rnnd_strbuf_json_kv_str(b, "datatype", io[i].datatype);
                 rnnd_strbuf_json_key(b, "shape");
-                rnnd_strbuf_puts(b, "[-1");
-                for (d = 0; d < io[i].ndims; d++)
-                        rnnd_strbuf_printf(b, ",%" PRId64, io[i].dims[d]);
-                rnnd_strbuf_puts(b, "]}");
+                put_batched_shape(b, &io[i]);
+                rnnd_strbuf_putc(b, '}');
         }
         rnnd_strbuf_putc(b, ']');
 }
 
-/* Triton config: [{"name","data_type","dims"}] without the batch dimension. */
+/* Triton config: [{"name","data_type","dims"}] without the batch dimension; as the metadata. */
 static void put_config_tensors(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg,
                                bool inputs)
 {
@@ -328,6 +360,8 @@ static void put_config_tensors(struct rnnd_strbuf *b, const struct rnnd_model_co
         rnnd_strbuf_json_key(b, inputs ? "input" : "output");
         rnnd_strbuf_putc(b, '[');
         for (i = 0; i < n; i++) {
+                if (io[i].optional)
+                        continue;
                 rnnd_strbuf_json_sep(b);
                 rnnd_strbuf_putc(b, '{');
                 rnnd_strbuf_json_kv_str(b, "name", io[i].name);
@@ -335,17 +369,11 @@ static void put_config_tensors(struct rnnd_strbuf *b, const struct rnnd_model_co
                 rnnd_strbuf_printf(b, "\"TYPE_%s\"", io[i].datatype);
                 rnnd_strbuf_json_key(b, "dims");
                 rnnd_strbuf_putc(b, '[');
-                if (io[i].ndims == 0) {
-                        /* A scalar per batch item: Triton spells it dims [1] reshaped to []. */
-                        rnnd_strbuf_puts(b, "1],\"reshape\":{\"shape\":[]}");
-                } else {
-                        for (d = 0; d < io[i].ndims; d++)
-                                rnnd_strbuf_printf(b, "%s%" PRId64, d > 0 ? "," : "",
-                                                   io[i].dims[d]);
-                        rnnd_strbuf_putc(b, ']');
-                }
+                for (d = 0; d < io[i].ndims; d++)
+                        rnnd_strbuf_printf(b, "%s%" PRId64, d > 0 ? "," : "", io[i].dims[d]);
+                rnnd_strbuf_putc(b, ']');
                 if (inputs)
-                        rnnd_strbuf_json_kv_bool(b, "optional", io[i].optional);
+                        rnnd_strbuf_json_kv_bool(b, "optional", false);
                 rnnd_strbuf_putc(b, '}');
         }
         rnnd_strbuf_putc(b, ']');
@@ -398,6 +426,26 @@ static void put_u64_param(struct rnnd_strbuf *b, const char *key, uint64_t v)
 
         snprintf(s, sizeof(s), "%" PRIu64, v);
         put_string_param(b, key, s);
+}
+
+/* /config's parameters "optional_input.NAME": "DATATYPE [-1,...]", one per optional input. */
+static void put_optional_inputs(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg)
+{
+        struct tensor_desc io[5];
+        unsigned n = model_tensors(cfg, true, io);
+
+        for (unsigned i = 0; i < n; i++) {
+                struct rnnd_strbuf v;
+                char key[32], mem[96];
+
+                if (!io[i].optional)
+                        continue;
+                snprintf(key, sizeof(key), "optional_input.%s", io[i].name);
+                rnnd_strbuf_init_fixed(&v, mem, sizeof(mem));
+                rnnd_strbuf_printf(&v, "%s ", io[i].datatype);
+                put_batched_shape(&v, &io[i]);
+                put_string_param(b, key, mem);
+        }
 }
 
 static void put_backend_desc(struct rnnd_strbuf *b, const struct rnnd_backend_desc *d)
@@ -622,6 +670,7 @@ static void serve_model_config(struct rnnd_http_request *r)
         put_string_param(&b, "precision", rnnd_precision_name(cfg->precision));
         put_u64_param(&b, "max_sequence_length", cfg->max_sequence_length);
         put_u64_param(&b, "max_batch_steps", cfg->batching.max_batch_steps);
+        put_optional_inputs(&b, cfg);
         rnnd_strbuf_putc(&b, '}');
         rnnd_strbuf_putc(&b, '}');
         respond_json(r, 200, &b);
@@ -671,8 +720,8 @@ static void serve_server_metadata(struct rnnd_http_request *r)
         rnnd_strbuf_json_kv_str(&b, "name", "rnnd");
         rnnd_strbuf_json_kv_str(&b, "version", RNND_VERSION);
         rnnd_strbuf_json_key(&b, "extensions");
-        /* Only what is implemented: the /config and /stats routes, and the hook's. */
-        rnnd_strbuf_puts(&b, "[\"model_configuration\",\"statistics\"");
+        /* Only what is implemented: the /config, /stats and repository routes, and the hook's. */
+        rnnd_strbuf_puts(&b, "[\"model_configuration\",\"statistics\",\"model_repository\"");
         for (e = r->srv->infer.extensions; e != NULL && *e != NULL; e++) {
                 rnnd_strbuf_putc(&b, ',');
                 rnnd_strbuf_json_str(&b, *e);
@@ -743,6 +792,77 @@ static void serve_tfs_status(struct rnnd_http_request *r)
         respond_json(r, 200, &b);
 }
 
+/* A TF Serving dtype for a KServe datatype name. */
+static const char *tfs_dtype(const char *datatype)
+{
+        return strcmp(datatype, "INT64") == 0 ? "DT_INT64" : "DT_FLOAT";
+}
+
+/* A signature_def's "inputs" or "outputs": {name: {dtype, tensor_shape, name}}. */
+static void put_tfs_tensors(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg, bool inputs)
+{
+        struct tensor_desc io[5];
+        unsigned n = model_tensors(cfg, inputs, io);
+
+        rnnd_strbuf_json_key(b, inputs ? "inputs" : "outputs");
+        rnnd_strbuf_putc(b, '{');
+        for (unsigned i = 0; i < n; i++) {
+                rnnd_strbuf_json_key(b, io[i].name);
+                rnnd_strbuf_putc(b, '{');
+                rnnd_strbuf_json_kv_str(b, "dtype", tfs_dtype(io[i].datatype));
+                /* int64 sizes are strings in TF Serving's JSON (proto3). */
+                rnnd_strbuf_puts(b, ",\"tensor_shape\":{\"dim\":[{\"size\":\"-1\",\"name\":\"\"}");
+                for (unsigned d = 0; d < io[i].ndims; d++)
+                        rnnd_strbuf_printf(b, ",{\"size\":\"%" PRId64 "\",\"name\":\"\"}",
+                                           io[i].dims[d]);
+                rnnd_strbuf_puts(b, "],\"unknown_rank\":false}");
+                rnnd_strbuf_json_kv_str(b, "name", io[i].name);
+                rnnd_strbuf_putc(b, '}');
+        }
+        rnnd_strbuf_putc(b, '}');
+}
+
+/*
+ * TF Serving's GET .../metadata: the model's one signature, serving_default,
+ * a predict signature with every input (the optional ones too: a TF Serving
+ * client has no /config to read them from) and every output.
+ */
+static void serve_tfs_metadata(struct rnnd_http_request *r)
+{
+        struct rnnd_served_version *sv = loaded_version(r);
+        struct rnnd_strbuf b;
+
+        if (sv == NULL)
+                return;
+        rnnd_strbuf_init(&b);
+        rnnd_strbuf_puts(&b, "{\"model_spec\":{");
+        rnnd_strbuf_json_kv_str(&b, "name", r->model->entry->name);
+        rnnd_strbuf_json_kv_str(&b, "signature_name", "");
+        rnnd_strbuf_json_key(&b, "version");
+        rnnd_strbuf_printf(&b, "\"%" PRIu64 "\"", sv->version);
+        rnnd_strbuf_puts(&b, "},\"metadata\":{\"signature_def\":{\"signature_def\":{"
+                             "\"serving_default\":{");
+        put_tfs_tensors(&b, &r->model->entry->cfg, true);
+        put_tfs_tensors(&b, &r->model->entry->cfg, false);
+        rnnd_strbuf_json_kv_str(&b, "method_name", "tensorflow/serving/predict");
+        rnnd_strbuf_puts(&b, "}}}}}");
+        respond_json(r, 200, &b);
+}
+
+/* :classify and :regress: TF Serving's answer for a model whose signature is predict's. */
+static void serve_tfs_no_signature(struct rnnd_http_request *r)
+{
+        bool classify = r->route == RNND_ROUTE_TFS_CLASSIFY;
+
+        if (loaded_version(r) == NULL)
+                return;
+        rnnd_http_fail(r, RNND_EINVAL,
+                       "Expected %s signature method_name to be tensorflow/serving/%s. Was: "
+                       "tensorflow/serving/predict",
+                       classify ? "classification" : "regression",
+                       classify ? "classify" : "regress");
+}
+
 static void put_counters(struct rnnd_strbuf *b, const char *model, const char *version,
                          const struct rnnd_req_counters *c)
 {
@@ -789,16 +909,29 @@ static void put_latency(struct rnnd_strbuf *b, const char *name, const char *lab
                       (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9);
 }
 
-/* The per-version series of one metric family (HELP and TYPE once, then each version). */
+/*
+ * The per-version metric families.  Text format 0.0.4 wants each family's
+ * HELP, TYPE and samples as one group, so each has its own entry: HELP and
+ * TYPE once, then every version's samples.
+ */
 enum version_metric {
         VM_REQUEST_S,
         VM_QUEUE_S,
         VM_COMPUTE_S,
         VM_BATCH_SIZE,
         VM_PADDING,
-        VM_COUNTERS,
+        VM_INFERENCE_COUNT,
+        VM_EXECUTION_COUNT,
+        VM_STEPS_USED,
+        VM_STEPS_TOTAL,
+        VM_COMPUTE_TOTAL,
+        VM_EXPIRED,
+        VM_CANCELED,
+        VM_REJECTED,
         VM_INFO,
-        VM_GAUGES,
+        VM_QUEUE_DEPTH,
+        VM_BATCHES_RUNNING,
+        VM_IN_SERVICE,
 };
 
 /* A Prometheus label value, quoted, with \\, " and newlines escaped. */
@@ -823,6 +956,12 @@ static bool same_desc(const struct rnnd_backend_desc *a, const struct rnnd_backe
                strcmp(a->algo, b->algo) == 0 && strcmp(a->why_not_cudnn, b->why_not_cudnn) == 0;
 }
 
+/* One sample of a counter or gauge. */
+static void put_count(struct rnnd_strbuf *b, const char *name, const char *labels, uint64_t v)
+{
+        rnnd_strbuf_printf(b, "%s{%s} %llu\n", name, labels, (unsigned long long)v);
+}
+
 static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, const char *labels,
                                struct rnnd_served_version *sv, const struct rnnd_pool_stats *ps)
 {
@@ -844,23 +983,30 @@ static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, con
                 put_histogram(b, "rnnd_batch_padding_efficiency", labels, rnnd_pool_padding_bounds,
                               ps->padding_buckets, RNND_POOL_PADDING_BUCKETS, ps->padding_sum);
                 break;
-        case VM_COUNTERS:
-                rnnd_strbuf_printf(
-                        b,
-                        "rnnd_inference_count_total{%s} %llu\n"
-                        "rnnd_execution_count_total{%s} %llu\n"
-                        "rnnd_batch_steps_used_total{%s} %llu\n"
-                        "rnnd_batch_steps_total{%s} %llu\n"
-                        "rnnd_batch_compute_seconds_total{%s} %.9g\n"
-                        "rnnd_queue_expired_total{%s} %llu\n"
-                        "rnnd_requests_canceled_total{%s} %llu\n"
-                        "rnnd_queue_rejected_total{%s} %llu\n",
-                        labels, (unsigned long long)ps->sequences, labels,
-                        (unsigned long long)ps->batches, labels, (unsigned long long)ps->steps_used,
-                        labels, (unsigned long long)ps->steps_total, labels,
-                        (double)ps->compute_ns / 1e9, labels, (unsigned long long)ps->expired,
-                        labels, (unsigned long long)ps->canceled, labels,
-                        (unsigned long long)ps->rejected);
+        case VM_INFERENCE_COUNT:
+                put_count(b, "rnnd_inference_count_total", labels, ps->sequences);
+                break;
+        case VM_EXECUTION_COUNT:
+                put_count(b, "rnnd_execution_count_total", labels, ps->batches);
+                break;
+        case VM_STEPS_USED:
+                put_count(b, "rnnd_batch_steps_used_total", labels, ps->steps_used);
+                break;
+        case VM_STEPS_TOTAL:
+                put_count(b, "rnnd_batch_steps_total", labels, ps->steps_total);
+                break;
+        case VM_COMPUTE_TOTAL:
+                rnnd_strbuf_printf(b, "rnnd_batch_compute_seconds_total{%s} %.9g\n", labels,
+                                   (double)ps->compute_ns / 1e9);
+                break;
+        case VM_EXPIRED:
+                put_count(b, "rnnd_queue_expired_total", labels, ps->expired);
+                break;
+        case VM_CANCELED:
+                put_count(b, "rnnd_requests_canceled_total", labels, ps->canceled);
+                break;
+        case VM_REJECTED:
+                put_count(b, "rnnd_queue_rejected_total", labels, ps->rejected);
                 break;
         case VM_INFO:
                 /* One series per distinct placement, the first instance of each counting. */
@@ -884,12 +1030,14 @@ static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, con
                         rnnd_strbuf_printf(b, "} %u\n", n);
                 }
                 break;
-        case VM_GAUGES:
-                rnnd_strbuf_printf(b,
-                                   "rnnd_queue_depth{%s} %u\n"
-                                   "rnnd_batches_running{%s} %u\n"
-                                   "rnnd_instances_in_service{%s} %u\n",
-                                   labels, ps->queued, labels, ps->running, labels, ps->in_service);
+        case VM_QUEUE_DEPTH:
+                put_count(b, "rnnd_queue_depth", labels, ps->queued);
+                break;
+        case VM_BATCHES_RUNNING:
+                put_count(b, "rnnd_batches_running", labels, ps->running);
+                break;
+        case VM_IN_SERVICE:
+                put_count(b, "rnnd_instances_in_service", labels, ps->in_service);
                 break;
         }
 }
@@ -909,43 +1057,43 @@ static const char *const version_metric_help[] = {
         [VM_PADDING] = "# HELP rnnd_batch_padding_efficiency Per batch: sum of lengths / (batch "
                        "size x longest).\n"
                        "# TYPE rnnd_batch_padding_efficiency histogram\n",
-        [VM_COUNTERS] = "# HELP rnnd_inference_count_total Sequences run.\n"
-                        "# TYPE rnnd_inference_count_total counter\n"
-                        "# HELP rnnd_execution_count_total Batches run.\n"
-                        "# TYPE rnnd_execution_count_total counter\n"
-                        "# HELP rnnd_batch_steps_used_total Sum of the lengths of the sequences "
-                        "run.\n"
-                        "# TYPE rnnd_batch_steps_used_total counter\n"
-                        "# HELP rnnd_batch_steps_total Sum of batch size x longest over batches "
-                        "run (steps_used / this = padding efficiency).\n"
-                        "# TYPE rnnd_batch_steps_total counter\n"
-                        "# HELP rnnd_batch_compute_seconds_total Time the instances spent "
-                        "running batches.\n"
-                        "# TYPE rnnd_batch_compute_seconds_total counter\n"
-                        "# HELP rnnd_queue_expired_total Sequences whose queue timeout "
-                        "expired (503).\n"
-                        "# TYPE rnnd_queue_expired_total counter\n"
-                        "# HELP rnnd_requests_canceled_total Requests dropped before they "
+        [VM_INFERENCE_COUNT] = "# HELP rnnd_inference_count_total Sequences run.\n"
+                               "# TYPE rnnd_inference_count_total counter\n",
+        [VM_EXECUTION_COUNT] = "# HELP rnnd_execution_count_total Batches run.\n"
+                               "# TYPE rnnd_execution_count_total counter\n",
+        [VM_STEPS_USED] = "# HELP rnnd_batch_steps_used_total Sum of the lengths of the sequences "
+                          "run.\n"
+                          "# TYPE rnnd_batch_steps_used_total counter\n",
+        [VM_STEPS_TOTAL] = "# HELP rnnd_batch_steps_total Sum of batch size x longest over batches "
+                           "run (steps_used / this = padding efficiency).\n"
+                           "# TYPE rnnd_batch_steps_total counter\n",
+        [VM_COMPUTE_TOTAL] = "# HELP rnnd_batch_compute_seconds_total Time the instances spent "
+                             "running batches.\n"
+                             "# TYPE rnnd_batch_compute_seconds_total counter\n",
+        [VM_EXPIRED] = "# HELP rnnd_queue_expired_total Sequences whose queue timeout "
+                       "expired (503).\n"
+                       "# TYPE rnnd_queue_expired_total counter\n",
+        [VM_CANCELED] = "# HELP rnnd_requests_canceled_total Requests dropped before they "
                         "started because the client went away.\n"
-                        "# TYPE rnnd_requests_canceled_total counter\n"
-                        "# HELP rnnd_queue_rejected_total Requests refused at once: queue full "
+                        "# TYPE rnnd_requests_canceled_total counter\n",
+        [VM_REJECTED] = "# HELP rnnd_queue_rejected_total Requests refused at once: queue full "
                         "or shutting down (503).\n"
                         "# TYPE rnnd_queue_rejected_total counter\n",
         [VM_INFO] = "# HELP rnnd_model_backend_info Where a version's instances run, and why "
                     "not on cuDNN (\"\" when they are); one series per distinct placement, "
                     "the value is how many instances have it.\n"
                     "# TYPE rnnd_model_backend_info gauge\n",
-        [VM_GAUGES] = "# HELP rnnd_queue_depth Sequences waiting.\n"
-                      "# TYPE rnnd_queue_depth gauge\n"
-                      "# HELP rnnd_batches_running Batches on instances now.\n"
-                      "# TYPE rnnd_batches_running gauge\n"
-                      "# HELP rnnd_instances_in_service Instances that can run batches.\n"
-                      "# TYPE rnnd_instances_in_service gauge\n",
+        [VM_QUEUE_DEPTH] = "# HELP rnnd_queue_depth Sequences waiting.\n"
+                           "# TYPE rnnd_queue_depth gauge\n",
+        [VM_BATCHES_RUNNING] = "# HELP rnnd_batches_running Batches on instances now.\n"
+                               "# TYPE rnnd_batches_running gauge\n",
+        [VM_IN_SERVICE] = "# HELP rnnd_instances_in_service Instances that can run batches.\n"
+                          "# TYPE rnnd_instances_in_service gauge\n",
 };
 
 static void put_version_metrics(struct rnnd_strbuf *b, struct rnnd_server *srv)
 {
-        for (unsigned k = VM_REQUEST_S; k <= VM_GAUGES; k++) {
+        for (unsigned k = VM_REQUEST_S; k <= VM_IN_SERVICE; k++) {
                 rnnd_strbuf_puts(b, version_metric_help[k]);
                 for (size_t i = 0; i < srv->n_models; i++) {
                         struct rnnd_served_model *m = srv->models[i];
@@ -1117,6 +1265,13 @@ void rnnd__routes_serve(struct rnnd_http_request *r)
                 break;
         case RNND_ROUTE_TFS_PREDICT:
                 serve_infer(r, RNND_INFER_TFS_PREDICT);
+                break;
+        case RNND_ROUTE_TFS_METADATA:
+                serve_tfs_metadata(r);
+                break;
+        case RNND_ROUTE_TFS_CLASSIFY:
+        case RNND_ROUTE_TFS_REGRESS:
+                serve_tfs_no_signature(r);
                 break;
         case RNND_ROUTE_METRICS:
                 serve_metrics(r);

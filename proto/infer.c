@@ -1460,6 +1460,27 @@ static int bind_outputs(const struct rnnd_infer_request *req, const struct rnnd_
         return 0;
 }
 
+/*
+ * The sequence extension's parameters.  No model keeps state between requests
+ * yet, so a request that names a sequence is refused rather than answered as
+ * a stateless one (docs/HTTP.md): this is the one place that decides it.
+ */
+static int check_sequence_params(const struct rnnd_infer_params *q, rnnd_error_t *err)
+{
+        const char *name = q->sequence_id != 0 || q->sequence_id_str[0] != '\0' ? "sequence_id"
+                           : q->sequence_start                                  ? "sequence_start"
+                           : q->sequence_end                                    ? "sequence_end"
+                                                                                : NULL;
+
+        if (name == NULL)
+                return 0;
+        return rnnd_error_set(err, RNND_EINVAL,
+                              "parameters.%s: this model does not support sequences (every "
+                              "request is stateless: send each sequence whole, with h0/c0 to "
+                              "carry state)",
+                              name);
+}
+
 int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_model_config *cfg,
                     struct rnnd_infer_bound *ret, rnnd_error_t *reterr)
 {
@@ -1469,6 +1490,10 @@ int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_mode
         uint64_t want[3];
         bool emb = cfg->embedding.present;
         int r;
+
+        r = check_sequence_params(&req->params, reterr);
+        if (r < 0)
+                goto out;
 
         /* Names: each known, each once, and the right main input for the model. */
         for (unsigned i = 0; i < req->n_inputs; i++) {
@@ -1554,8 +1579,10 @@ int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_mode
         if (in[IN_LENGTHS] != NULL) {
                 const struct rnnd_tensor *t = in[IN_LENGTHS];
 
+                /* [B], or [B, 1] as /config's dims [1] with reshape [] give it. */
                 want[0] = b.B;
-                r = check_shape(t, want, 1, reterr);
+                want[1] = 1;
+                r = check_shape(t, want, t->ndim == 2 ? 2 : 1, reterr);
                 if (r < 0)
                         goto out;
                 for (uint32_t i = 0; i < b.B; i++) {

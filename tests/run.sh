@@ -7,17 +7,18 @@ build=${1:-build}
 asan=${2:-build-asan}
 rc=0
 
-# The interop suite (tests/interop) needs tritonclient[http] and numpy: a venv
-# at .venv-test, made or completed here when they do not import.  Without
-# PyPI that suite SKIPs (77) rather than fails.
+# The interop suite (tests/interop) needs tritonclient[http], numpy and
+# prometheus_client: a venv at .venv-test, made or completed here when they do
+# not import.  Without PyPI those tests SKIP (77) rather than fail.
+# (perf_analyzer and promtool are fetched by tests/interop/tools.sh.)
 venv=$(cd "$(dirname "$0")/.." && pwd)/.venv-test
-if ! "$venv/bin/python" -c 'import tritonclient.http, numpy' >/dev/null 2>&1; then
-  echo "making .venv-test with tritonclient[http] and numpy (pip) for the interop suite"
+if ! "$venv/bin/python" -c 'import tritonclient.http, numpy, prometheus_client' >/dev/null 2>&1; then
+  echo "making .venv-test with tritonclient[http], numpy and prometheus_client (pip) for the interop suite"
   if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null; } ||
      ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 2 --timeout 20 \
-       'tritonclient[http]' numpy >/dev/null 2>&1 ||
-     ! "$venv/bin/python" -c 'import tritonclient.http, numpy' >/dev/null 2>&1; then
-    echo "WARNING: could not install tritonclient[http] and numpy into .venv-test (no network?);" \
+       'tritonclient[http]' numpy prometheus_client >/dev/null 2>&1 ||
+     ! "$venv/bin/python" -c 'import tritonclient.http, numpy, prometheus_client' >/dev/null 2>&1; then
+    echo "WARNING: could not install tritonclient[http], numpy and prometheus_client into .venv-test (no network?);" \
          "the interop suite will SKIP"
   fi
 fi

@@ -205,8 +205,9 @@ def test_routes(d):
     check(st == 200 and h.get("content-type", "").startswith("application/json"), "GET /v2 is JSON 200", (st, h))
     check(meta.get("name") == "rnnd" and re.match(r"^\d+\.\d+\.\d+", meta.get("version", "")),
           "GET /v2 has name and version", meta)
-    check(meta.get("extensions") == ["model_configuration", "statistics", "binary_tensor_data"],
-          "GET /v2 lists only implemented extensions", meta)
+    check(meta.get("extensions") == ["model_configuration", "statistics", "model_repository", "binary_tensor_data",
+                                     "schedule_policy"],
+          "GET /v2 lists exactly the implemented extensions", meta)
 
     # Model metadata, with and without a version.
     for path in ("/v2/models/" + MODEL, "/v2/models/%s/versions/1" % MODEL):
@@ -218,9 +219,8 @@ def test_routes(d):
         outs = {t["name"]: t for t in m.get("outputs", [])}
         check(ins.get("input") == {"name": "input", "datatype": "FP32", "shape": [-1, -1, 5]},
               "metadata input is FP32 [-1,-1,5]", ins.get("input"))
-        check(set(ins) == {"input", "lengths", "h0", "c0"}, "metadata inputs of an LSTM", sorted(ins))
-        check(ins.get("h0", {}).get("shape") == [-1, 1, 6] and ins.get("lengths", {}).get("shape") == [-1],
-              "metadata h0 and lengths shapes", ins)
+        # Only what every request carries: perf_analyzer fills every input named here.
+        check(set(ins) == {"input"}, "metadata lists the required input only", sorted(ins))
         check(set(outs) == {"output", "h_n", "c_n"} and outs["output"]["shape"] == [-1, -1, 6],
               "metadata outputs of an LSTM", outs)
     st, h, m = d.json("GET", "/v2/models/" + HEAD_MODEL)
@@ -244,12 +244,15 @@ def test_routes(d):
     st, h, cfg = d.json("GET", "/v2/models/%s/config" % MODEL)
     check(st == 200, "config is 200", (st, cfg))
     check(cfg.get("name") == MODEL and cfg.get("max_batch_size") == 64, "config name and max_batch_size", cfg)
-    check([i["name"] for i in cfg.get("input", [])] == ["input", "lengths", "h0", "c0"],
-          "config inputs in order", cfg.get("input"))
+    check([i["name"] for i in cfg.get("input", [])] == ["input"], "config inputs are the metadata's",
+          cfg.get("input"))
     check(cfg.get("input", [{}])[0].get("dims") == [-1, 5] and cfg["input"][0].get("data_type") == "TYPE_FP32",
           "config input dims exclude the batch dimension", cfg.get("input"))
-    check(all("optional" in i for i in cfg.get("input", [])) and cfg["input"][1]["optional"] is True,
-          "config inputs say which are optional", cfg.get("input"))
+    check(cfg.get("input", [{}])[0].get("optional") is False, "config's input is not optional", cfg.get("input"))
+    params = {k: v.get("string_value") for k, v in cfg.get("parameters", {}).items()}
+    check(params.get("optional_input.lengths") == "INT64 [-1]" and params.get("optional_input.h0") == "FP32 [-1,1,6]"
+          and params.get("optional_input.c0") == "FP32 [-1,1,6]",
+          "config parameters describe the optional inputs", params)
     check(cfg.get("dynamic_batching", {}).get("max_queue_delay_microseconds") == 200,
           "config dynamic_batching.max_queue_delay_microseconds", cfg.get("dynamic_batching"))
     groups = cfg.get("instance_group", [])
@@ -283,6 +286,27 @@ def test_routes(d):
     st, h, b = d.json("GET", "/v1/models/%s/versions/1" % MODEL)
     check(st == 200 and b["model_version_status"][0]["state"] == "AVAILABLE", "TF Serving versioned status", (st, b))
 
+    # TF Serving model metadata: one predict signature with every input and output.
+    for path in ("/v1/models/%s/metadata" % MODEL, "/v1/models/%s/versions/1/metadata" % MODEL):
+        st, h, b = d.json("GET", path)
+        sig = b.get("metadata", {}).get("signature_def", {}).get("signature_def", {}).get("serving_default", {})
+        dims = {k: [int(x["size"]) for x in v["tensor_shape"]["dim"]] for k, v in
+                list(sig.get("inputs", {}).items()) + list(sig.get("outputs", {}).items())}
+        check(st == 200 and b.get("model_spec") == {"name": MODEL, "signature_name": "", "version": "1"},
+              "GET %s: model_spec" % path, (st, b))
+        check(sig.get("method_name") == "tensorflow/serving/predict"
+              and sig["inputs"]["input"]["dtype"] == "DT_FLOAT" and sig["inputs"]["lengths"]["dtype"] == "DT_INT64"
+              and dims == {"input": [-1, -1, 5], "lengths": [-1], "h0": [-1, 1, 6], "c0": [-1, 1, 6],
+                           "output": [-1, -1, 6], "h_n": [-1, 1, 6], "c_n": [-1, 1, 6]},
+              "GET %s: serving_default's tensors, dtypes and shapes" % path, sig)
+    st, h, b = d.json("GET", "/v1/models/no_such_model/metadata")
+    check(st == 404 and error_body(b), "TF Serving metadata of an unknown model is 404", (st, b))
+    for verb, sig in (("classify", "classification"), ("regress", "regression")):
+        st, h, b = d.json("POST", "/v1/models/%s:%s" % (MODEL, verb), body='{"examples": [{}]}')
+        check(st == 400 and b.get("error") == "Expected %s signature method_name to be tensorflow/serving/%s. "
+              "Was: tensorflow/serving/predict" % (sig, verb),
+              "TF Serving :%s answers as for a model without that signature" % verb, (st, b))
+
     # 404s.
     for path in ("/", "/v2/", "/v3", "/v2/health", "/v2/health/lively", "/v2/models", "/v2/models/",
                  "/v2/models/%s/versions" % MODEL,
@@ -306,7 +330,9 @@ def test_routes(d):
     for method, path, allow in (("POST", "/v2/health/live", "GET, HEAD"), ("DELETE", "/v2", "GET, HEAD"),
                                 ("PUT", "/v2/models/%s" % MODEL, "GET, HEAD"), ("POST", "/metrics", "GET, HEAD"),
                                 ("GET", "/v2/models/%s/infer" % MODEL, "POST"),
-                                ("GET", "/v1/models/%s:predict" % MODEL, "POST")):
+                                ("GET", "/v1/models/%s:predict" % MODEL, "POST"),
+                                ("GET", "/v1/models/%s:classify" % MODEL, "POST"),
+                                ("POST", "/v1/models/%s/metadata" % MODEL, "GET, HEAD")):
         st, h, b = d.json(method, path, body="{}" if method in ("POST", "PUT") else None)
         check(st == 405 and h.get("allow") == allow and error_body(b),
               "%s %s is 405 with Allow: %s" % (method, path, allow), (st, h.get("allow"), b))
@@ -394,6 +420,25 @@ def test_metrics(d):
     m = re.search(r'^rnnd_requests_total\{model="",version="",code="404"\} (\d+)$', text, re.M)
     check(m and int(m.group(1)) >= 1, "requests for unknown models are counted without a model", text)
     check("# TYPE rnnd_requests_total counter" in text, "rnnd_requests_total is a counter", text[:400])
+    # Text format 0.0.4: each family's HELP, TYPE and samples are one group.
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+
+    def family(line):
+        if line.startswith("#"):
+            return line.split()[2]
+        name = re.split(r"[{ ]", line)[0]
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        return base if types.get(base) == "histogram" else name
+
+    seen, broken, last = set(), set(), None
+    for line in filter(None, text.splitlines()):
+        fam = family(line)
+        if fam != last:
+            if fam in seen or fam not in types:
+                broken.add(fam)
+            seen.add(fam)
+            last = fam
+    check(not broken, "every metrics family is one group, with a TYPE", sorted(broken))
     for line in text.splitlines():
         if line and not line.startswith("#"):
             check(re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? (\d+(\.\d+)?([eE][-+]?\d+)?)', line),

@@ -235,6 +235,42 @@ def test_bad_requests(d):
     check(st == 200, "the daemon still serves after bad requests", st)
 
 
+def test_lengths_column(d):
+    """lengths shaped [B, 1] (Triton's dims [1] before its reshape to []) gives [B]'s numbers;
+    any other second dimension is refused naming lengths."""
+    name = "lstm_l1_uni_ragged_h0"
+    io = read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
+    inputs = case_inputs(io)
+    for i in inputs:
+        if i["name"] == "lengths":
+            i["shape"] = [i["shape"][0], 1]
+    st, h, resp = d.json("POST", "/v2/models/%s/infer" % name, body=json.dumps({"inputs": inputs}))
+    if check(st == 200, "lengths [B, 1]: 200", (st, resp)):
+        compare_case(name, io, outputs_of(resp), "lengths [B, 1]")
+    for i in inputs:
+        if i["name"] == "lengths":
+            i["shape"] = [1, i["shape"][0]]
+    st, h, resp = d.json("POST", "/v2/models/%s/infer" % name, body=json.dumps({"inputs": inputs}))
+    check(st == 400 and "'lengths'" in resp.get("error", "") and "does not match" in resp["error"],
+          "lengths [1, B] is 400 naming lengths", (st, resp))
+
+
+def test_sequence_parameters(d):
+    """No model keeps state yet: a request naming a sequence is 400 naming the parameter,
+    never a stateless 200; the parameters' neutral values change nothing."""
+    path = "/v2/models/lstm_l1_uni_equal_h0/infer"
+    inp = '{"name": "input", "datatype": "FP32", "shape": [1, 2, 5], "data": [0,0,0,0,0,0,0,0,0,0]}'
+    for params, key in (('{"sequence_id": 7}', "sequence_id"), ('{"sequence_id": "s-1"}', "sequence_id"),
+                        ('{"sequence_id": 7, "sequence_start": true}', "sequence_id"),
+                        ('{"sequence_start": true}', "sequence_start"), ('{"sequence_end": true}', "sequence_end")):
+        st, h, b = d.json("POST", path, body='{"parameters": %s, "inputs": [%s]}' % (params, inp))
+        check(st == 400 and ("parameters.%s" % key) in b.get("error", "") and "sequences" in b["error"],
+              "sequence parameters %s: 400 naming parameters.%s" % (params, key), (st, b))
+    st, h, b = d.json("POST", path, body='{"parameters": {"sequence_id": 0, "sequence_start": false, '
+                                         '"sequence_end": false}, "inputs": [%s]}' % inp)
+    check(st == 200, "sequence_id 0 and false start/end are no sequence: 200", (st, b))
+
+
 def test_overload(d):
     """A queue of 4 sequences held for 1 s: a flood gets quick 503s with Retry-After, and every
     accepted one is answered. The batch delay (1 s, below max_batch_size) holds the first four in
@@ -311,6 +347,8 @@ def main():
         test_goldens(d)
         test_bad_requests(d)
         test_stats(d)
+        test_lengths_column(d)
+        test_sequence_parameters(d)
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)
         err = d.stderr()

@@ -179,8 +179,8 @@ def test_health_and_metadata(c, goldens):
         ins = {t["name"]: t for t in m.get("inputs", [])}
         outs = {t["name"]: t for t in m.get("outputs", [])}
         first = "tokens" if "tokens" in g.t else "input"
-        want_ins = {first, "lengths", "h0"} | ({"c0"} if g.cfg["cell"] == "lstm" else set())
-        check(set(ins) == want_ins, "%s: metadata inputs" % n, sorted(ins))
+        # The required input only: perf_analyzer fills every input the metadata names.
+        check(set(ins) == {first}, "%s: metadata inputs" % n, sorted(ins))
         check(set(outs) == set(g.outputs), "%s: metadata outputs are the golden's" % n, (sorted(outs), g.outputs))
         if first == "input":
             check(ins["input"]["datatype"] == "FP32" and ins["input"]["shape"] == [-1, -1, g.cfg["input_size"]],
@@ -188,16 +188,21 @@ def test_health_and_metadata(c, goldens):
         else:
             check(ins["tokens"]["datatype"] in ("INT64", "INT32") and ins["tokens"]["shape"] == [-1, -1],
                   "%s: metadata tokens [-1,-1]" % n, ins["tokens"])
-        # Every golden tensor fits the advertised shape (-1 is any size).
-        for key in ("h0", "c0"):
-            if key in ins and key in g.t:
-                check(fits(ins[key]["shape"], g.t[key].shape), "%s: metadata %s shape fits" % (n, key), ins[key])
+        # The optional inputs are in /config's parameters; every golden tensor fits them.
+        cfg = c.get_model_config(n)
+        opt = {k[len("optional_input."):]: v.get("string_value", "").split(" ", 1)
+               for k, v in cfg.get("parameters", {}).items() if k.startswith("optional_input.")}
+        want_opt = {"lengths", "h0"} | ({"c0"} if g.cfg["cell"] == "lstm" else set())
+        check(set(opt) == want_opt, "%s: config parameters name the optional inputs" % n, sorted(opt))
+        for key in ("lengths", "h0", "c0"):
+            if key in opt and key in g.t:
+                check(fits(json.loads(opt[key][1]), g.t[key].shape),
+                      "%s: optional input %s's shape fits the golden's" % (n, key), opt[key])
         for key in g.outputs:
             o = outs.get(key, {})
             check(o.get("datatype") == "FP32" and fits(o.get("shape", []), g.t[key].shape),
                   "%s: metadata output %s FP32 and its shape fits" % (n, key), (o, g.t[key].shape))
 
-        cfg = c.get_model_config(n)
         check(cfg.get("name") == n and isinstance(cfg.get("max_batch_size"), int) and cfg["max_batch_size"] > 0,
               "%s: config name and max_batch_size" % n, cfg.get("max_batch_size"))
         # perf_analyzer: config inputs must match the metadata's names.
@@ -209,13 +214,8 @@ def test_health_and_metadata(c, goldens):
             mt = ins.get(ci.get("name")) or outs.get(ci.get("name")) or {}
             check(ci.get("data_type") == "TYPE_" + mt.get("datatype", "?"),
                   "%s: config %s data_type matches the metadata" % (n, ci.get("name")), (ci, mt))
-            # With max_batch_size > 0 the metadata shape is [-1] + dims, or
-            # [-1] + reshape.shape where the config reshapes (lengths: dims
-            # [1], reshape [], metadata [-1]).
-            shapes = [[-1] + ci.get("dims", [])]
-            if "reshape" in ci:
-                shapes.append([-1] + ci["reshape"].get("shape", []))
-            check(mt.get("shape") in shapes, "%s: config %s dims agree with the metadata shape" % (n, ci.get("name")),
+            # With max_batch_size > 0 the metadata shape is [-1] + dims.
+            check(mt.get("shape") == [-1] + ci.get("dims", []), "%s: config %s dims agree with the metadata shape" % (n, ci.get("name")),
                   (ci, mt))
         check("dynamic_batching" in cfg or "sequence_batching" in cfg,
               "%s: config has a batching section" % n, sorted(cfg))

@@ -173,7 +173,7 @@ END_TEST
 START_TEST(test_kserve_tokens_states)
 {
         static const char body[] =
-                "{\"id\":\"\",\"parameters\":{\"sequence_id\":42,\"sequence_start\":true,"
+                "{\"id\":\"\",\"parameters\":{\"sequence_id\":0,\"sequence_start\":false,"
                 "\"sequence_end\":false,\"priority\":-3,\"timeout\":5000,\"custom\":[1]},"
                 "\"inputs\":[{\"name\":\"tokens\",\"datatype\":\"INT32\",\"shape\":[2,3],"
                 "\"data\":[[1,2,3],[19,0,0]]},"
@@ -190,9 +190,9 @@ START_TEST(test_kserve_tokens_states)
         kserve_ok(body, M_EMB, &req, &b);
         ck_assert(req.has_id);
         ck_assert_str_eq(req.id, "");
-        ck_assert_uint_eq(req.params.sequence_id, 42);
+        ck_assert_uint_eq(req.params.sequence_id, 0);
         ck_assert_str_eq(req.params.sequence_id_str, "");
-        ck_assert(req.params.sequence_start);
+        ck_assert(!req.params.sequence_start);
         ck_assert(!req.params.sequence_end);
         ck_assert_int_eq(req.params.priority, -3);
         ck_assert_uint_eq(req.params.timeout_us, 5000);
@@ -215,10 +215,35 @@ START_TEST(test_kserve_tokens_states)
 }
 END_TEST
 
-START_TEST(test_kserve_string_sequence)
+/* The sequence parameters parse; bind refuses them while no model keeps state. */
+START_TEST(test_kserve_sequence_params)
 {
         static const char body[] =
-                "{\"parameters\":{\"sequence_id\":\"abc\",\"binary_data_output\":true},"
+                "{\"parameters\":{\"sequence_id\":\"abc\",\"sequence_start\":true,"
+                "\"sequence_end\":true},\"inputs\":[{\"name\":\"input\","
+                "\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[1,2]}]}";
+        struct rnnd_model_config cfg;
+        struct rnnd_infer_request req;
+        struct rnnd_infer_bound b;
+        rnnd_error_t e = {0};
+
+        make_cfg(M_GRU, &cfg);
+        ck_assert_int_eq(rnnd_kserve_parse(body, strlen(body), strlen(body), NULL, &req, &e), 0);
+        ck_assert_str_eq(req.params.sequence_id_str, "abc");
+        ck_assert_uint_eq(req.params.sequence_id, 0);
+        ck_assert(req.params.sequence_start && req.params.sequence_end);
+        ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), RNND_EINVAL);
+        ck_assert_str_eq(e.msg, "parameters.sequence_id: this model does not support sequences "
+                                "(every request is stateless: send each sequence whole, with "
+                                "h0/c0 to carry state)");
+        rnnd_infer_request_done(&req);
+}
+END_TEST
+
+START_TEST(test_kserve_binary_output)
+{
+        static const char body[] =
+                "{\"parameters\":{\"binary_data_output\":true},"
                 "\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,2],"
                 "\"data\":[1,2]}],\"outputs\":[{\"name\":\"output\"},{\"name\":\"h_n\","
                 "\"parameters\":{\"binary_data\":false}}]}";
@@ -226,8 +251,6 @@ START_TEST(test_kserve_string_sequence)
         struct rnnd_infer_bound b;
 
         kserve_ok(body, M_GRU, &req, &b);
-        ck_assert_str_eq(req.params.sequence_id_str, "abc");
-        ck_assert_uint_eq(req.params.sequence_id, 0);
         ck_assert(req.binary_data_output);
         ck_assert(b.binary[RNND_OUT_OUTPUT]);
         ck_assert(!b.binary[RNND_OUT_H_N]);
@@ -602,6 +625,14 @@ static const struct bad bad[] = {
          EINVAL_400, "parameters.sequence_id: must be an unsigned integer or a string, got 1.5"},
         {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":\"" A128 "b\"},\"inputs\":[" X3 "]}", 0, -1,
          EINVAL_400, "parameters.sequence_id: longer than 128 bytes"},
+        {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":42},\"inputs\":[" X3 "]}", 0, -1, EINVAL_400,
+         "parameters.sequence_id: this model does not support sequences"},
+        {KS, M_LSTM, "{\"parameters\":{\"sequence_start\":true},\"inputs\":[" X3 "]}", 0, -1,
+         EINVAL_400, "parameters.sequence_start: this model does not support sequences"},
+        {KS, M_LSTM, "{\"parameters\":{\"sequence_end\":true},\"inputs\":[" X3 "]}", 0, -1,
+         EINVAL_400, "parameters.sequence_end: this model does not support sequences"},
+        {KS, M_LSTM, REQ(X3 "," T("lengths", "INT64", "[1,2]", "[1,1]")), 0, -1, EINVAL_400,
+         "input 'lengths': shape [1, 2] does not match [1, 1]"},
         {KS, M_LSTM, "{\"parameters\":{\"sequence_start\":1},\"inputs\":[" X3 "]}", 0, -1,
          EINVAL_400, "parameters.sequence_start: must be true or false, got 1"},
         {KS, M_LSTM, "{\"parameters\":{\"sequence_end\":\"true\"},\"inputs\":[" X3 "]}", 0, -1,
@@ -1284,7 +1315,8 @@ static Suite *infer_suite(void)
         tcase_add_loop_test(tc, test_kserve_data, 0, RNND_ELEMENTSOF(flat_nested));
         tcase_add_test(tc, test_kserve_nested);
         tcase_add_test(tc, test_kserve_tokens_states);
-        tcase_add_test(tc, test_kserve_string_sequence);
+        tcase_add_test(tc, test_kserve_sequence_params);
+        tcase_add_test(tc, test_kserve_binary_output);
         tcase_add_loop_test(tc, test_kserve_binary, 0, 2);
         tcase_add_test(tc, test_limits);
         suite_add_tcase(s, tc);

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""test_perf_analyzer.py: Triton's perf_analyzer, unchanged, against the real rnnd.
+
+perf_analyzer builds its requests from the model metadata and /config alone:
+every input the metadata names gets perf_analyzer's own data (rand() bytes by
+default, zeros with --input-data zero), and `--shape` sets the variable dims.
+tests/interop/tools.sh fetches it (PyPI's perf-analyzer wheel, run through
+Debian 13's glibc where the host's is older); without it this test exits 77
+(meson SKIP) with the reason.
+
+Starts $RNND_BIN with the two demo models (config/models: digits_lstm,
+digits_gru) and one embedding model of the golden repository, and checks:
+
+- the demo models with perf_analyzer's default (random) data, `--shape
+  input:8,8`, JSON and binary tensors both ways: exit 0, its throughput table
+  ("Client" with "Throughput", "Concurrency: 1, throughput: ..."), every
+  request a success on the server's side (statistics: success count equal to
+  perf_analyzer's request count, no failure; /metrics: no 4xx for the model);
+- the embedding model with `--input-data zero` (token id 0), JSON and binary:
+  the same.  With random data its INT64 token ids are out of range and rnnd
+  refuses them (400 naming tokens), which perf_analyzer reports and exits
+  non-zero: that is checked too, since a 200 there would be a wrong answer.
+
+Standard library only.  Environment: RNND_BIN, RNND_SRC.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+
+import test_http as th  # noqa: E402
+from test_http import Daemon, check, GOLDEN, SRC  # noqa: E402
+from fetch_tool import fetch_tool  # noqa: E402
+
+EMB = "lstm_emb_l1_uni_ragged_noh0_head_softmax_last"
+REQUESTS = 100  # --request-count: a fixed count, no stability search (a loaded CI machine)
+
+
+def perf_analyzer_path():
+    path, why = fetch_tool("perf_analyzer", SRC)
+    if path is None:
+        print("test_perf_analyzer: %s" % why[1])
+        sys.exit(77 if why[0] == 77 else 1)
+    return path
+
+
+def repo(tmp):
+    for name in ("digits_lstm", "digits_gru"):
+        shutil.copytree(os.path.join(SRC, "config", "models", name), os.path.join(tmp, name))
+    shutil.copytree(os.path.join(GOLDEN, EMB), os.path.join(tmp, EMB))
+    return tmp
+
+
+def stats(d, model):
+    st, _, b = d.json("GET", "/v2/models/%s/stats" % model)
+    inf = b["model_stats"][0]["inference_stats"] if st == 200 else {}
+    return inf.get("success", {}).get("count", -1), inf.get("fail", {}).get("count", -1)
+
+
+def client_errors(d, model):
+    """The model's 4xx and 5xx answers so far, from /metrics."""
+    _, _, body = d.request("GET", "/metrics")
+    return sum(int(n) for code, n in re.findall(
+        r'^rnnd_requests_total\{model="%s",version="[^"]*",code="([45]\d\d)"\} (\d+)$' % model,
+        body.decode(), re.M))
+
+
+def run(pa, d, model, args):
+    cmd = [pa, "-m", model, "-u", "127.0.0.1:%d" % d.port, "-i", "http", "--request-count", str(REQUESTS)] + args
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    return r.returncode, r.stdout
+
+
+def test_runs(pa, d):
+    cases = [(m, ["--shape", "input:8,8"], "default data") for m in ("digits_lstm", "digits_gru")]
+    cases.append((EMB, ["--shape", "tokens:8", "--input-data", "zero"], "--input-data zero"))
+    for model, args, data in cases:
+        for fmt in ("json", "binary"):
+            what = "perf_analyzer %s, %s, %s tensors" % (model, data, fmt)
+            ok0, _ = stats(d, model)
+            err0 = client_errors(d, model)
+            rc, out = run(pa, d, model, args + ["--input-tensor-format", fmt, "--output-tensor-format", fmt])
+            check(rc == 0, "%s: exit 0" % what, out[-1500:])
+            m = re.search(r"Client:\s+Request count: (\d+)\s+Throughput: ([0-9.]+) infer/sec", out)
+            check(m is not None and int(m.group(1)) >= REQUESTS and float(m.group(2)) > 0,
+                  "%s: the Client table with a throughput" % what, out[-1500:])
+            check(re.search(r"^Concurrency: 1, throughput: [0-9.]+ infer/sec, latency \d+ usec$", out, re.M),
+                  "%s: the summary line" % what, out[-800:])
+            check("error" not in out.lower(), "%s: no error printed" % what, out[-800:])
+            ok1, fail1 = stats(d, model)
+            sent = int(m.group(1)) if m else REQUESTS
+            # perf_analyzer's warm-up and its own count: at least what it reports, all successes.
+            check(ok1 - ok0 >= sent and fail1 == 0, "%s: rnnd served every request" % what, (ok0, ok1, fail1, sent))
+            check(client_errors(d, model) == err0, "%s: no 4xx/5xx answered" % what, client_errors(d, model))
+
+    # Random INT64 token ids cannot be valid: rnnd refuses them, perf_analyzer says so and fails.
+    rc, out = run(pa, d, EMB, ["--shape", "tokens:8"])
+    check(rc != 0 and "input 'tokens'" in out and "is outside 0..10" in out,
+          "perf_analyzer %s with random token ids: rnnd's 400 naming tokens, non-zero exit" % EMB, out[-800:])
+
+
+def main():
+    pa = perf_analyzer_path()
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Daemon(repo=repo(tmp))
+        try:
+            test_runs(pa, d)
+            rc, _ = d.stop()
+            check(rc == 0, "SIGTERM exits 0", rc)
+        finally:
+            d.close()
+    print("test_perf_analyzer: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
+    return 1 if th.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

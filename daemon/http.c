@@ -27,22 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "http-int.h"
 #include "log.h"
 #include "strbuf.h"
 
 static const char oom_body[] = "{\"error\":\"out of memory\"}";
-
-static uint64_t now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The request's own accessors. */
 
@@ -340,7 +332,7 @@ static struct rnnd_http_request *begin(struct rnnd_server *srv, struct MHD_Conne
         atomic_init(&r->refs, 1);
         r->srv = srv;
         r->conn = conn;
-        r->t0_ns = now_ns();
+        r->t0_ns = rnnd_now_ns();
         snprintf(r->method, sizeof(r->method), "%s", method);
         r->path = rnnd_strdup(url);
         if (r->path == NULL) {
@@ -528,7 +520,7 @@ void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls
                 return;
         *req_cls = NULL;
         status = r->status != 0 ? r->status : 499;
-        ms = (double)(now_ns() - r->t0_ns) / 1e6;
+        ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6;
         rnnd_server_count(srv, r->model, r->model != NULL ? r->version : NULL, status);
 
         /* Health checks and scrapes are frequent: keep them at debug. */

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "http.h"
 #include "inference.h"
 #include "log.h"
@@ -38,20 +39,12 @@ struct infer_ctx {
         uint64_t input_ns;   /* parse, bind and allocate took */
 };
 
-static uint64_t now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Records a finished job in its version's statistics. */
 static void record(struct infer_ctx *c, int status, uint64_t output_ns)
 {
         struct rnnd_version_stats *st = &c->sv->stats;
         const rnnd_job_t *j = &c->job;
-        uint64_t total = now_ns() - c->t_start_ns;
+        uint64_t total = rnnd_now_ns() - c->t_start_ns;
         struct timespec wall;
 
         if (status < 0) {
@@ -152,10 +145,10 @@ static int schedule(struct infer_ctx *c, const struct rnnd_model_config *cfg, rn
 static void prepare_outputs(struct rnnd_http_request *http)
 {
         struct infer_ctx *c = rnnd_http_request_data(http);
-        uint64_t t = now_ns();
+        uint64_t t = rnnd_now_ns();
 
         respond_outputs(c);
-        record(c, 0, now_ns() - t);
+        record(c, 0, rnnd_now_ns() - t);
 }
 
 /*
@@ -252,7 +245,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
         c->sv = sv;
         c->proto = proto;
-        c->t_start_ns = now_ns();
+        c->t_start_ns = rnnd_now_ns();
         rnnd_http_request_set_data(r, c, ctx_free);
 
         if (proto == RNND_INFER_KSERVE_V2) {
@@ -283,7 +276,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         if (ret < 0)
                 return ret;
 
-        c->input_ns = now_ns() - c->t_start_ns;
+        c->input_ns = rnnd_now_ns() - c->t_start_ns;
         c->job.done = job_done;
         c->job.alive = job_alive;
         c->job.udata = c;
@@ -291,7 +284,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         rnnd_http_suspend(r);
         ret = rnnd_pool_submit(sv->pool, &c->job, reterr);
         if (ret < 0) {
-                rnnd_stat_add(&sv->stats.fail, now_ns() - c->t_start_ns);
+                rnnd_stat_add(&sv->stats.fail, rnnd_now_ns() - c->t_start_ns);
                 /* Refused at once (queue full, stopping): answer now. */
                 rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(r), "model %s: %s",
                              sv->owner->entry->name, reterr != NULL ? reterr->msg : "");

@@ -34,6 +34,7 @@
 
 #include "alloc.h"
 #include "batcher.h"
+#include "clock.h"
 #include "pool.h"
 
 struct rnnd_pool_jobseq {
@@ -90,14 +91,6 @@ const double rnnd_pool_size_bounds[RNND_POOL_SIZE_BUCKETS] = {
 const double rnnd_pool_padding_bounds[RNND_POOL_PADDING_BUCKETS] = {
         0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1, __builtin_inf()};
 
-static uint64_t now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static struct rnnd_pool_jobseq *jobseq(struct rnnd_bseq *node)
 {
         return (struct rnnd_pool_jobseq *)node;
@@ -111,7 +104,7 @@ static void finish_seqs(rnnd_job_t *job, uint32_t count, rnnd_job_t **done)
 {
         job->remaining_ -= count;
         if (job->remaining_ == 0) {
-                job->finished_ns = now_ns();
+                job->finished_ns = rnnd_now_ns();
                 job->next_ = *done;
                 *done = job;
         }
@@ -392,7 +385,7 @@ static void *worker_main(void *arg)
 
                 if (p->stopping || !w->in_service)
                         break;
-                n = form_locked(p, w, now_ns(), &done);
+                n = form_locked(p, w, rnnd_now_ns(), &done);
                 if (done != NULL) {
                         /* Canceled or expired jobs: answer them, then look again. */
                         pthread_mutex_unlock(&p->mu);
@@ -419,9 +412,9 @@ static void *worker_main(void *arg)
 
                 gather(w, n, &batch);
                 memset(&err, 0, sizeof(err));
-                t0 = now_ns();
+                t0 = rnnd_now_ns();
                 r = w->inst.ops->run(w->plan, &batch, &err);
-                t1 = now_ns();
+                t1 = rnnd_now_ns();
                 if (r < 0 && err.code == 0)
                         rnnd_error_set(&err, r, "model '%s': %s", p->m->name, rnnd_strerror(r));
 
@@ -615,7 +608,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         timeout = p->opts.queue_timeout_ns;
         if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
                 timeout = job->timeout_ns;
-        now = now_ns();
+        now = rnnd_now_ns();
         deadline = 0;
         if (timeout != 0) /* a timeout of centuries saturates rather than wraps */
                 deadline = timeout < UINT64_MAX - 1 - now ? now + timeout : UINT64_MAX - 1;
@@ -668,7 +661,7 @@ uint64_t rnnd_pool_sweep(rnnd_pool_t *p)
         uint64_t next;
 
         pthread_mutex_lock(&p->mu);
-        expire_locked(p, now_ns(), &done);
+        expire_locked(p, rnnd_now_ns(), &done);
         next = rnnd_batcher_next_deadline(p->batcher);
         p->sweep_due = next;
         pthread_mutex_unlock(&p->mu);

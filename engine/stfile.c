@@ -79,18 +79,6 @@ static float f64_to_f32(double d)
         return (float)d;
 }
 
-static const char *format_shape(char *buf, size_t cap, const uint64_t *shape, unsigned ndim)
-{
-        size_t n = 0;
-
-        n += (size_t)snprintf(buf + n, cap - n, "[");
-        for (unsigned i = 0; i < ndim && n < cap; i++)
-                n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, i ? ", " : "", shape[i]);
-        if (n < cap)
-                snprintf(buf + n, cap - n, "]");
-        return buf;
-}
-
 int rnnd_stfile_open(const char *path, rnnd_stfile_t **ret, rnnd_error_t *reterr)
 {
         rnnd_stfile_t *f = NULL;
@@ -231,8 +219,8 @@ static const struct rnnd_st_tensor *lookup(const rnnd_stfile_t *f, const char *n
         if (!same) {
                 *err = rnnd_error_set(reterr, RNND_EMODEL,
                                       "tensor '%s' has shape %s, expected %s in %s", name,
-                                      format_shape(have, sizeof(have), t->shape, t->ndim),
-                                      format_shape(want, sizeof(want), shape, ndim), f->path);
+                                      rnnd_shape_format(have, sizeof(have), t->shape, t->ndim),
+                                      rnnd_shape_format(want, sizeof(want), shape, ndim), f->path);
                 return NULL;
         }
         return t;

@@ -46,18 +46,6 @@ static const char *json_kind(const json_t *v)
         return "an unknown JSON value";
 }
 
-static const char *format_shape(char *buf, size_t cap, const uint64_t *shape, unsigned ndim)
-{
-        size_t n = 0;
-
-        n += (size_t)snprintf(buf + n, cap - n, "[");
-        for (unsigned i = 0; i < ndim && n < cap; i++)
-                n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, i ? ", " : "", shape[i]);
-        if (n < cap)
-                snprintf(buf + n, cap - n, "]");
-        return buf;
-}
-
 /* Reads element i of the array field as a non-negative JSON integer. */
 static int get_uint(const char *name, const char *field, size_t i, const json_t *v, uint64_t *ret,
                     rnnd_error_t *reterr)
@@ -151,10 +139,10 @@ static int parse_tensor(const char *name, json_t *entry, uint64_t data_len,
                         return r;
         }
         if (rnnd_shape_numel(t.shape, t.ndim, UINT64_MAX / esize, &t.numel) < 0)
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': shape %s has too many elements for %s", name,
-                                      format_shape(shape_str, sizeof(shape_str), t.shape, t.ndim),
-                                      rnnd_dtype_st_name(t.dtype));
+                return rnnd_error_set(
+                        reterr, RNND_EMODEL, "tensor '%s': shape %s has too many elements for %s",
+                        name, rnnd_shape_format(shape_str, sizeof(shape_str), t.shape, t.ndim),
+                        rnnd_dtype_st_name(t.dtype));
         nbytes = t.numel * esize;
 
         /* The offsets: [begin, end] inside the data buffer, as long as the tensor. */
@@ -188,7 +176,7 @@ static int parse_tensor(const char *name, json_t *entry, uint64_t data_len,
                         "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
                         " bytes, but %s %s needs %" PRIu64,
                         name, t.begin, t.end, t.end - t.begin, rnnd_dtype_st_name(t.dtype),
-                        format_shape(shape_str, sizeof(shape_str), t.shape, t.ndim), nbytes);
+                        rnnd_shape_format(shape_str, sizeof(shape_str), t.shape, t.ndim), nbytes);
 
         t.name = rnnd_strdup(name);
         if (t.name == NULL)

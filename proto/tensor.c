@@ -1,4 +1,6 @@
-/* tensor.c: dtype names and sizes, half/bfloat16 conversion, shape products. */
+/* tensor.c: dtype names and sizes, half/bfloat16 conversion, shape products and text. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -132,4 +134,16 @@ int rnnd_shape_numel(const uint64_t *shape, unsigned n, uint64_t max, uint64_t *
                 return RNND_ELIMIT;
         *ret = p;
         return 0;
+}
+
+const char *rnnd_shape_format(char *buf, size_t cap, const uint64_t *shape, unsigned ndim)
+{
+        size_t n = 0;
+
+        n += (size_t)snprintf(buf + n, cap - n, "[");
+        for (unsigned i = 0; i < ndim && n < cap; i++)
+                n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, i ? ", " : "", shape[i]);
+        if (n < cap)
+                snprintf(buf + n, cap - n, "]");
+        return buf;
 }

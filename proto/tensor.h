@@ -67,4 +67,10 @@ uint16_t rnnd_f32_to_bf16(float f);
  */
 int rnnd_shape_numel(const uint64_t *shape, unsigned n, uint64_t max, uint64_t *ret);
 
+/*
+ * Writes the ndim dims of shape into buf[cap] as "[2, 5, 7]" for messages,
+ * cut short when it does not fit (cap > 0).  Returns buf.  Thread-safe.
+ */
+const char *rnnd_shape_format(char *buf, size_t cap, const uint64_t *shape, unsigned ndim);
+
 #endif

@@ -86,6 +86,18 @@ START_TEST(test_numel)
 }
 END_TEST
 
+START_TEST(test_shape_format)
+{
+        uint64_t s[3] = {2, 5, 70000};
+        char buf[32], small[8];
+
+        ck_assert_str_eq(rnnd_shape_format(buf, sizeof(buf), s, 3), "[2, 5, 70000]");
+        ck_assert_str_eq(rnnd_shape_format(buf, sizeof(buf), s, 0), "[]");
+        /* Cut short, never past the buffer. */
+        ck_assert_str_eq(rnnd_shape_format(small, sizeof(small), s, 3), "[2, 5, ");
+}
+END_TEST
+
 START_TEST(test_alloc_fail)
 {
         void *p;
@@ -115,6 +127,7 @@ static Suite *error_suite(void)
         tcase_add_test(tc, test_dtypes);
         tcase_add_test(tc, test_half);
         tcase_add_test(tc, test_numel);
+        tcase_add_test(tc, test_shape_format);
         suite_add_tcase(s, tc);
         tc = tcase_create("alloc");
         tcase_add_test(tc, test_alloc_fail);

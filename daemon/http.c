@@ -30,6 +30,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "decimal.h"
 #include "http-int.h"
 #include "log.h"
 #include "strbuf.h"
@@ -294,22 +295,6 @@ static void take_request_id(struct rnnd_http_request *r)
         snprintf(r->id, sizeof(r->id), "%08" PRIx32 "%08" PRIx64, r->srv->id_seed, c & 0xffffffffu);
 }
 
-/* Parses Content-Length; false when it is not a plain decimal number. */
-static bool parse_content_length(const char *s, uint64_t *ret)
-{
-        uint64_t v = 0;
-
-        if (*s == '\0')
-                return false;
-        for (; *s != '\0'; s++) {
-                if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
-                        return false;
-                v = v * 10 + (uint64_t)(*s - '0');
-        }
-        *ret = v;
-        return true;
-}
-
 /* Whether the request announced a body (a length other than 0, or chunked). */
 static bool expects_body(struct rnnd_http_request *r)
 {
@@ -353,7 +338,7 @@ static unsigned check_length(struct rnnd_http_request *r)
 
         if (cl == NULL)
                 return 0;
-        if (!parse_content_length(cl, &n)) {
+        if (rnnd_decimal_parse(cl, &n) < 0) {
                 rnnd_http_respond_error(r, MHD_HTTP_BAD_REQUEST, "invalid Content-Length '%.40s'",
                                         cl);
                 return MHD_HTTP_BAD_REQUEST;

@@ -21,6 +21,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "decimal.h"
 #include "http.h"
 #include "inference.h"
 #include "log.h"
@@ -179,13 +180,9 @@ static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
 /* Parses a decimal Inference-Header-Content-Length; false when malformed. */
 static bool parse_header_len(const char *s, size_t *ret)
 {
-        char *end;
-        unsigned long long v;
+        uint64_t v;
 
-        if (s[0] < '0' || s[0] > '9')
-                return false;
-        v = strtoull(s, &end, 10);
-        if (*end != '\0' || v > SIZE_MAX)
+        if (rnnd_decimal_parse(s, &v) < 0 || v > SIZE_MAX)
                 return false;
         *ret = (size_t)v;
         return true;

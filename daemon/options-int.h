@@ -10,9 +10,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Decimal digits only ("0", "42"). */
-int rnnd__opt_parse_uint(const char *s, uint64_t *ret);
-
 /* Decimal with an optional K, M, G or T suffix, also spelled KiB, MiB, ... (powers of 1024). */
 int rnnd__opt_parse_bytes(const char *s, uint64_t *ret);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "decimal.h"
 #include "log.h"
 #include "options-int.h"
 #include "options.h"
@@ -286,26 +287,6 @@ const struct rnnd_option *rnnd_options_find(const char *name)
 
 /* Value parsers. */
 
-int rnnd__opt_parse_uint(const char *s, uint64_t *ret)
-{
-        uint64_t v = 0;
-
-        if (*s == '\0')
-                return RNND_EINVAL;
-        for (; *s != '\0'; s++) {
-                unsigned d;
-
-                if (*s < '0' || *s > '9')
-                        return RNND_EINVAL;
-                d = (unsigned)(*s - '0');
-                if (v > (UINT64_MAX - d) / 10)
-                        return RNND_ELIMIT;
-                v = v * 10 + d;
-        }
-        *ret = v;
-        return 0;
-}
-
 /* Splits s into its leading digits (parsed) and the suffix after them. */
 static int parse_with_suffix(const char *s, uint64_t *num, const char **suffix)
 {
@@ -319,7 +300,7 @@ static int parse_with_suffix(const char *s, uint64_t *num, const char **suffix)
                 return RNND_ELIMIT;
         memcpy(digits, s, n);
         digits[n] = '\0';
-        r = rnnd__opt_parse_uint(digits, num);
+        r = rnnd_decimal_parse(digits, num);
         if (r < 0)
                 return r;
         *suffix = s + n;
@@ -436,7 +417,7 @@ int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *p
                                               "'%.*s' is not a host name or IPv4 address",
                                               (int)hlen, s);
         }
-        if (rnnd__opt_parse_uint(colon + 1, &p) < 0 || strlen(colon + 1) > 5 || p > 65535)
+        if (rnnd_decimal_parse(colon + 1, &p) < 0 || strlen(colon + 1) > 5 || p > 65535)
                 return rnnd_error_set(reterr, RNND_EINVAL, "'%s' is not a port (0..65535)",
                                       colon + 1);
         if (hlen >= cap)
@@ -718,7 +699,7 @@ int rnnd_options_set(struct rnnd_options *o, const struct rnnd_option *opt, cons
                         return 0;
                 }
                 if (opt->type == RNND_OPT_UINT)
-                        r = rnnd__opt_parse_uint(value, &u);
+                        r = rnnd_decimal_parse(value, &u);
                 else if (opt->type == RNND_OPT_BYTES)
                         r = rnnd__opt_parse_bytes(value, &u);
                 else

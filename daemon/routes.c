@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "decimal.h"
 #include "http-int.h"
 #include "log.h"
 #include "repoapi.h"
@@ -65,17 +66,7 @@ static bool resolve_version(struct rnnd_http_request *r, const char *version_tex
 /* A positive decimal version without leading zeros. */
 static bool parse_version(const char *s, uint64_t *ret)
 {
-        uint64_t v = 0;
-
-        if (s[0] < '1' || s[0] > '9')
-                return false;
-        for (; *s != '\0'; s++) {
-                if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
-                        return false;
-                v = v * 10 + (uint64_t)(*s - '0');
-        }
-        *ret = v;
-        return true;
+        return s[0] >= '1' && s[0] <= '9' && rnnd_decimal_parse(s, ret) == 0;
 }
 
 /* Strips a trailing TF Serving ":verb" from s: its route, or the model status without one. */

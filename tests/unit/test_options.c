@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check-main.h"
+#include "decimal.h"
 #include "log.h"
 #include "options-int.h"
 #include "options.h"
@@ -178,7 +179,7 @@ START_TEST(test_parse_numbers)
 {
         uint64_t v = 7;
 
-        ck_assert_int_eq(rnnd__opt_parse_uint(numbers[_i].text, &v), numbers[_i].want_r);
+        ck_assert_int_eq(rnnd_decimal_parse(numbers[_i].text, &v), numbers[_i].want_r);
         if (numbers[_i].want_r == 0)
                 ck_assert_uint_eq(v, numbers[_i].uint);
         else

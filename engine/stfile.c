@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -226,78 +227,89 @@ static const struct rnnd_st_tensor *lookup(const rnnd_stfile_t *f, const char *n
         return t;
 }
 
-int rnnd_stfile_read_f32(const rnnd_stfile_t *f, const char *name, unsigned ndim,
-                         const uint64_t *shape, float *dst, rnnd_error_t *reterr)
+/* Converts n elements of type dt at p into dst's type; false for a dtype it does not take. */
+typedef bool (*convert_fn)(rnnd_dtype_t dt, const unsigned char *p, uint64_t n, void *dst);
+
+static bool to_f32(rnnd_dtype_t dt, const unsigned char *p, uint64_t n, void *out)
+{
+        float *dst = out;
+
+        switch (dt) {
+        case RNND_DT_F32:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = f32_from_bits(load_le32(p + 4 * i));
+                return true;
+        case RNND_DT_F16:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = rnnd_f16_to_f32(load_le16(p + 2 * i));
+                return true;
+        case RNND_DT_BF16:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = rnnd_bf16_to_f32(load_le16(p + 2 * i));
+                return true;
+        case RNND_DT_F64:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = f64_to_f32(f64_from_bits(load_le64(p + 8 * i)));
+                return true;
+        default:
+                return false;
+        }
+}
+
+static bool to_i64(rnnd_dtype_t dt, const unsigned char *p, uint64_t n, void *out)
+{
+        int64_t *dst = out;
+
+        switch (dt) {
+        case RNND_DT_I64:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = (int64_t)load_le64(p + 8 * i);
+                return true;
+        case RNND_DT_I32:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = (int32_t)load_le32(p + 4 * i);
+                return true;
+        case RNND_DT_I16:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = (int16_t)load_le16(p + 2 * i);
+                return true;
+        case RNND_DT_I8:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = (int8_t)p[i];
+                return true;
+        case RNND_DT_U8:
+                for (uint64_t i = 0; i < n; i++)
+                        dst[i] = p[i];
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* Finds and checks tensor name, then converts it into dst; expected names the dtypes taken. */
+static int read_as(const rnnd_stfile_t *f, const char *name, unsigned ndim, const uint64_t *shape,
+                   convert_fn convert, const char *expected, void *dst, rnnd_error_t *reterr)
 {
         const struct rnnd_st_tensor *t;
-        const unsigned char *p;
         int r = 0;
 
         t = lookup(f, name, ndim, shape, &r, reterr);
         if (t == NULL)
                 return r;
-        p = f->data + t->begin;
-        switch (t->dtype) {
-        case RNND_DT_F32:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = f32_from_bits(load_le32(p + 4 * i));
-                break;
-        case RNND_DT_F16:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = rnnd_f16_to_f32(load_le16(p + 2 * i));
-                break;
-        case RNND_DT_BF16:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = rnnd_bf16_to_f32(load_le16(p + 2 * i));
-                break;
-        case RNND_DT_F64:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = f64_to_f32(f64_from_bits(load_le64(p + 8 * i)));
-                break;
-        default:
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s' is %s, expected F32, F16, BF16 or F64 in %s",
-                                      name, rnnd_dtype_st_name(t->dtype), f->path);
-        }
+        if (!convert(t->dtype, f->data + t->begin, t->numel, dst))
+                return rnnd_error_set(reterr, RNND_EMODEL, "tensor '%s' is %s, expected %s in %s",
+                                      name, rnnd_dtype_st_name(t->dtype), expected, f->path);
         return 0;
+}
+
+int rnnd_stfile_read_f32(const rnnd_stfile_t *f, const char *name, unsigned ndim,
+                         const uint64_t *shape, float *dst, rnnd_error_t *reterr)
+{
+        return read_as(f, name, ndim, shape, to_f32, "F32, F16, BF16 or F64", dst, reterr);
 }
 
 int rnnd_stfile_read_i64(const rnnd_stfile_t *f, const char *name, unsigned ndim,
                          const uint64_t *shape, int64_t *dst, rnnd_error_t *reterr)
 {
-        const struct rnnd_st_tensor *t;
-        const unsigned char *p;
-        int r = 0;
-
-        t = lookup(f, name, ndim, shape, &r, reterr);
-        if (t == NULL)
-                return r;
-        p = f->data + t->begin;
-        switch (t->dtype) {
-        case RNND_DT_I64:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = (int64_t)load_le64(p + 8 * i);
-                break;
-        case RNND_DT_I32:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = (int32_t)load_le32(p + 4 * i);
-                break;
-        case RNND_DT_I16:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = (int16_t)load_le16(p + 2 * i);
-                break;
-        case RNND_DT_I8:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = (int8_t)p[i];
-                break;
-        case RNND_DT_U8:
-                for (uint64_t i = 0; i < t->numel; i++)
-                        dst[i] = p[i];
-                break;
-        default:
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s' is %s, expected I64, I32, I16, I8 or U8 in %s",
-                                      name, rnnd_dtype_st_name(t->dtype), f->path);
-        }
-        return 0;
+        return read_as(f, name, ndim, shape, to_i64, "I64, I32, I16, I8 or U8", dst, reterr);
 }

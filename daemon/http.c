@@ -210,7 +210,7 @@ int rnnd_http_fail(struct rnnd_http_request *r, int code, const char *fmt, ...)
         va_start(ap, fmt);
         respond_vformat(r, (unsigned)rnnd_error_http_status(code), fmt, ap);
         va_end(ap);
-        return 0;
+        return rnnd_error_http_status(code);
 }
 
 int rnnd_http_fail_err(struct rnnd_http_request *r, int code, const rnnd_error_t *err)
@@ -228,8 +228,7 @@ static enum MHD_Result queue(struct rnnd_http_request *r)
         if (r->resp == NULL) {
                 rnnd_log_req(RNND_LOG_ERR, r->id, "%s %s: no response was prepared", r->method,
                              r->path);
-                rnnd_http_respond_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                                        "internal error: no response");
+                rnnd_http_fail(r, RNND_EINTERNAL, "internal error: no response");
                 if (r->resp == NULL)
                         return MHD_NO;
         }
@@ -338,18 +337,15 @@ static unsigned check_length(struct rnnd_http_request *r)
 
         if (cl == NULL)
                 return 0;
-        if (rnnd_decimal_parse(cl, &n) < 0) {
-                rnnd_http_respond_error(r, MHD_HTTP_BAD_REQUEST, "invalid Content-Length '%.40s'",
-                                        cl);
-                return MHD_HTTP_BAD_REQUEST;
-        }
-        if (n > max) {
-                rnnd_http_respond_error(r, 413,
-                                        "request body of %" PRIu64
-                                        " bytes is larger than max_body_bytes (%" PRIu64 ")",
-                                        n, max);
-                return 413;
-        }
+        if (rnnd_decimal_parse(cl, &n) < 0)
+                return (unsigned)rnnd_http_fail(r, RNND_EINVAL, "invalid Content-Length '%.40s'",
+                                                cl);
+        if (n > max)
+                return (unsigned)rnnd_http_fail(r, RNND_ETOOBIG,
+                                                "request body of %" PRIu64
+                                                " bytes is larger than max_body_bytes (%" PRIu64
+                                                ")",
+                                                n, max);
         if (n > 0) {
                 /* Declared and within the cap: allocate it once. */
                 r->body = rnnd_malloc((size_t)n + 1);
@@ -427,7 +423,7 @@ enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const 
                  * which keeps the connection alive.
                  */
                 r->early = true;
-                if (status == 413 || expects_body(r)) {
+                if (status == (unsigned)rnnd_error_http_status(RNND_ETOOBIG) || expects_body(r)) {
                         r->dispatched = true;
                         return queue(r);
                 }
@@ -456,13 +452,12 @@ enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const 
                 return queue(r);
         if (r->too_big) {
                 if (r->body_oom)
-                        rnnd_http_respond_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                                                "out of memory for the request body");
+                        rnnd_http_fail(r, RNND_ENOMEM, "out of memory for the request body");
                 else
-                        rnnd_http_respond_error(r, 413,
-                                                "request body is larger than max_body_bytes "
-                                                "(%" PRIu64 ")",
-                                                srv->opts->max_body_bytes);
+                        rnnd_http_fail(r, RNND_ETOOBIG,
+                                       "request body is larger than max_body_bytes "
+                                       "(%" PRIu64 ")",
+                                       srv->opts->max_body_bytes);
                 return queue(r);
         }
         rnnd__routes_serve(r);

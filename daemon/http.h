@@ -89,7 +89,7 @@ int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const 
 
 /*
  * rnnd_http_respond_error() with the HTTP status that proto/error.h gives
- * the negative RNND_E* code.  Same thread rule.
+ * the negative RNND_E* code.  Returns that status.  Same thread rule.
  */
 int rnnd_http_fail(struct rnnd_http_request *r, int code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

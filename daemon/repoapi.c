@@ -46,9 +46,9 @@ unsigned rnnd__repoapi_check(struct rnnd_http_request *r)
         if (!rnnd__reload_authorized(r->srv, auth)) {
                 rnnd_log_req(RNND_LOG_WARNING, r->id, "%s %s: %s bearer token; answering 401",
                              r->method, r->path, auth == NULL ? "no" : "a wrong");
-                rnnd_http_respond_error(r, 401,
-                                        "this route needs the bearer token of "
-                                        "auth_token_file (Authorization: Bearer TOKEN)");
+                rnnd_http_fail(r, RNND_EAUTH,
+                               "this route needs the bearer token of "
+                               "auth_token_file (Authorization: Bearer TOKEN)");
                 rnnd_http_respond_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                          "Bearer realm=\"rnnd\"");
                 return r->resp_status;
@@ -146,7 +146,7 @@ static void serve_index(struct rnnd_http_request *r, const struct rnnd_repo_requ
         rnnd_strbuf_putc(&b, ']');
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
-                rnnd_http_respond_error(r, 500, "out of memory");
+                rnnd_http_fail(r, RNND_ENOMEM, "out of memory");
                 return;
         }
         rnnd_http_respond(r, 200, "application/json", body, len);

@@ -32,7 +32,8 @@
         XX(ECANCELED, -14, 499, "canceled")                                                        \
         XX(ELIMIT, -15, 400, "limit exceeded")                                                     \
         XX(EMEDIATYPE, -16, 415, "unsupported media type")                                         \
-        XX(EDEVLOST, -17, 503, "device unavailable")
+        XX(EDEVLOST, -17, 503, "device unavailable")                                               \
+        XX(EAUTH, -18, 401, "unauthorized")
 
 enum rnnd_errno {
 #define RNND_ERRNO_ENUM(name, val, status, msg) RNND_##name = (val),

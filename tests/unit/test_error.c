@@ -16,7 +16,8 @@ static const struct {
         {RNND_EMETHOD, 405, "EMETHOD"},     {RNND_ELENGTHREQ, 411, "ELENGTHREQ"},
         {RNND_ETOOBIG, 413, "ETOOBIG"},     {RNND_EUNAVAIL, 503, "EUNAVAIL"},
         {RNND_ETIMEDOUT, 503, "ETIMEDOUT"}, {RNND_EINTERNAL, 500, "EINTERNAL"},
-        {RNND_ENOMEM, 500, "ENOMEM"},       {-9999, 500, "EUNKNOWN"},
+        {RNND_ENOMEM, 500, "ENOMEM"},       {RNND_EAUTH, 401, "EAUTH"},
+        {-9999, 500, "EUNKNOWN"},
 };
 
 START_TEST(test_http_status)

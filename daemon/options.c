@@ -985,22 +985,17 @@ static bool is_config_flag(const char *arg)
         return strcmp(arg, "--config") == 0 || strncmp(arg, "--config=", 9) == 0;
 }
 
-int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
-                            enum rnnd_command *ret_cmd, rnnd_error_t *reterr)
+/*
+ * Pass 1 of rnnd_options_parse_args(): checks every argument before anything
+ * is applied, and finds the command and the --config file.
+ */
+static int scan_args(int argc, char *const *argv, enum rnnd_command *ret_cmd,
+                     const char **ret_config, rnnd_error_t *reterr)
 {
         enum rnnd_command cmd = RNND_CMD_RUN;
         const char *config = NULL;
-        int i, r;
+        int i;
 
-        /* Pass 1: commands and --config.  --help and --version win over everything. */
-        for (i = 1; i < argc; i++) {
-                int c = command_of(argv[i]);
-
-                if (c == RNND_CMD_HELP || c == RNND_CMD_VERSION) {
-                        *ret_cmd = (enum rnnd_command)c;
-                        return 0;
-                }
-        }
         for (i = 1; i < argc; i++) {
                 const char *a = argv[i];
                 int c = command_of(a);
@@ -1055,16 +1050,16 @@ int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
                         }
                 }
         }
+        *ret_cmd = cmd;
+        *ret_config = config;
+        return 0;
+}
 
-        /* Pass 2: the file, then the flags in order, then the environment. */
-        if (config != NULL) {
-                r = rnnd_options_load_file(o, config, reterr);
-                if (r < 0)
-                        return r;
-                o->config_file = rnnd_strdup(config);
-                if (o->config_file == NULL)
-                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-        }
+/* Pass 2's flags: applies each --key=value in order; scan_args() checked them. */
+static int apply_args(struct rnnd_options *o, int argc, char *const *argv, rnnd_error_t *reterr)
+{
+        int i, r;
+
         for (i = 1; i < argc; i++) {
                 const char *a = argv[i], *eq, *value;
                 const struct rnnd_option *opt;
@@ -1096,6 +1091,41 @@ int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
                 if (opt->offset == OFF(backend))
                         snprintf(o->backend_from, sizeof(o->backend_from), "--backend");
         }
+        return 0;
+}
+
+int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
+                            enum rnnd_command *ret_cmd, rnnd_error_t *reterr)
+{
+        enum rnnd_command cmd = RNND_CMD_RUN;
+        const char *config = NULL;
+        int i, r;
+
+        /* Pass 1: commands and --config.  --help and --version win over everything. */
+        for (i = 1; i < argc; i++) {
+                int c = command_of(argv[i]);
+
+                if (c == RNND_CMD_HELP || c == RNND_CMD_VERSION) {
+                        *ret_cmd = (enum rnnd_command)c;
+                        return 0;
+                }
+        }
+        r = scan_args(argc, argv, &cmd, &config, reterr);
+        if (r < 0)
+                return r;
+
+        /* Pass 2: the file, then the flags in order, then the environment. */
+        if (config != NULL) {
+                r = rnnd_options_load_file(o, config, reterr);
+                if (r < 0)
+                        return r;
+                o->config_file = rnnd_strdup(config);
+                if (o->config_file == NULL)
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        }
+        r = apply_args(o, argc, argv, reterr);
+        if (r < 0)
+                return r;
         r = rnnd_options_apply_env(o, reterr);
         if (r < 0)
                 return r;

@@ -66,6 +66,96 @@ static int get_uint(const char *name, const char *field, size_t i, const json_t 
         return 0;
 }
 
+/* The dtype: a safetensors name with a fixed element size, into t->dtype. */
+static int parse_dtype(const char *name, json_t *dtype, struct rnnd_st_tensor *t,
+                       rnnd_error_t *reterr)
+{
+        if (!json_is_string(dtype))
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': dtype is %s, expected a string", name,
+                                      json_kind(dtype));
+        t->dtype = rnnd_dtype_from_st_name(json_string_value(dtype));
+        if (rnnd_dtype_size(t->dtype) == 0)
+                return rnnd_error_set(reterr, RNND_EMODEL, "tensor '%s': unknown dtype '%s'", name,
+                                      json_string_value(dtype));
+        return 0;
+}
+
+/* The shape: at most RNND_MAX_DIMS dims whose byte count fits in 64 bits, into t. */
+static int parse_shape(const char *name, json_t *shape, struct rnnd_st_tensor *t,
+                       rnnd_error_t *reterr)
+{
+        char shape_str[SHAPE_STR_MAX];
+        int r;
+
+        if (!json_is_array(shape))
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': shape is %s, expected an array", name,
+                                      json_kind(shape));
+        if (json_array_size(shape) > RNND_MAX_DIMS)
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': shape has %zu dims, more than %d", name,
+                                      json_array_size(shape), RNND_MAX_DIMS);
+        t->ndim = (unsigned)json_array_size(shape);
+        for (unsigned i = 0; i < t->ndim; i++) {
+                r = get_uint(name, "shape", i, json_array_get(shape, i), &t->shape[i], reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (rnnd_shape_numel(t->shape, t->ndim, UINT64_MAX / rnnd_dtype_size(t->dtype), &t->numel) <
+            0)
+                return rnnd_error_set(
+                        reterr, RNND_EMODEL, "tensor '%s': shape %s has too many elements for %s",
+                        name, rnnd_shape_format(shape_str, sizeof(shape_str), t->shape, t->ndim),
+                        rnnd_dtype_st_name(t->dtype));
+        return 0;
+}
+
+/*
+ * The offsets: [begin, end] inside the data buffer of data_len bytes, as long
+ * as the tensor of t's dtype and shape, into t.
+ */
+static int parse_offsets(const char *name, json_t *offsets, uint64_t data_len,
+                         struct rnnd_st_tensor *t, rnnd_error_t *reterr)
+{
+        char shape_str[SHAPE_STR_MAX];
+        uint64_t nbytes = t->numel * rnnd_dtype_size(t->dtype);
+        int r;
+
+        if (!json_is_array(offsets))
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': data_offsets is %s, expected an array", name,
+                                      json_kind(offsets));
+        if (json_array_size(offsets) != 2)
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': data_offsets has length %zu, expected 2", name,
+                                      json_array_size(offsets));
+        r = get_uint(name, "data_offsets", 0, json_array_get(offsets, 0), &t->begin, reterr);
+        if (r < 0)
+                return r;
+        r = get_uint(name, "data_offsets", 1, json_array_get(offsets, 1), &t->end, reterr);
+        if (r < 0)
+                return r;
+        if (t->begin > t->end)
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                                      "] begin after they end",
+                                      name, t->begin, t->end);
+        if (t->end > data_len)
+                return rnnd_error_set(reterr, RNND_EMODEL,
+                                      "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                                      "] pass the end of the data buffer (%" PRIu64 " bytes)",
+                                      name, t->begin, t->end, data_len);
+        if (t->end - t->begin != nbytes)
+                return rnnd_error_set(
+                        reterr, RNND_EMODEL,
+                        "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
+                        " bytes, but %s %s needs %" PRIu64,
+                        name, t->begin, t->end, t->end - t->begin, rnnd_dtype_st_name(t->dtype),
+                        rnnd_shape_format(shape_str, sizeof(shape_str), t->shape, t->ndim), nbytes);
+        return 0;
+}
+
 /*
  * Checks the entry of tensor name against a data buffer of data_len bytes and
  * fills *ret, whose name is then a new string.  Writes nothing on failure.
@@ -75,10 +165,8 @@ static int parse_tensor(const char *name, json_t *entry, uint64_t data_len,
 {
         struct rnnd_st_tensor t = {0};
         json_t *dtype = NULL, *shape = NULL, *offsets = NULL, *v;
-        char shape_str[SHAPE_STR_MAX];
         const char *key;
-        size_t len = strlen(name), esize;
-        uint64_t nbytes;
+        size_t len = strlen(name);
         int r;
 
         if (len == 0)
@@ -111,73 +199,13 @@ static int parse_tensor(const char *name, json_t *entry, uint64_t data_len,
                                       dtype == NULL   ? "dtype"
                                       : shape == NULL ? "shape"
                                                       : "data_offsets");
-
-        /* The dtype: a safetensors name with a fixed element size. */
-        if (!json_is_string(dtype))
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': dtype is %s, expected a string", name,
-                                      json_kind(dtype));
-        t.dtype = rnnd_dtype_from_st_name(json_string_value(dtype));
-        esize = rnnd_dtype_size(t.dtype);
-        if (esize == 0)
-                return rnnd_error_set(reterr, RNND_EMODEL, "tensor '%s': unknown dtype '%s'", name,
-                                      json_string_value(dtype));
-
-        /* The shape: at most RNND_MAX_DIMS dims whose byte count fits in 64 bits. */
-        if (!json_is_array(shape))
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': shape is %s, expected an array", name,
-                                      json_kind(shape));
-        if (json_array_size(shape) > RNND_MAX_DIMS)
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': shape has %zu dims, more than %d", name,
-                                      json_array_size(shape), RNND_MAX_DIMS);
-        t.ndim = (unsigned)json_array_size(shape);
-        for (unsigned i = 0; i < t.ndim; i++) {
-                r = get_uint(name, "shape", i, json_array_get(shape, i), &t.shape[i], reterr);
-                if (r < 0)
-                        return r;
-        }
-        if (rnnd_shape_numel(t.shape, t.ndim, UINT64_MAX / esize, &t.numel) < 0)
-                return rnnd_error_set(
-                        reterr, RNND_EMODEL, "tensor '%s': shape %s has too many elements for %s",
-                        name, rnnd_shape_format(shape_str, sizeof(shape_str), t.shape, t.ndim),
-                        rnnd_dtype_st_name(t.dtype));
-        nbytes = t.numel * esize;
-
-        /* The offsets: [begin, end] inside the data buffer, as long as the tensor. */
-        if (!json_is_array(offsets))
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': data_offsets is %s, expected an array", name,
-                                      json_kind(offsets));
-        if (json_array_size(offsets) != 2)
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': data_offsets has length %zu, expected 2", name,
-                                      json_array_size(offsets));
-        r = get_uint(name, "data_offsets", 0, json_array_get(offsets, 0), &t.begin, reterr);
+        r = parse_dtype(name, dtype, &t, reterr);
+        if (r == 0)
+                r = parse_shape(name, shape, &t, reterr);
+        if (r == 0)
+                r = parse_offsets(name, offsets, data_len, &t, reterr);
         if (r < 0)
                 return r;
-        r = get_uint(name, "data_offsets", 1, json_array_get(offsets, 1), &t.end, reterr);
-        if (r < 0)
-                return r;
-        if (t.begin > t.end)
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-                                      "] begin after they end",
-                                      name, t.begin, t.end);
-        if (t.end > data_len)
-                return rnnd_error_set(reterr, RNND_EMODEL,
-                                      "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-                                      "] pass the end of the data buffer (%" PRIu64 " bytes)",
-                                      name, t.begin, t.end, data_len);
-        if (t.end - t.begin != nbytes)
-                return rnnd_error_set(
-                        reterr, RNND_EMODEL,
-                        "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
-                        " bytes, but %s %s needs %" PRIu64,
-                        name, t.begin, t.end, t.end - t.begin, rnnd_dtype_st_name(t.dtype),
-                        rnnd_shape_format(shape_str, sizeof(shape_str), t.shape, t.ndim), nbytes);
-
         t.name = rnnd_strdup(name);
         if (t.name == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "tensor '%s': out of memory", name);

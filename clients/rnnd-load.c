@@ -339,10 +339,10 @@ static size_t keep_snippet(char *p, size_t size, size_t n, void *userp)
         return k;
 }
 
-static int setup(struct run *r, rnnd_error_t *err)
+/* The lengths: a file's list, or the distribution's maximum, into r->max_len. */
+static int setup_lengths(struct run *r, rnnd_error_t *err)
 {
         struct rnnd_loadspec *s = &r->s;
-        struct rnnd_load_model m;
         int ret;
 
         if (s->len_dist == RNND_LEN_FILE) {
@@ -365,6 +365,15 @@ static int setup(struct run *r, rnnd_error_t *err)
         } else {
                 r->max_len = s->len_max;
         }
+        return 0;
+}
+
+/* The URL and the payload, asking the model's metadata for what the spec left out. */
+static int setup_request(struct run *r, rnnd_error_t *err)
+{
+        struct rnnd_loadspec *s = &r->s;
+        struct rnnd_load_model m;
+        int ret;
 
         switch (s->api) {
         case RNND_API_GET:
@@ -401,6 +410,13 @@ static int setup(struct run *r, rnnd_error_t *err)
                         return ret;
                 break;
         }
+        return 0;
+}
+
+/* The curl handles: one per slot of the concurrency, each with the request set. */
+static int setup_slots(struct run *r, rnnd_error_t *err)
+{
+        struct rnnd_loadspec *s = &r->s;
 
         r->multi = curl_multi_init();
         r->n_slots = s->concurrency;
@@ -438,6 +454,21 @@ static int setup(struct run *r, rnnd_error_t *err)
                 }
         }
         r->free_head = 0;
+        return 0;
+}
+
+static int setup(struct run *r, rnnd_error_t *err)
+{
+        struct rnnd_loadspec *s = &r->s;
+        int ret;
+
+        ret = setup_lengths(r, err);
+        if (ret == 0)
+                ret = setup_request(r, err);
+        if (ret == 0)
+                ret = setup_slots(r, err);
+        if (ret < 0)
+                return ret;
         r->rng_len = rnnd_rng_init(s->seed, RNND_RNG_LENGTHS);
         r->rng_arr = rnnd_rng_init(s->seed, RNND_RNG_ARRIVALS);
         rnnd_hist_init(&r->warm.latency);

@@ -577,6 +577,92 @@ struct sliced {
         struct rnnd_spin_barrier barrier;
 };
 
+/* The layer and direction's weights a sliced direction runs. */
+static unsigned sliced_ld(const struct sliced *sc)
+{
+        return sc->l * sc->p->m->dirs + sc->d;
+}
+
+/*
+ * The chunk's input projection of rows [r0, r0 + rows), split by rows: one
+ * call per participant packs its own rows once (column slices would repack
+ * every row once per gate).  Then all meet, since each needs its columns of
+ * every row.
+ */
+static void sliced_project(const struct sliced *sc, unsigned s, uint32_t r0, uint32_t rows,
+                           unsigned *sense)
+{
+        const rnnd_model_t *m = sc->p->m;
+        const struct rnnd_layer_weights *lw = &m->layers[sliced_ld(sc)];
+        const uint32_t gh = m->gates * m->cfg.hidden_size, in = lw->in;
+        struct work *w = sc->w;
+        const unsigned n_sl = sc->slices;
+
+        if (n_sl == 1) {
+                gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f, w->xg, gh);
+        } else {
+                uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
+
+                gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in, 0.0f,
+                        w->xg + (size_t)a * gh, gh);
+                rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
+        }
+}
+
+/*
+ * Step t of hidden units [j0, j1) of every gate: reads the state hc, writes
+ * the new state hn and the step's outputs.  The chunk's rows start at r0;
+ * fuse_x: the LSTM kernel does the input projection itself.
+ */
+static void sliced_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32_t r0, uint32_t t,
+                        const float *hc, float *hn, bool fuse_x)
+{
+        const struct pack *pk = sc->pk;
+        struct work *w = sc->w;
+        const rnnd_model_t *m = sc->p->m;
+        const unsigned ld = sliced_ld(sc), d = sc->d;
+        const struct rnnd_layer_weights *lw = &m->layers[ld];
+        const struct packed *pw = &sc->p->pw[ld];
+        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
+        const uint32_t ow = m->dirs * H, nt = pk->nt[t], width = j1 - j0;
+        const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
+        const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
+        float *hg = w->hg + j0;
+
+        if (pw->lstm) {
+                struct rnnd__cpu_lstm_step ls = {
+                        .M = nt,
+                        .H = H,
+                        .KX = in,
+                        .K = H,
+                        .P = pw->rec,
+                        .X = fuse_x ? w->in + (size_t)pk->offs[t] * in : NULL,
+                        .ldxin = in,
+                        .xg = fuse_x ? NULL : w->xg + (size_t)(pk->offs[t] - r0) * gh,
+                        .ldx = gh,
+                        .A = hc,
+                        .lda = H,
+                        .c = w->c,
+                        .h = hn,
+                        .ldh = H,
+                        .y = w->out + (size_t)pk->offs[t] * ow + (size_t)d * H,
+                        .ldy = ow,
+                };
+
+                rnnd__cpu_lstm_step(&ls, j0, j1);
+                return;
+        }
+        if (width == H)
+                rnnd__cpu_gemm_packed(nt, gh, H, hc, H, pw->rec, w->hg, gh);
+        else
+                for (uint32_t g = 0; g < G; g++)
+                        rnnd__cpu_gemm_packed(nt, width, H, hc, H,
+                                              pw->rec + (size_t)(g * H + j0) * H,
+                                              hg + (size_t)g * H, gh);
+        step_rows(m, nt, width, xg, hg, bi, bh, hc + j0, w->c + j0, hn + j0,
+                  w->out + (size_t)pk->offs[t] * ow + (size_t)d * H + j0, ow);
+}
+
 /*
  * One participant's part of a sliced direction: hidden units [j0, j1) of
  * every gate, for every step.  Its recurrent product and gate math touch only
@@ -590,21 +676,17 @@ struct sliced {
 static void sliced_part(void *arg, unsigned s)
 {
         const struct sliced *sc = arg;
-        const struct cpu_plan *p = sc->p;
         const struct pack *pk = sc->pk;
         struct work *w = sc->w;
-        const rnnd_model_t *m = p->m;
-        const unsigned ld = sc->l * m->dirs + sc->d, d = sc->d;
-        const struct rnnd_layer_weights *lw = &m->layers[ld];
-        const struct packed *pw = &p->pw[ld];
-        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
-        const uint32_t ow = m->dirs * H, chunks = (pk->T + chunk_steps(pk) - 1) / chunk_steps(pk);
+        const rnnd_model_t *m = sc->p->m;
+        const unsigned d = sc->d;
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        const uint32_t H = m->cfg.hidden_size;
+        const uint32_t chunks = (pk->T + chunk_steps(pk) - 1) / chunk_steps(pk);
         const uint32_t panels = H / RNND_CPU_NR;
         const unsigned n_sl = sc->slices;
         const uint32_t j0 = n_sl == 1 ? 0 : panels * s / n_sl * RNND_CPU_NR;
         const uint32_t j1 = n_sl == 1 ? H : panels * (s + 1) / n_sl * RNND_CPU_NR;
-        const uint32_t width = j1 - j0;
-        const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
         float *hb[2] = {w->h, w->h2};
         unsigned sense = 0, k = 0;
         /*
@@ -617,71 +699,16 @@ static void sliced_part(void *arg, unsigned s)
         if (s >= n_sl) /* a team member beyond the slices: nothing to do */
                 return;
         for (uint32_t ci = 0; ci < chunks; ci++) {
-                uint32_t t0, t1, r0, rows;
+                uint32_t t0, t1, r0;
 
                 chunk_range(pk, d, ci, &t0, &t1);
                 r0 = pk->offs[t0];
-                rows = pk->offs[t1] - r0;
-                /*
-                 * The chunk's input projection, split by rows: one call per
-                 * participant packs its own rows once (column slices would
-                 * repack every row once per gate).  Then all meet, since each
-                 * needs its columns of every row.
-                 */
-                if (fuse_x) {
-                        /* no input projection: the step kernel does it */
-                } else if (n_sl == 1) {
-                        gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f,
-                                w->xg, gh);
-                } else {
-                        uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
-
-                        gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in,
-                                0.0f, w->xg + (size_t)a * gh, gh);
-                        rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, &sense);
-                }
+                if (!fuse_x)
+                        sliced_project(sc, s, r0, pk->offs[t1] - r0, &sense);
                 for (uint32_t kk = 0; kk < t1 - t0; kk++, k++) {
-                        uint32_t t = d == 0 ? t0 + kk : t1 - 1 - kk, nt = pk->nt[t];
-                        const float *hc = hb[k & 1];
-                        float *hn = hb[(k + 1) & 1];
-                        const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
-                        float *hg = w->hg + j0;
+                        uint32_t t = d == 0 ? t0 + kk : t1 - 1 - kk;
 
-                        if (pw->lstm) {
-                                struct rnnd__cpu_lstm_step ls = {
-                                        .M = nt,
-                                        .H = H,
-                                        .KX = in,
-                                        .K = H,
-                                        .P = pw->rec,
-                                        .X = fuse_x ? w->in + (size_t)pk->offs[t] * in : NULL,
-                                        .ldxin = in,
-                                        .xg = fuse_x ? NULL
-                                                     : w->xg + (size_t)(pk->offs[t] - r0) * gh,
-                                        .ldx = gh,
-                                        .A = hc,
-                                        .lda = H,
-                                        .c = w->c,
-                                        .h = hn,
-                                        .ldh = H,
-                                        .y = w->out + (size_t)pk->offs[t] * ow + (size_t)d * H,
-                                        .ldy = ow,
-                                };
-
-                                rnnd__cpu_lstm_step(&ls, j0, j1);
-                        } else {
-                                if (width == H)
-                                        rnnd__cpu_gemm_packed(nt, gh, H, hc, H, pw->rec, w->hg, gh);
-                                else
-                                        for (uint32_t g = 0; g < G; g++)
-                                                rnnd__cpu_gemm_packed(
-                                                        nt, width, H, hc, H,
-                                                        pw->rec + (size_t)(g * H + j0) * H,
-                                                        hg + (size_t)g * H, gh);
-                                step_rows(m, nt, width, xg, hg, bi, bh, hc + j0, w->c + j0, hn + j0,
-                                          w->out + (size_t)pk->offs[t] * ow + (size_t)d * H + j0,
-                                          ow);
-                        }
+                        sliced_step(sc, j0, j1, r0, t, hb[k & 1], hb[(k + 1) & 1], fuse_x);
                         if (n_sl > 1)
                                 rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier,
                                                    &sense);

@@ -42,7 +42,7 @@ struct rnnd_batch {
  * What every backend needs of a batch for m: a sequence at least, each of
  * 1..max_sequence_length steps, with its input (tokens within the embedding
  * for a model with one).  Returns 0 with the sum and the longest of the
- * lengths, or RNND_EINVAL naming the first bad sequence.  In model.c.
+ * lengths, or RNND_EINVAL naming the first bad sequence.
  */
 int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t *steps,
                      uint32_t *longest, rnnd_error_t *reterr);

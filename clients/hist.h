@@ -1,6 +1,6 @@
 /*
  * hist.h: a log-bucketed latency histogram, like HdrHistogram (Debian has no
- * C HdrHistogram; research/ecosystem.md §7).
+ * C HdrHistogram; BENCHMARKS.md has the figures it makes).
  *
  * Values are unsigned integers (rnnd-load records nanoseconds).  Values below
  * 2 x RNND_HIST_SUB are counted exactly; above, each power of two is split

@@ -13,7 +13,7 @@
  * busy waits in a bounded backlog and goes out when one frees, and its
  * latency runs from the time it was scheduled, not from when it went out, so
  * a stall of the server shows in the percentiles instead of silencing the
- * client (coordinated omission; research/ecosystem.md §7, wrk2).
+ * client (coordinated omission, as wrk2 avoids it; BENCHMARKS.md).
  *
  * A request belongs to the warm-up or to the measurement by its scheduled
  * time; the warm-up's results are reported apart and not in the figures.

@@ -4,7 +4,7 @@
  *
  * DESIGN
  * MHD calls the access handler several times per request, on one of its pool
- * threads (ecosystem.md §1):
+ * threads (DESIGN.md §2):
  *   1. first call (*req_cls == NULL, headers only): allocate the request,
  *      take its id, match the route (404/405 answered here), and check
  *      Content-Length against max_body_bytes (413 answered here, so MHD

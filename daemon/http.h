@@ -2,13 +2,13 @@
  * http.h: one HTTP request as the routes and the inference hook see it, and
  * how they answer it (the libmicrohttpd adapter is in http.c).
  *
- * A request is refcounted (STYLE.md §3): the HTTP side holds one reference
+ * A request is refcounted (DESIGN.md §2): the HTTP side holds one reference
  * from the first handler call until MHD reports it completed; whoever queues
  * it elsewhere (the engine) takes another with rnnd_http_request_ref() and
  * drops it after rnnd_http_resume().  The body and the resolved model stay
  * valid while a reference is held.
  *
- * Answering (ecosystem.md §1): a response is prepared with rnnd_http_respond*()
+ * Answering (DESIGN.md §2): a response is prepared with rnnd_http_respond*()
  * and handed to MHD by http.c, either when the hook returns or, for a
  * suspended request, when MHD calls the handler again after
  * rnnd_http_resume().  Every response gets Content-Type and X-Request-Id.
@@ -100,7 +100,7 @@ int rnnd_http_fail_err(struct rnnd_http_request *r, int code, const rnnd_error_t
 /*
  * Suspends the request's connection (MHD_suspend_connection).  Call it from
  * the hook's handle(), on the MHD thread, BEFORE publishing the request to
- * any other thread (ecosystem.md §1 step 3).
+ * any other thread (DESIGN.md §2: suspend first, publish second).
  */
 void rnnd_http_suspend(struct rnnd_http_request *r);
 

@@ -7,7 +7,7 @@
  * sequence at its slices of the inputs and outputs: the engine reads and
  * writes in place, with no gather.  Then it takes a reference on the HTTP
  * request, suspends the connection, and only then submits the job
- * (ecosystem.md §1: suspend first, publish second).  The worker that ran the
+ * (DESIGN.md §2: suspend first, publish second).  The worker that ran the
  * job resumes the connection and drops its reference; the MHD thread that
  * handles the resumed request renders the response (prepare_outputs).
  * The per-request state lives in the HTTP request's data, so it is freed

@@ -1,5 +1,5 @@
 /*
- * log.h: the daemon's log (STYLE.md §5).  Only daemon/ logs; proto/ and
+ * log.h: the daemon's log (DESIGN.md §8).  Only daemon/ logs; proto/ and
  * engine/ return errors.
  *
  * Lines go to stderr, one write(2) each, so lines from different threads

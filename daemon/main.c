@@ -56,7 +56,7 @@ static int run(int argc, char **argv)
         }
 
         rnnd_log_setup(opts.log_level, (enum rnnd_log_format)opts.log_format, STDERR_FILENO);
-        /* jansson's seed and allocator: before any thread starts (STYLE.md §4). */
+        /* jansson's seed and allocator: before any thread starts (DESIGN.md §10). */
         rnnd_infer_global_init();
         rnnd_log(RNND_LOG_INFO, "rnnd %s starting%s%s", RNND_VERSION,
                  opts.config_file != NULL ? " with " : "",

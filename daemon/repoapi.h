@@ -1,6 +1,6 @@
 /*
- * repoapi.h: the model repository extension (Triton's, research/
- * serving-anchors.md §1), on MHD threads:
+ * repoapi.h: the model repository extension (Triton's; HTTP.md, Model
+ * repository), on MHD threads:
  *   POST /v2/repository/index               [{name, version, state, reason}]
  *   POST /v2/repository/models/{m}/load     200, or 400 saying why
  *   POST /v2/repository/models/{m}/unload   200, or 400 saying why

@@ -18,7 +18,7 @@
  * with work queued or running has completed a batch within
  * worker_stall_timeout.
  *
- * Shutdown (ecosystem.md §3): SIGTERM or SIGINT sets stopping (ready turns
+ * Shutdown (DESIGN.md §8, drain): SIGTERM or SIGINT sets stopping (ready turns
  * 400, new inference is answered 503, responses carry Connection: close),
  * sends STOPPING=1, quiesces MHD (no new connections) and closes every pool
  * (queued work still runs).  A timer then polls the requests in flight and

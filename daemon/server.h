@@ -66,7 +66,7 @@ struct rnnd_hist {
 void rnnd_hist_add(struct rnnd_hist *h, uint64_t ns);
 
 /*
- * One version's request statistics (research/serving-anchors.md §1):
+ * One version's request statistics (HTTP.md, Statistics):
  * success and fail are whole requests; queue is the time until a request's
  * first sequence started; compute_input parsing and checking, compute_infer
  * from the first sequence's start to the last one's end, compute_output

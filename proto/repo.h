@@ -1,6 +1,6 @@
 /*
  * repo.h: the bodies of the model repository extension's requests
- * (research/serving-anchors.md §1): POST v2/repository/index {"ready": bool},
+ * (HTTP.md, Model repository): POST v2/repository/index {"ready": bool},
  * POST v2/repository/models/{m}/load and .../unload {"parameters": {...}}.
  */
 #ifndef RNND_PROTO_REPO_H

@@ -3,7 +3,7 @@
  * the small JSON writer the daemon builds its responses and log lines with,
  * and the load client its requests.
  *
- * Only proto/ may include jansson.h (STYLE.md §1), and the JSON written is
+ * Only proto/ may include jansson.h (DESIGN.md §1), and the JSON written is
  * small and flat, so it is written by hand here.  Appends never fail: running
  * out of memory sets b->oom, and the caller checks it once at the end, the
  * way a stdio stream keeps its error flag.  A buffer belongs to one thread at

@@ -1,5 +1,5 @@
 /*
- * gpu-main.h: the main() of every GPU suite (STYLE.md §7): exits 77 (meson's
+ * gpu-main.h: the main() of every GPU suite (DESIGN.md §10): exits 77 (meson's
  * SKIP) when no GPU is visible, and otherwise runs the suite without fork,
  * since a CUDA context made before fork() cannot be used in the child.
  */

@@ -3,7 +3,7 @@
  * that suspends every request and answers it from a worker thread, many
  * clients at once, and a SIGTERM drain that has the hook answer stalled
  * requests 503.  This is the contract daemon/server.h documents for the real
- * inference hook (ecosystem.md §1: suspend first, publish second, respond
+ * inference hook (DESIGN.md §2: suspend first, publish second, respond
  * then resume, queue only in the handler).
  */
 #include <arpa/inet.h>

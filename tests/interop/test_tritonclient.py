@@ -2,13 +2,13 @@
 """test_tritonclient.py: Triton's own Python client against the real rnnd (DESIGN.md §5, §9).
 
 rnnd speaks KServe v2 / Open Inference Protocol so that `tritonclient` works
-unchanged (research/serving-anchors.md §2).  This suite starts $RNND_BIN on a
+unchanged (DESIGN.md §5).  This suite starts $RNND_BIN on a
 free loopback port with the golden repository (tests/golden/models) and drives
 it only through `tritonclient.http` (PyPI `tritonclient[http]`):
 
 - health, server/model metadata and the Triton-style model config, checked
   against what each golden case really takes and gives, and against what
-  perf_analyzer reads from them (serving-anchors.md §6);
+  perf_analyzer reads from them (the metadata and config routes of HTTP.md);
 - `infer()` on every golden case, with inputs sent as JSON and as binary
   tensors, outputs asked for as JSON, as binary, mixed, and not at all (the
   client then asks for binary_data_output), INT32 and INT64 lengths/tokens, a

@@ -95,6 +95,11 @@ static size_t reserve(struct rnnd_strbuf *b, size_t n)
         return n;
 }
 
+size_t rnnd_strbuf_reserve(struct rnnd_strbuf *b, size_t n)
+{
+        return reserve(b, n);
+}
+
 void rnnd_strbuf_putn(struct rnnd_strbuf *b, const char *s, size_t n)
 {
         n = reserve(b, n);

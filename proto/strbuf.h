@@ -47,6 +47,14 @@ void rnnd_strbuf_done(struct rnnd_strbuf *b);
  */
 char *rnnd_strbuf_steal(struct rnnd_strbuf *b, size_t *len);
 
+/*
+ * Makes room for n more bytes (and the NUL) at b->data + b->len, so that a
+ * caller may format into it and advance b->len itself; returns how many of
+ * the n fit (0 after oom; fewer in a fixed buffer, which then is truncated).
+ * Also a size hint before a long run of appends.
+ */
+size_t rnnd_strbuf_reserve(struct rnnd_strbuf *b, size_t n);
+
 void rnnd_strbuf_putn(struct rnnd_strbuf *b, const char *s, size_t n);
 void rnnd_strbuf_puts(struct rnnd_strbuf *b, const char *s);
 void rnnd_strbuf_putc(struct rnnd_strbuf *b, char c);

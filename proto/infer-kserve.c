@@ -1,0 +1,477 @@
+/*
+ * infer-kserve.c: KServe v2 / Open Inference Protocol requests and responses
+ * parsed into struct rnnd_infer_request (infer.h): the JSON header, its
+ * tensors, parameters and requested outputs, and the binary tensor extension
+ * (tensors after the JSON, sized by binary_data_size).
+ */
+#include <assert.h>
+#include <float.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "infer-int.h"
+#include "json-int.h"
+
+/* One KServe parse: where errors go and the binary section being consumed. */
+struct kctx {
+        const struct rnnd_infer_limits *lim;
+        rnnd_error_t *err;
+        const char *bin;  /* body + json_len */
+        size_t bin_len;   /* len - json_len */
+        size_t bin_off;   /* consumed so far, in tensor order */
+        const char *list; /* "inputs" or "outputs" */
+};
+
+static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool *has_bds,
+                               uint64_t *bds)
+{
+        char sub[PATH_LEN], got[64];
+        const char *key;
+        json_t *v;
+        int r;
+
+        if (!json_is_object(p))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, path,
+                                              "must be an object, got %s",
+                                              rnnd__json_describe(p, got, sizeof(got)));
+        json_object_foreach(p, key, v)
+        {
+                rnnd__infer_pathf(sub, "%s.%.64s", path, key);
+                if (strcmp(key, "binary_data_size") == 0) {
+                        r = rnnd__infer_get_uint(v, bds, sub, c->err);
+                        if (r < 0)
+                                return r;
+                        *has_bds = true;
+                } else if (strncmp(key, "shared_memory_", 14) == 0) {
+                        return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                      "shared memory is not supported");
+                }
+                /* Other parameters are not ours to judge; ignore them. */
+        }
+        return 0;
+}
+
+/* Takes t's bytes from the binary section: borrowed when aligned, else copied. */
+static int take_binary(struct kctx *c, struct rnnd_tensor *t, uint64_t bds, const char *path)
+{
+        char s[SHAPE_LEN];
+        const char *p;
+        int r;
+
+        if (bds != t->nbytes)
+                return rnnd__infer_path_error(
+                        c->err, RNND_EINVAL, path, "%" PRIu64 " bytes, but %s %s takes %zu", bds,
+                        rnnd_dtype_name(t->dtype),
+                        rnnd_shape_format(s, SHAPE_LEN, t->shape, t->ndim), t->nbytes);
+        if (bds > c->bin_len - c->bin_off)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, path,
+                                              "%" PRIu64
+                                              " bytes, but only %zu remain after the JSON "
+                                              "(Inference-Header-Content-Length)",
+                                              bds, c->bin_len - c->bin_off);
+        p = c->bin + c->bin_off;
+        c->bin_off += bds;
+        if (bds == 0)
+                return 0;
+        if ((uintptr_t)p % rnnd_dtype_size(t->dtype) == 0) {
+                t->data = (void *)(uintptr_t)p;
+                return 0;
+        }
+        r = rnnd__infer_alloc_data(t, c->err);
+        if (r < 0)
+                return r;
+        memcpy(t->data, p, bds);
+        return 0;
+}
+
+/*
+ * Checks that obj, found at path, is an object with only the given keys and a
+ * non-empty string "name", copied into name[cap].  Fills sub with
+ * "<path>.name" for the caller's later messages.
+ */
+static int named_object(json_t *obj, const char *const *keys, const char *path, char *name,
+                        size_t cap, char *sub, rnnd_error_t *err)
+{
+        char got[64];
+        json_t *v;
+        int r;
+
+        if (!json_is_object(obj))
+                return rnnd__infer_path_error(err, RNND_EINVAL, path, "must be an object, got %s",
+                                              rnnd__json_describe(obj, got, sizeof(got)));
+        r = rnnd__infer_check_keys(obj, keys, path, err);
+        if (r < 0)
+                return r;
+        rnnd__infer_pathf(sub, "%s.name", path);
+        v = json_object_get(obj, "name");
+        if (v == NULL)
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub, "missing");
+        return rnnd__infer_get_string(v, name, cap, true, sub, err);
+}
+
+/* inputs[i] (or outputs[i] of a response) into t. */
+static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_tensor *t)
+{
+        static const char *const keys[] = {"name", "shape", "datatype", "parameters", "data", NULL};
+        char path[PATH_LEN], sub[PATH_LEN], got[64];
+        uint64_t shape[RNND_MAX_DIMS], bds = 0;
+        bool has_bds = false;
+        json_t *v, *data;
+        rnnd_dtype_t dt;
+        size_t ndim;
+        int r;
+
+        rnnd__infer_pathf(path, "%s[%u]", c->list, i);
+        r = named_object(obj, keys, path, t->name, sizeof(t->name), sub, c->err);
+        if (r < 0)
+                return r;
+
+        rnnd__infer_pathf(sub, "%s.datatype", path);
+        v = json_object_get(obj, "datatype");
+        if (v == NULL)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "missing");
+        if (!json_is_string(v))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a string, got %s",
+                                              rnnd__json_describe(v, got, sizeof(got)));
+        dt = rnnd_dtype_from_name(json_string_value(v));
+        if (dt == RNND_DT_INVALID)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "unknown datatype %s",
+                                              rnnd__json_describe(v, got, sizeof(got)));
+        if (dt == RNND_DT_BYTES)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "BYTES is not supported");
+
+        rnnd__infer_pathf(sub, "%s.shape", path);
+        v = json_object_get(obj, "shape");
+        if (v == NULL)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "missing");
+        if (!json_is_array(v))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
+                                              rnnd__json_describe(v, got, sizeof(got)));
+        ndim = json_array_size(v);
+        if (ndim > RNND_MAX_DIMS)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "more than %d dimensions",
+                                              RNND_MAX_DIMS);
+        for (size_t d = 0; d < ndim; d++) {
+                char dpath[PATH_LEN];
+
+                rnnd__infer_pathf(dpath, "%s[%zu]", sub, d);
+                r = rnnd__infer_get_uint(json_array_get(v, d), &shape[d], dpath, c->err);
+                if (r < 0)
+                        return r;
+        }
+        r = rnnd__infer_set_shape(t, dt, shape, (unsigned)ndim, c->lim, sub, c->err);
+        if (r < 0)
+                return r;
+
+        v = json_object_get(obj, "parameters");
+        if (v != NULL) {
+                rnnd__infer_pathf(sub, "%s.parameters", path);
+                r = parse_tensor_params(c, v, sub, &has_bds, &bds);
+                if (r < 0)
+                        return r;
+        }
+
+        data = json_object_get(obj, "data");
+        if (has_bds) {
+                if (data != NULL)
+                        return rnnd__infer_path_error(
+                                c->err, RNND_EINVAL, path,
+                                "has both data and parameters.binary_data_size");
+                rnnd__infer_pathf(sub, "%s.parameters.binary_data_size", path);
+                return take_binary(c, t, bds, sub);
+        }
+        rnnd__infer_pathf(sub, "%s.data", path);
+        if (data == NULL)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, path,
+                                              "missing data (or parameters.binary_data_size)");
+        if (!json_is_array(data))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
+                                              rnnd__json_describe(data, got, sizeof(got)));
+        r = rnnd__infer_alloc_data(t, c->err);
+        if (r < 0)
+                return r;
+        /* Nested when the shape has 2+ dims and the first element is a list. */
+        if (t->ndim >= 2 && json_is_array(json_array_get(data, 0)))
+                return rnnd__infer_fill_nested(data, t->shape, t->ndim, dt, t->data, sub, c->err);
+        return rnnd__infer_fill_flat(data, t->numel, dt, t->data, sub, c->err);
+}
+
+/* A list of tensors ("inputs" of a request or "outputs" of a response). */
+static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *ts, unsigned *n)
+{
+        char got[64];
+        size_t i;
+        int r;
+
+        if (list == NULL)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list, "missing");
+        if (!json_is_array(list))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list,
+                                              "must be a list, got %s",
+                                              rnnd__json_describe(list, got, sizeof(got)));
+        if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list, "more than %d tensors",
+                                              RNND_INFER_MAX_TENSORS);
+        for (i = 0; i < json_array_size(list); i++) {
+                /* Count it first, so that what it allocated is freed on failure too. */
+                *n = (unsigned)i + 1;
+                r = parse_tensor(c, json_array_get(list, i), (unsigned)i, &ts[i]);
+                if (r < 0)
+                        return r;
+        }
+        if (c->bin_off != c->bin_len)
+                return rnnd_error_set(c->err, RNND_EINVAL,
+                                      "%zu bytes follow the JSON (Inference-Header-Content-Length)"
+                                      ", but the binary_data_size of the %s add up to %zu",
+                                      c->bin_len, c->list, c->bin_off);
+        return 0;
+}
+
+static int parse_id(struct kctx *c, json_t *v, char *id, bool *has_id)
+{
+        int r;
+
+        if (v == NULL)
+                return 0;
+        r = rnnd__infer_get_string(v, id, RNND_INFER_ID_MAX, false, "id", c->err);
+        if (r < 0)
+                return r;
+        *has_id = true;
+        return 0;
+}
+
+static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *req)
+{
+        struct rnnd_infer_params *q = &req->params;
+        char sub[PATH_LEN], got[64];
+        const char *key;
+        json_t *v;
+        int r = 0;
+
+        if (!json_is_object(p))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, "parameters",
+                                              "must be an object, got %s",
+                                              rnnd__json_describe(p, got, sizeof(got)));
+        json_object_foreach(p, key, v)
+        {
+                rnnd__infer_pathf(sub, "parameters.%.64s", key);
+                if (strcmp(key, "sequence_id") == 0) {
+                        if (json_is_string(v))
+                                r = rnnd__infer_get_string(v, q->sequence_id_str,
+                                                           sizeof(q->sequence_id_str), false, sub,
+                                                           c->err);
+                        else if (json_is_integer(v) && json_integer_value(v) >= 0)
+                                q->sequence_id = (uint64_t)json_integer_value(v);
+                        else
+                                r = rnnd__infer_path_error(
+                                        c->err, RNND_EINVAL, sub,
+                                        "must be an unsigned integer or a string, got %s",
+                                        rnnd__json_describe(v, got, sizeof(got)));
+                } else if (strcmp(key, "sequence_start") == 0) {
+                        r = rnnd__infer_get_bool(v, &q->sequence_start, sub, c->err);
+                } else if (strcmp(key, "sequence_end") == 0) {
+                        r = rnnd__infer_get_bool(v, &q->sequence_end, sub, c->err);
+                } else if (strcmp(key, "binary_data_output") == 0) {
+                        r = rnnd__infer_get_bool(v, &req->binary_data_output, sub, c->err);
+                } else if (strcmp(key, "priority") == 0) {
+                        if (!json_is_integer(v))
+                                r = rnnd__infer_path_error(
+                                        c->err, RNND_EINVAL, sub, "must be an integer, got %s",
+                                        rnnd__json_describe(v, got, sizeof(got)));
+                        else
+                                q->priority = json_integer_value(v);
+                } else if (strcmp(key, "timeout") == 0) {
+                        r = rnnd__infer_get_uint(v, &q->timeout_us, sub, c->err);
+                } else if (strcmp(key, "headers") == 0 || strncmp(key, "triton_", 7) == 0) {
+                        r = rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                   "reserved parameter name");
+                }
+                /* Other parameters are accepted and ignored. */
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request *req)
+{
+        static const char *const keys[] = {"name", "parameters", NULL};
+        char path[PATH_LEN], sub[PATH_LEN], got[64];
+        const char *key;
+        json_t *o, *v, *p;
+        size_t i;
+        int r;
+
+        if (!json_is_array(list))
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, "outputs",
+                                              "must be a list, got %s",
+                                              rnnd__json_describe(list, got, sizeof(got)));
+        if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, "outputs",
+                                              "more than %d outputs", RNND_INFER_MAX_TENSORS);
+        req->outputs_given = true;
+        json_array_foreach(list, i, o)
+        {
+                struct rnnd_requested_output *ro = &req->outputs[i];
+
+                rnnd__infer_pathf(path, "outputs[%zu]", i);
+                r = named_object(o, keys, path, ro->name, sizeof(ro->name), sub, c->err);
+                if (r < 0)
+                        return r;
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(req->outputs[j].name, ro->name) == 0)
+                                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                              "'%s' is requested twice", ro->name);
+                ro->binary = req->binary_data_output;
+                p = json_object_get(o, "parameters");
+                if (p == NULL)
+                        continue;
+                rnnd__infer_pathf(sub, "%s.parameters", path);
+                if (!json_is_object(p))
+                        return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                      "must be an object, got %s",
+                                                      rnnd__json_describe(p, got, sizeof(got)));
+                json_object_foreach(p, key, v)
+                {
+                        rnnd__infer_pathf(sub, "%s.parameters.%.64s", path, key);
+                        if (strcmp(key, "binary_data") == 0) {
+                                r = rnnd__infer_get_bool(v, &ro->binary, sub, c->err);
+                                if (r < 0)
+                                        return r;
+                        } else if (strcmp(key, "classification") == 0 ||
+                                   strncmp(key, "shared_memory_", 14) == 0) {
+                                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                              "not supported");
+                        }
+                }
+        }
+        req->n_outputs = (unsigned)json_array_size(list);
+        return 0;
+}
+
+/* Checks the body and header lengths, and sets up c's binary section. */
+static int split_body(struct kctx *c, size_t len, size_t json_len, const void *body)
+{
+        if (len == 0)
+                return rnnd_error_set(c->err, RNND_EINVAL, "the body is empty");
+        if (json_len > len)
+                return rnnd_error_set(c->err, RNND_EINVAL,
+                                      "Inference-Header-Content-Length %zu is larger than the "
+                                      "body (%zu bytes)",
+                                      json_len, len);
+        if (json_len == 0)
+                return rnnd_error_set(c->err, RNND_EINVAL,
+                                      "Inference-Header-Content-Length 0 (a raw binary request) "
+                                      "is not supported");
+        c->bin = (const char *)body + json_len;
+        c->bin_len = len - json_len;
+        return 0;
+}
+
+/*
+ * Splits a KServe body (split_body()), parses its JSON header into *root and
+ * checks its keys against keys.  On failure *root is NULL.
+ */
+static int open_body(struct kctx *c, const void *body, size_t len, size_t json_len,
+                     const char *const *keys, json_t **root)
+{
+        int r;
+
+        *root = NULL;
+        r = split_body(c, len, json_len, body);
+        if (r < 0)
+                return r;
+        r = rnnd__infer_load_object(body, json_len, c->lim->max_depth, root, c->err);
+        if (r < 0)
+                return r;
+        r = rnnd__infer_check_keys(*root, keys, "", c->err);
+        if (r < 0) {
+                json_decref(*root);
+                *root = NULL;
+        }
+        return r;
+}
+
+int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
+                      const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret,
+                      rnnd_error_t *reterr)
+{
+        static const char *const keys[] = {"id", "parameters", "inputs", "outputs", NULL};
+        struct rnnd_infer_limits lbuf;
+        struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "inputs"};
+        struct rnnd_infer_request req = {.format = RNND_FMT_KSERVE};
+        json_t *root = NULL, *v;
+        int r;
+
+        r = open_body(&c, body, len, json_len, keys, &root);
+        if (r < 0)
+                return r;
+        r = parse_id(&c, json_object_get(root, "id"), req.id, &req.has_id);
+        if (r < 0)
+                goto out;
+        v = json_object_get(root, "parameters");
+        if (v != NULL) {
+                r = parse_params(&c, v, &req);
+                if (r < 0)
+                        goto out;
+        }
+        r = parse_tensor_list(&c, json_object_get(root, "inputs"), req.inputs, &req.n_inputs);
+        if (r < 0)
+                goto out;
+        v = json_object_get(root, "outputs");
+        if (v != NULL) {
+                r = parse_outputs(&c, v, &req);
+                if (r < 0)
+                        goto out;
+        }
+out:
+        return rnnd__infer_parsed(r, &req, root, ret);
+}
+
+int rnnd_kserve_parse_response(const void *body, size_t len, size_t json_len,
+                               const struct rnnd_infer_limits *limits,
+                               struct rnnd_infer_response *ret, rnnd_error_t *reterr)
+{
+        static const char *const keys[] = {"model_name", "model_version", "id",
+                                           "parameters", "outputs",       NULL};
+        struct rnnd_infer_limits lbuf;
+        struct kctx c = {
+                .lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "outputs"};
+        struct rnnd_infer_response resp = {0};
+        json_t *root = NULL, *v;
+        int r;
+
+        r = open_body(&c, body, len, json_len, keys, &root);
+        if (r < 0)
+                return r;
+        v = json_object_get(root, "model_name");
+        r = v == NULL ? rnnd__infer_path_error(reterr, RNND_EINVAL, "model_name", "missing")
+                      : rnnd__infer_get_string(v, resp.model_name, sizeof(resp.model_name), false,
+                                               "model_name", reterr);
+        if (r < 0)
+                goto out;
+        v = json_object_get(root, "model_version");
+        if (v != NULL) {
+                r = rnnd__infer_get_string(v, resp.model_version, sizeof(resp.model_version), false,
+                                           "model_version", reterr);
+                if (r < 0)
+                        goto out;
+        }
+        r = parse_id(&c, json_object_get(root, "id"), resp.id, &resp.has_id);
+        if (r < 0)
+                goto out;
+        r = parse_tensor_list(&c, json_object_get(root, "outputs"), resp.outputs, &resp.n_outputs);
+        if (r < 0)
+                goto out;
+        *ret = resp;
+out:
+        if (r < 0)
+                rnnd_infer_response_done(&resp);
+        json_decref(root);
+        return r;
+}

@@ -49,17 +49,17 @@ static void record(struct infer_ctx *c, int status, uint64_t output_ns)
         struct timespec wall;
 
         if (status < 0) {
-                rnnd_stat_add(&st->fail, total);
+                rnnd_metrics_stat_add(&st->fail, total);
                 return;
         }
-        rnnd_stat_add(&st->success, total);
-        rnnd_stat_add(&st->queue, j->started_ns - j->queued_ns);
-        rnnd_stat_add(&st->compute_input, c->input_ns);
-        rnnd_stat_add(&st->compute_infer, j->finished_ns - j->started_ns);
-        rnnd_stat_add(&st->compute_output, output_ns);
-        rnnd_hist_add(&st->request_h, total);
-        rnnd_hist_add(&st->queue_h, j->started_ns - j->queued_ns);
-        rnnd_hist_add(&st->compute_h, j->finished_ns - j->started_ns);
+        rnnd_metrics_stat_add(&st->success, total);
+        rnnd_metrics_stat_add(&st->queue, j->started_ns - j->queued_ns);
+        rnnd_metrics_stat_add(&st->compute_input, c->input_ns);
+        rnnd_metrics_stat_add(&st->compute_infer, j->finished_ns - j->started_ns);
+        rnnd_metrics_stat_add(&st->compute_output, output_ns);
+        rnnd_metrics_hist_add(&st->request_h, total);
+        rnnd_metrics_hist_add(&st->queue_h, j->started_ns - j->queued_ns);
+        rnnd_metrics_hist_add(&st->compute_h, j->finished_ns - j->started_ns);
         clock_gettime(CLOCK_REALTIME, &wall);
         atomic_store_explicit(&st->last_inference_ms,
                               (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u,
@@ -281,7 +281,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         rnnd_http_suspend(r);
         ret = rnnd_pool_submit(sv->pool, &c->job, reterr);
         if (ret < 0) {
-                rnnd_stat_add(&sv->stats.fail, rnnd_now_ns() - c->t_start_ns);
+                rnnd_metrics_stat_add(&sv->stats.fail, rnnd_now_ns() - c->t_start_ns);
                 /* Refused at once (queue full, stopping): answer now. */
                 rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(r), "model %s: %s",
                              sv->owner->entry->name, reterr != NULL ? reterr->msg : "");

@@ -451,7 +451,7 @@ static void put_backend_desc(struct rnnd_strbuf *b, const struct rnnd_backend_de
         rnnd_strbuf_putc(b, '}');
 }
 
-static void put_stat(struct rnnd_strbuf *b, const char *key, struct rnnd_stat *s)
+static void put_stat(struct rnnd_strbuf *b, const char *key, struct rnnd_metrics_stat *s)
 {
         rnnd_strbuf_json_key(b, key);
         rnnd_strbuf_printf(b, "{\"count\":%llu,\"ns\":%llu}",
@@ -500,7 +500,7 @@ static void put_version_stats(struct rnnd_strbuf *b, const struct rnnd_served_mo
 {
         struct rnnd_version_stats *st = &sv->stats;
         struct rnnd_pool_stats ps;
-        struct rnnd_stat zero = {0};
+        struct rnnd_metrics_stat zero = {0};
         char v[24];
 
         rnnd_pool_stats(sv->pool, &ps);
@@ -854,299 +854,52 @@ static void serve_tfs_no_signature(struct rnnd_http_request *r)
                        classify ? "classify" : "regress");
 }
 
-static void put_counters(struct rnnd_strbuf *b, const char *model, const char *version,
-                         const struct rnnd_req_counters *c)
+/* The model table as the metrics page walks it (metrics.h); under the read lock. */
+static void metrics_model(void *cls, size_t i, const char **name,
+                          const struct rnnd_metrics_counters **requests, size_t *n_versions)
 {
-        unsigned s;
+        const struct rnnd_served_model *m = ((struct rnnd_server *)cls)->models[i];
 
-        for (s = 0; s < RNND_CODE_SLOTS; s++) {
-                unsigned long n = atomic_load_explicit(&c->n[s], memory_order_relaxed);
-
-                if (n == 0)
-                        continue;
-                rnnd_strbuf_printf(
-                        b, "rnnd_requests_total{model=\"%s\",version=\"%s\",code=\"%s\"} %lu\n",
-                        model, version, rnnd_server_code_label(s), n);
-        }
+        *name = m->entry->name;
+        *requests = &m->requests;
+        *n_versions = m->n_versions;
 }
 
-/* One histogram series; counts are per bucket (not cumulative), bounds end with +Inf. */
-static void put_histogram(struct rnnd_strbuf *b, const char *name, const char *labels,
-                          const double *bounds, const uint64_t *counts, unsigned n, double sum)
+static void metrics_version(void *cls, size_t i, size_t j, struct rnnd_metrics_version *ret)
 {
-        uint64_t cum = 0;
+        const struct rnnd_served_version *sv = &((struct rnnd_server *)cls)->models[i]->versions[j];
 
-        for (unsigned i = 0; i < n; i++) {
-                cum += counts[i];
-                if (i + 1 < n)
-                        rnnd_strbuf_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels,
-                                           bounds[i], (unsigned long long)cum);
-                else
-                        rnnd_strbuf_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels,
-                                           (unsigned long long)cum);
-        }
-        rnnd_strbuf_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, sum, name,
-                           labels, (unsigned long long)cum);
-}
-
-static void put_latency(struct rnnd_strbuf *b, const char *name, const char *labels,
-                        struct rnnd_hist *h)
-{
-        uint64_t counts[RNND_HIST_BUCKETS];
-
-        for (unsigned i = 0; i < RNND_HIST_BUCKETS; i++)
-                counts[i] = atomic_load_explicit(&h->b[i], memory_order_relaxed);
-        put_histogram(b, name, labels, rnnd_hist_bounds_s, counts, RNND_HIST_BUCKETS,
-                      (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9);
-}
-
-/*
- * The per-version metric families.  Text format 0.0.4 wants each family's
- * HELP, TYPE and samples as one group, so each has its own entry: HELP and
- * TYPE once, then every version's samples.
- */
-enum version_metric {
-        VM_REQUEST_S,
-        VM_QUEUE_S,
-        VM_COMPUTE_S,
-        VM_BATCH_SIZE,
-        VM_PADDING,
-        VM_INFERENCE_COUNT,
-        VM_EXECUTION_COUNT,
-        VM_STEPS_USED,
-        VM_STEPS_TOTAL,
-        VM_COMPUTE_TOTAL,
-        VM_EXPIRED,
-        VM_CANCELED,
-        VM_REJECTED,
-        VM_INFO,
-        VM_QUEUE_DEPTH,
-        VM_BATCHES_RUNNING,
-        VM_IN_SERVICE,
-};
-
-/* A Prometheus label value, quoted, with \\, " and newlines escaped. */
-static void put_label_value(struct rnnd_strbuf *b, const char *v)
-{
-        rnnd_strbuf_putc(b, '"');
-        for (; *v != '\0'; v++) {
-                if (*v == '\\' || *v == '"')
-                        rnnd_strbuf_putc(b, '\\');
-                if (*v == '\n')
-                        rnnd_strbuf_puts(b, "\\n");
-                else
-                        rnnd_strbuf_putc(b, *v);
-        }
-        rnnd_strbuf_putc(b, '"');
-}
-
-/* Whether two instances show the same labels in rnnd_model_backend_info. */
-static bool same_desc(const struct rnnd_backend_desc *a, const struct rnnd_backend_desc *b)
-{
-        return strcmp(a->backend, b->backend) == 0 && strcmp(a->device, b->device) == 0 &&
-               strcmp(a->algo, b->algo) == 0 && strcmp(a->why_not_cudnn, b->why_not_cudnn) == 0;
-}
-
-/* One sample of a counter or gauge. */
-static void put_count(struct rnnd_strbuf *b, const char *name, const char *labels, uint64_t v)
-{
-        rnnd_strbuf_printf(b, "%s{%s} %llu\n", name, labels, (unsigned long long)v);
-}
-
-static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, const char *labels,
-                               struct rnnd_served_version *sv, const struct rnnd_pool_stats *ps)
-{
-        switch (k) {
-        case VM_REQUEST_S:
-                put_latency(b, "rnnd_request_duration_seconds", labels, &sv->stats.request_h);
-                break;
-        case VM_QUEUE_S:
-                put_latency(b, "rnnd_queue_duration_seconds", labels, &sv->stats.queue_h);
-                break;
-        case VM_COMPUTE_S:
-                put_latency(b, "rnnd_compute_duration_seconds", labels, &sv->stats.compute_h);
-                break;
-        case VM_BATCH_SIZE:
-                put_histogram(b, "rnnd_batch_size", labels, rnnd_pool_size_bounds, ps->size_buckets,
-                              RNND_POOL_SIZE_BUCKETS, (double)ps->sequences);
-                break;
-        case VM_PADDING:
-                put_histogram(b, "rnnd_batch_padding_efficiency", labels, rnnd_pool_padding_bounds,
-                              ps->padding_buckets, RNND_POOL_PADDING_BUCKETS, ps->padding_sum);
-                break;
-        case VM_INFERENCE_COUNT:
-                put_count(b, "rnnd_inference_count_total", labels, ps->sequences);
-                break;
-        case VM_EXECUTION_COUNT:
-                put_count(b, "rnnd_execution_count_total", labels, ps->batches);
-                break;
-        case VM_STEPS_USED:
-                put_count(b, "rnnd_batch_steps_used_total", labels, ps->steps_used);
-                break;
-        case VM_STEPS_TOTAL:
-                put_count(b, "rnnd_batch_steps_total", labels, ps->steps_total);
-                break;
-        case VM_COMPUTE_TOTAL:
-                rnnd_strbuf_printf(b, "rnnd_batch_compute_seconds_total{%s} %.9g\n", labels,
-                                   (double)ps->compute_ns / 1e9);
-                break;
-        case VM_EXPIRED:
-                put_count(b, "rnnd_queue_expired_total", labels, ps->expired);
-                break;
-        case VM_CANCELED:
-                put_count(b, "rnnd_requests_canceled_total", labels, ps->canceled);
-                break;
-        case VM_REJECTED:
-                put_count(b, "rnnd_queue_rejected_total", labels, ps->rejected);
-                break;
-        case VM_INFO:
-                /* One series per distinct placement, the first instance of each counting. */
-                for (unsigned i = 0; i < sv->instances; i++) {
-                        unsigned n = 0, j;
-
-                        for (j = 0; j < i && !same_desc(&sv->descs[j], &sv->descs[i]); j++)
-                                ;
-                        if (j < i)
-                                continue;
-                        for (j = i; j < sv->instances; j++)
-                                n += same_desc(&sv->descs[j], &sv->descs[i]);
-                        rnnd_strbuf_printf(b, "rnnd_model_backend_info{%s,backend=", labels);
-                        put_label_value(b, sv->descs[i].backend);
-                        rnnd_strbuf_puts(b, ",device=");
-                        put_label_value(b, sv->descs[i].device);
-                        rnnd_strbuf_puts(b, ",algo=");
-                        put_label_value(b, sv->descs[i].algo);
-                        rnnd_strbuf_puts(b, ",why_not_cudnn=");
-                        put_label_value(b, sv->descs[i].why_not_cudnn);
-                        rnnd_strbuf_printf(b, "} %u\n", n);
-                }
-                break;
-        case VM_QUEUE_DEPTH:
-                put_count(b, "rnnd_queue_depth", labels, ps->queued);
-                break;
-        case VM_BATCHES_RUNNING:
-                put_count(b, "rnnd_batches_running", labels, ps->running);
-                break;
-        case VM_IN_SERVICE:
-                put_count(b, "rnnd_instances_in_service", labels, ps->in_service);
-                break;
-        }
-}
-
-static const char *const version_metric_help[] = {
-        [VM_REQUEST_S] = "# HELP rnnd_request_duration_seconds Successful inference requests, "
-                         "from parsing to the rendered answer.\n"
-                         "# TYPE rnnd_request_duration_seconds histogram\n",
-        [VM_QUEUE_S] = "# HELP rnnd_queue_duration_seconds Time until a request's first "
-                       "sequence started.\n"
-                       "# TYPE rnnd_queue_duration_seconds histogram\n",
-        [VM_COMPUTE_S] = "# HELP rnnd_compute_duration_seconds From a request's first sequence's "
-                         "start to its last one's end.\n"
-                         "# TYPE rnnd_compute_duration_seconds histogram\n",
-        [VM_BATCH_SIZE] = "# HELP rnnd_batch_size Sequences per batch run.\n"
-                          "# TYPE rnnd_batch_size histogram\n",
-        [VM_PADDING] = "# HELP rnnd_batch_padding_efficiency Per batch: sum of lengths / (batch "
-                       "size x longest).\n"
-                       "# TYPE rnnd_batch_padding_efficiency histogram\n",
-        [VM_INFERENCE_COUNT] = "# HELP rnnd_inference_count_total Sequences run.\n"
-                               "# TYPE rnnd_inference_count_total counter\n",
-        [VM_EXECUTION_COUNT] = "# HELP rnnd_execution_count_total Batches run.\n"
-                               "# TYPE rnnd_execution_count_total counter\n",
-        [VM_STEPS_USED] = "# HELP rnnd_batch_steps_used_total Sum of the lengths of the sequences "
-                          "run.\n"
-                          "# TYPE rnnd_batch_steps_used_total counter\n",
-        [VM_STEPS_TOTAL] = "# HELP rnnd_batch_steps_total Sum of batch size x longest over batches "
-                           "run (steps_used / this = padding efficiency).\n"
-                           "# TYPE rnnd_batch_steps_total counter\n",
-        [VM_COMPUTE_TOTAL] = "# HELP rnnd_batch_compute_seconds_total Time the instances spent "
-                             "running batches.\n"
-                             "# TYPE rnnd_batch_compute_seconds_total counter\n",
-        [VM_EXPIRED] = "# HELP rnnd_queue_expired_total Sequences whose queue timeout "
-                       "expired (503).\n"
-                       "# TYPE rnnd_queue_expired_total counter\n",
-        [VM_CANCELED] = "# HELP rnnd_requests_canceled_total Requests dropped before they "
-                        "started because the client went away.\n"
-                        "# TYPE rnnd_requests_canceled_total counter\n",
-        [VM_REJECTED] = "# HELP rnnd_queue_rejected_total Requests refused at once: queue full "
-                        "or shutting down (503).\n"
-                        "# TYPE rnnd_queue_rejected_total counter\n",
-        [VM_INFO] = "# HELP rnnd_model_backend_info Where a version's instances run, and why "
-                    "not on cuDNN (\"\" when they are); one series per distinct placement, "
-                    "the value is how many instances have it.\n"
-                    "# TYPE rnnd_model_backend_info gauge\n",
-        [VM_QUEUE_DEPTH] = "# HELP rnnd_queue_depth Sequences waiting.\n"
-                           "# TYPE rnnd_queue_depth gauge\n",
-        [VM_BATCHES_RUNNING] = "# HELP rnnd_batches_running Batches on instances now.\n"
-                               "# TYPE rnnd_batches_running gauge\n",
-        [VM_IN_SERVICE] = "# HELP rnnd_instances_in_service Instances that can run batches.\n"
-                          "# TYPE rnnd_instances_in_service gauge\n",
-};
-
-static void put_version_metrics(struct rnnd_strbuf *b, struct rnnd_server *srv)
-{
-        for (unsigned k = VM_REQUEST_S; k <= VM_IN_SERVICE; k++) {
-                rnnd_strbuf_puts(b, version_metric_help[k]);
-                for (size_t i = 0; i < srv->n_models; i++) {
-                        struct rnnd_served_model *m = srv->models[i];
-
-                        for (size_t j = 0; j < m->n_versions; j++) {
-                                struct rnnd_served_version *sv = &m->versions[j];
-                                struct rnnd_pool_stats ps;
-                                char labels[RNND_CFG_NAME_MAX + 64];
-
-                                if (sv->pool == NULL)
-                                        continue;
-                                rnnd_pool_stats(sv->pool, &ps);
-                                snprintf(labels, sizeof(labels),
-                                         "model=\"%s\",version=\"%" PRIu64 "\"", m->entry->name,
-                                         sv->version);
-                                put_version_metric(b, (enum version_metric)k, labels, sv, &ps);
-                        }
-                }
-        }
+        ret->version = sv->version;
+        ret->requests = &sv->requests;
+        ret->stats = &sv->stats;
+        ret->pool = sv->pool;
+        ret->descs = sv->descs;
+        ret->instances = sv->instances;
 }
 
 static void serve_metrics(struct rnnd_http_request *r)
 {
         struct rnnd_server *srv = r->srv;
+        struct rnnd_metrics_source src = {
+                .models_loaded = atomic_load(&srv->n_loaded_models),
+                .inflight = atomic_load(&srv->inflight),
+                .other_requests = &srv->other_requests,
+                .model = metrics_model,
+                .version = metrics_version,
+                .cls = srv,
+        };
         struct rnnd_strbuf b;
-        size_t i, j, len;
+        size_t len;
         char *body;
 
         rnnd_strbuf_init(&b);
-        rnnd_strbuf_puts(&b, "# HELP rnnd_up Whether the daemon is serving (always 1 when it "
-                             "answers).\n"
-                             "# TYPE rnnd_up gauge\n"
-                             "rnnd_up 1\n"
-                             "# HELP rnnd_models_loaded Models with at least one version "
-                             "loaded.\n"
-                             "# TYPE rnnd_models_loaded gauge\n");
-        rnnd_strbuf_printf(&b, "rnnd_models_loaded %zu\n", atomic_load(&srv->n_loaded_models));
-        rnnd_strbuf_puts(&b, "# HELP rnnd_http_requests_in_flight HTTP requests received and not "
-                             "yet completed.\n"
-                             "# TYPE rnnd_http_requests_in_flight gauge\n");
-        rnnd_strbuf_printf(&b, "rnnd_http_requests_in_flight %u\n", atomic_load(&srv->inflight));
-        rnnd_strbuf_puts(&b, "# HELP rnnd_requests_total HTTP requests answered, by model, "
-                             "version and status code (model=\"\" for other paths).\n"
-                             "# TYPE rnnd_requests_total counter\n");
-        put_counters(&b, "", "", &srv->other_requests);
         rnnd_server_rdlock(srv);
-        for (i = 0; i < srv->n_models; i++) {
-                struct rnnd_served_model *m = srv->models[i];
-
-                put_counters(&b, m->entry->name, "", &m->requests);
-                for (j = 0; j < m->n_versions; j++) {
-                        char v[24];
-
-                        snprintf(v, sizeof(v), "%" PRIu64, m->versions[j].version);
-                        put_counters(&b, m->entry->name, v, &m->versions[j].requests);
-                }
-        }
-        put_version_metrics(&b, srv);
+        src.n_models = srv->n_models;
+        rnnd_metrics_page(&b, &src);
         rnnd_server_unlock(srv);
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
-                rnnd_http_respond_error(r, 500, "out of memory");
+                rnnd_http_fail(r, RNND_ENOMEM, "out of memory");
                 return;
         }
         rnnd_http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);

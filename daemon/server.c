@@ -61,47 +61,13 @@
 /* How often retired models are checked for being unpinned and idle. */
 #define REAP_POLL_MS 50
 
-/* Counters. */
-
-static const unsigned counted_codes[] = {
-#define RNND_CODE_ENTRY(c) c,
-        RNND_COUNTED_CODES(RNND_CODE_ENTRY)
-#undef RNND_CODE_ENTRY
-};
-
-unsigned rnnd_server_code_slot(unsigned status)
-{
-        unsigned i;
-
-        for (i = 0; i < sizeof(counted_codes) / sizeof(counted_codes[0]); i++)
-                if (counted_codes[i] == status)
-                        return i;
-        return RNND_CODE_SLOTS - 1;
-}
-
-const char *rnnd_server_code_label(unsigned slot)
-{
-        static const char *const labels[] = {
-#define RNND_CODE_LABEL(c) #c,
-                RNND_COUNTED_CODES(RNND_CODE_LABEL)
-#undef RNND_CODE_LABEL
-                        "other",
-        };
-
-        return slot < RNND_CODE_SLOTS ? labels[slot] : "other";
-}
-
-_Static_assert(sizeof(counted_codes) / sizeof(counted_codes[0]) == RNND_CODE_SLOTS - 1,
-               "RNND_CODE_SLOTS must be the counted codes plus one");
-
 void rnnd_server_count(struct rnnd_server *srv, struct rnnd_served_model *m,
                        struct rnnd_served_version *v, unsigned status)
 {
-        struct rnnd_req_counters *c = v != NULL   ? &v->requests
-                                      : m != NULL ? &m->requests
-                                                  : &srv->other_requests;
-
-        atomic_fetch_add_explicit(&c->n[rnnd_server_code_slot(status)], 1, memory_order_relaxed);
+        rnnd_metrics_count(v != NULL   ? &v->requests
+                           : m != NULL ? &m->requests
+                                       : &srv->other_requests,
+                           status);
 }
 
 /* The model table. */
@@ -243,27 +209,6 @@ static void log_backend(const struct rnnd_options *o)
                          "%d GPU%s visible: each model goes on cuDNN where it qualifies",
                          env.device_count, env.device_count == 1 ? "" : "s");
         rnnd_log(RNND_LOG_INFO, "backend %s: %s", env.backend_cpu ? "cpu" : "auto", why);
-}
-
-void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns)
-{
-        atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->ns, ns, memory_order_relaxed);
-}
-
-const double rnnd_hist_bounds_s[RNND_HIST_BUCKETS] = {
-        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-        0.025,  0.05,    0.1,    0.25,  1,      5,     __builtin_inf()};
-
-void rnnd_hist_add(struct rnnd_hist *h, uint64_t ns)
-{
-        double s = (double)ns / 1e9;
-        unsigned i;
-
-        for (i = 0; i + 1 < RNND_HIST_BUCKETS && s > rnnd_hist_bounds_s[i]; i++)
-                ;
-        atomic_fetch_add_explicit(&h->b[i], 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
 }
 
 /* Any thread: a pool has a new earliest deadline; have the loop sweep. */

@@ -28,58 +28,12 @@
 
 #include "backend.h"
 #include "error.h"
+#include "metrics.h"
 #include "options.h"
 #include "pool.h"
 #include "repository.h"
 
-/* HTTP statuses counted by rnnd_requests_total; any other is counted as "other". */
-#define RNND_COUNTED_CODES(XX)                                                                     \
-        XX(200) XX(400) XX(404) XX(405) XX(411) XX(413) XX(415) XX(499) XX(500) XX(501) XX(503)
-
-#define RNND_CODE_SLOTS 12 /* the codes above, plus "other" */
-
-struct rnnd_req_counters {
-        atomic_ulong n[RNND_CODE_SLOTS]; /* atomic; by slot (rnnd_server_code_slot()) */
-};
-
 struct rnnd_served_model;
-
-/* A count and a total duration, as the statistics extension reports them. */
-struct rnnd_stat {
-        atomic_ullong count; /* atomic */
-        atomic_ullong ns;    /* atomic */
-};
-
-/*
- * A latency histogram for /metrics, in seconds: bucket i counts events of
- * at most rnnd_hist_bounds_s[i] (the last is +Inf); not cumulative.
- */
-#define RNND_HIST_BUCKETS 14
-extern const double rnnd_hist_bounds_s[RNND_HIST_BUCKETS];
-
-struct rnnd_hist {
-        atomic_ullong b[RNND_HIST_BUCKETS]; /* atomic */
-        atomic_ullong sum_ns;               /* atomic */
-};
-
-/* Adds one event of ns nanoseconds to h.  Thread-safe. */
-void rnnd_hist_add(struct rnnd_hist *h, uint64_t ns);
-
-/*
- * One version's request statistics (HTTP.md, Statistics):
- * success and fail are whole requests; queue is the time until a request's
- * first sequence started; compute_input parsing and checking, compute_infer
- * from the first sequence's start to the last one's end, compute_output
- * rendering.  Batch counts come from the version's pool (pool.h).
- */
-struct rnnd_version_stats {
-        struct rnnd_stat success, fail, queue, compute_input, compute_infer, compute_output;
-        atomic_ullong last_inference_ms;                /* wall clock of the last success; atomic */
-        struct rnnd_hist request_h, queue_h, compute_h; /* successes only */
-};
-
-/* Adds one event of ns nanoseconds to s.  Thread-safe. */
-void rnnd_stat_add(struct rnnd_stat *s, uint64_t ns);
 
 /* One version of a model: loaded, or the reason it is not. */
 struct rnnd_served_version {
@@ -95,9 +49,9 @@ struct rnnd_served_version {
         struct rnnd_backend_desc *descs;
         /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
         unsigned group_end[RNND_CFG_MAX_INSTANCE_GROUPS];
-        struct rnnd_served_model *owner;   /* immutable */
-        struct rnnd_req_counters requests; /* atomic */
-        struct rnnd_version_stats stats;   /* atomic */
+        struct rnnd_served_model *owner;       /* immutable */
+        struct rnnd_metrics_counters requests; /* atomic */
+        struct rnnd_version_stats stats;       /* atomic */
 };
 
 /*
@@ -115,17 +69,17 @@ struct rnnd_model_stamp {
  * the table and nothing pins it.
  */
 struct rnnd_served_model {
-        const struct rnnd_repo_model *entry;  /* = &own_entry; immutable */
-        struct rnnd_served_version *versions; /* [n_versions], ascending; immutable */
-        size_t n_versions;                    /* immutable */
-        size_t n_loaded;                      /* versions with status 0; immutable */
-        struct rnnd_req_counters requests;    /* requests naming no valid version; atomic */
-        struct rnnd_repo_model own_entry;     /* name, status, reason, cfg; immutable */
-        struct rnnd_model_stamp stamp;        /* immutable */
-        bool unloaded;                        /* unloaded through the repository API; immutable */
-        atomic_uint pins;                     /* requests holding it; atomic */
-        atomic_bool retired;                  /* left the table; atomic */
-        atomic_bool loading;                  /* a load of this name is running; atomic */
+        const struct rnnd_repo_model *entry;   /* = &own_entry; immutable */
+        struct rnnd_served_version *versions;  /* [n_versions], ascending; immutable */
+        size_t n_versions;                     /* immutable */
+        size_t n_loaded;                       /* versions with status 0; immutable */
+        struct rnnd_metrics_counters requests; /* requests naming no valid version; atomic */
+        struct rnnd_repo_model own_entry;      /* name, status, reason, cfg; immutable */
+        struct rnnd_model_stamp stamp;         /* immutable */
+        bool unloaded;                         /* unloaded through the repository API; immutable */
+        atomic_uint pins;                      /* requests holding it; atomic */
+        atomic_bool retired;                   /* left the table; atomic */
+        atomic_bool loading;                   /* a load of this name is running; atomic */
         int load_status;       /* the last failed (re)load, kept serving; guarded by table_lock */
         char load_reason[256]; /* why; guarded by table_lock */
         uint64_t load_version; /* the version that failed, 0 = the model; guarded by table_lock */
@@ -191,9 +145,9 @@ struct rnnd_server {
         struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
         struct rnnd_reload *reload;        /* reload.c's state; loop thread only */
         struct rnnd_infer_hook infer;      /* immutable after start */
-        struct rnnd_req_counters other_requests; /* requests not naming a known model; atomic */
-        uint32_t id_seed;                        /* random prefix of request ids; immutable */
-        atomic_uint_fast64_t id_counter;         /* atomic */
+        struct rnnd_metrics_counters other_requests; /* requests not naming a known model; atomic */
+        uint32_t id_seed;                            /* random prefix of request ids; immutable */
+        atomic_uint_fast64_t id_counter;             /* atomic */
 
         struct MHD_Daemon *mhd; /* set by start, cleared by stop; loop thread only */
         int listen_fd;          /* returned by MHD_quiesce_daemon, or -1; loop thread only */
@@ -314,10 +268,6 @@ bool rnnd_server_ready(const struct rnnd_server *srv);
 /* Counts a finished request under m and v (either may be NULL) and status.  Thread-safe. */
 void rnnd_server_count(struct rnnd_server *srv, struct rnnd_served_model *m,
                        struct rnnd_served_version *v, unsigned status);
-
-/* The counter slot of an HTTP status, and the label of a slot ("200", "other").  Thread-safe. */
-unsigned rnnd_server_code_slot(unsigned status);
-const char *rnnd_server_code_label(unsigned slot);
 
 /* "rnnd_cpu" or "rnnd_cudnn" for a version's backend.  Borrowed, static. */
 const char *rnnd_server_platform(const struct rnnd_served_version *sv);

@@ -83,17 +83,4 @@ void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls
 /* MHD's error log, into rnnd_log at warning.  cls is unused. */
 void rnnd__http_mhd_log(void *cls, const char *fmt, va_list ap);
 
-/*
- * Resolves r->path and r->method into r->route, model and version at the
- * first call.  Returns 0 to go on reading the body, or prepares an error
- * response (404, 405) and returns its status.
- */
-unsigned rnnd__routes_match(struct rnnd_http_request *r);
-
-/*
- * Serves a matched route at the final call: prepares the response, or for
- * the inference routes calls the hook, which may suspend the request.
- */
-void rnnd__routes_serve(struct rnnd_http_request *r);
-
 #endif

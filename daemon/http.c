@@ -412,7 +412,7 @@ enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const 
                         return MHD_NO;
                 }
                 *req_cls = r;
-                status = rnnd__routes_match(r);
+                status = r->srv->routes.match(r);
                 if (status == 0)
                         status = check_length(r);
                 if (status == 0)
@@ -460,7 +460,7 @@ enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const 
                                        srv->opts->max_body_bytes);
                 return queue(r);
         }
-        rnnd__routes_serve(r);
+        srv->routes.serve(r);
         if (r->suspended)
                 return MHD_YES; /* Never MHD_NO after a suspend (MHD bug #7196). */
         return queue(r);

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "options.h"
 #include "reload.h"
+#include "routes.h"
 #include "rnnd-config.h"
 #include "server.h"
 
@@ -67,6 +68,7 @@ static int run(int argc, char **argv)
                 goto fail;
         rnnd_infer_hook_init(srv, &hook);
         rnnd_server_set_infer_hook(srv, &hook);
+        rnnd_server_set_routes(srv, &rnnd_routes);
         rnnd_server_set_command_line(srv, argc, argv);
         r = rnnd_server_start(srv, &err);
         if (r < 0)

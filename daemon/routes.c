@@ -26,6 +26,7 @@
 #include "http-int.h"
 #include "log.h"
 #include "repoapi.h"
+#include "routes.h"
 #include "rnnd-config.h"
 #include "strbuf.h"
 
@@ -93,7 +94,7 @@ static enum rnnd_route strip_tfs_verb(char *s)
         return RNND_ROUTE_TFS_STATUS;
 }
 
-unsigned rnnd__routes_match(struct rnnd_http_request *r)
+static unsigned match(struct rnnd_http_request *r)
 {
         char buf[PATH_MAX_LEN + 1], *seg[MAX_SEGMENTS], *p, *model_name = NULL;
         const char *version_text = NULL;
@@ -977,7 +978,7 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
         }
 }
 
-void rnnd__routes_serve(struct rnnd_http_request *r)
+static void serve(struct rnnd_http_request *r)
 {
         switch (r->route) {
         case RNND_ROUTE_HEALTH_LIVE:
@@ -1030,3 +1031,5 @@ void rnnd__routes_serve(struct rnnd_http_request *r)
                 break;
         }
 }
+
+const struct rnnd_route_handler rnnd_routes = {.match = match, .serve = serve};

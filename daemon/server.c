@@ -182,6 +182,11 @@ void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer
         srv->infer = *hook;
 }
 
+void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_handler *routes)
+{
+        srv->routes = *routes;
+}
+
 /* Loading. */
 
 /* What placement sees under options o: this build, this machine, o's backend setting. */

@@ -126,6 +126,19 @@ struct rnnd_infer_hook {
         void *cls;
 };
 
+/*
+ * The route handler the HTTP layer calls (routes.c's rnnd_routes, installed
+ * by main): match() at a request's first call resolves its path and method
+ * (and model and version), returning 0 to go on reading the body or the
+ * status of the error response it prepared (404, 405, ...); serve() at the
+ * final call prepares the response, or for the inference routes calls the
+ * hook, which may suspend the request.  Both on MHD threads.
+ */
+struct rnnd_route_handler {
+        unsigned (*match)(struct rnnd_http_request *r);
+        void (*serve)(struct rnnd_http_request *r);
+};
+
 /* The hook installed until inference lands: answers 501 "not implemented yet". */
 extern const struct rnnd_infer_hook rnnd_infer_hook_unimplemented;
 
@@ -145,6 +158,7 @@ struct rnnd_server {
         struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
         struct rnnd_reload *reload;        /* reload.c's state; loop thread only */
         struct rnnd_infer_hook infer;      /* immutable after start */
+        struct rnnd_route_handler routes;  /* immutable after start */
         struct rnnd_metrics_counters other_requests; /* requests not naming a known model; atomic */
         uint32_t id_seed;                            /* random prefix of request ids; immutable */
         atomic_uint_fast64_t id_counter;             /* atomic */
@@ -183,6 +197,9 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret,
 
 /* Installs the inference hook (copied).  Before rnnd_server_start(). */
 void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer_hook *hook);
+
+/* Installs the route handler (copied).  Before rnnd_server_start(). */
+void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_handler *routes);
 
 /*
  * Sets up the loop and its signal handlers, then starts MHD listening on

@@ -21,6 +21,7 @@
 #include "infer.h"
 #include "log.h"
 #include "options.h"
+#include "routes.h"
 #include "server.h"
 
 #define MAX_PENDING 256
@@ -178,6 +179,7 @@ static void start(bool answer_in_worker, const char *shutdown_timeout)
 
         ck_assert_msg(rnnd_server_new(&opts, &srv, &err) == 0, "%s", err.msg);
         rnnd_server_set_infer_hook(srv, &hook);
+        rnnd_server_set_routes(srv, &rnnd_routes);
         ck_assert_msg(rnnd_server_start(srv, &err) == 0, "%s", err.msg);
         colon = strrchr(srv->listen_name, ':');
         ck_assert_ptr_nonnull(colon);

@@ -94,18 +94,19 @@ static enum rnnd_route strip_tfs_verb(char *s)
         return RNND_ROUTE_TFS_STATUS;
 }
 
-static unsigned match(struct rnnd_http_request *r)
+/*
+ * Splits path ("/v2/models/m") into its segments, in buf[PATH_MAX_LEN + 1];
+ * false for a path that is empty, too long, has too many segments or an
+ * empty one ("//", a trailing '/').
+ */
+static bool split_path(const char *path, char *buf, char **seg, size_t *ret_n)
 {
-        char buf[PATH_MAX_LEN + 1], *seg[MAX_SEGMENTS], *p, *model_name = NULL;
-        const char *version_text = NULL;
-        enum rnnd_route rt = RNND_ROUTE_NONE;
-        bool get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
-        bool post = strcmp(r->method, "POST") == 0;
-        size_t n = 0, len = strlen(r->path);
+        size_t n = 0, len = strlen(path);
+        char *p;
 
-        if (len == 0 || r->path[0] != '/' || len > PATH_MAX_LEN)
-                goto not_found;
-        memcpy(buf, r->path + 1, len);
+        if (len == 0 || path[0] != '/' || len > PATH_MAX_LEN)
+                return false;
+        memcpy(buf, path + 1, len);
         for (p = buf; n < MAX_SEGMENTS;) {
                 char *slash = strchr(p, '/');
 
@@ -115,66 +116,108 @@ static unsigned match(struct rnnd_http_request *r)
                 *slash = '\0';
                 p = slash + 1;
                 if (n == MAX_SEGMENTS)
-                        goto not_found;
+                        return false;
         }
         for (size_t i = 0; i < n; i++)
                 if (seg[i][0] == '\0')
-                        goto not_found; /* "//", a trailing '/' */
+                        return false;
+        *ret_n = n;
+        return true;
+}
 
-        if (n == 1 && strcmp(seg[0], "metrics") == 0) {
-                rt = RNND_ROUTE_METRICS;
-        } else if (strcmp(seg[0], "v2") == 0) {
-                size_t i = 3;
-
-                if (n == 1)
-                        rt = RNND_ROUTE_SERVER_META;
-                else if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "live") == 0)
-                        rt = RNND_ROUTE_HEALTH_LIVE;
-                else if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "ready") == 0)
-                        rt = RNND_ROUTE_HEALTH_READY;
-                else if (n == 3 && strcmp(seg[1], "models") == 0 && strcmp(seg[2], "stats") == 0)
-                        rt = RNND_ROUTE_MODEL_STATS; /* every model's */
-                else if (n == 3 && strcmp(seg[1], "repository") == 0 &&
-                         strcmp(seg[2], "index") == 0)
-                        rt = RNND_ROUTE_REPO_INDEX;
-                else if (n == 5 && strcmp(seg[1], "repository") == 0 &&
-                         strcmp(seg[2], "models") == 0 && strcmp(seg[4], "load") == 0)
-                        rt = RNND_ROUTE_REPO_LOAD; /* the name is checked by repoapi.c */
-                else if (n == 5 && strcmp(seg[1], "repository") == 0 &&
-                         strcmp(seg[2], "models") == 0 && strcmp(seg[4], "unload") == 0)
-                        rt = RNND_ROUTE_REPO_UNLOAD;
-                else if (n >= 3 && strcmp(seg[1], "models") == 0) {
-                        model_name = seg[2];
-                        if (n >= 5 && strcmp(seg[3], "versions") == 0) {
-                                version_text = seg[4];
-                                i = 5;
-                        }
-                        if (n == i)
-                                rt = RNND_ROUTE_MODEL_META;
-                        else if (n == i + 1 && strcmp(seg[i], "ready") == 0)
-                                rt = RNND_ROUTE_MODEL_READY;
-                        else if (n == i + 1 && strcmp(seg[i], "config") == 0)
-                                rt = RNND_ROUTE_MODEL_CONFIG;
-                        else if (n == i + 1 && strcmp(seg[i], "infer") == 0)
-                                rt = RNND_ROUTE_MODEL_INFER;
-                        else if (n == i + 1 && strcmp(seg[i], "stats") == 0)
-                                rt = RNND_ROUTE_MODEL_STATS;
-                }
-        } else if (strcmp(seg[0], "v1") == 0 && n >= 3 && strcmp(seg[1], "models") == 0) {
-                size_t i = 3;
-
-                model_name = seg[2];
-                if (n >= 5 && strcmp(seg[3], "versions") == 0) {
-                        version_text = seg[4];
-                        i = 5;
-                }
-                if (n == i)
-                        rt = strip_tfs_verb(seg[i - 1]);
-                else if (n == i + 1 && strcmp(seg[i], "metadata") == 0)
-                        rt = RNND_ROUTE_TFS_METADATA;
+/*
+ * ".../models/{m}[/versions/{v}]" from segment 2 on: sets *model and
+ * *version (NULL when not given) and returns the index of the segment after.
+ */
+static size_t model_segments(char **seg, size_t n, const char **model, const char **version)
+{
+        *model = seg[2];
+        if (n >= 5 && strcmp(seg[3], "versions") == 0) {
+                *version = seg[4];
+                return 5;
         }
-        if (rt == RNND_ROUTE_NONE)
-                goto not_found;
+        return 3;
+}
+
+/* The KServe v2 routes: seg[0] is "v2". */
+static enum rnnd_route route_v2(char **seg, size_t n, const char **model, const char **version)
+{
+        size_t i;
+
+        if (n == 1)
+                return RNND_ROUTE_SERVER_META;
+        if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "live") == 0)
+                return RNND_ROUTE_HEALTH_LIVE;
+        if (n == 3 && strcmp(seg[1], "health") == 0 && strcmp(seg[2], "ready") == 0)
+                return RNND_ROUTE_HEALTH_READY;
+        if (n == 3 && strcmp(seg[1], "models") == 0 && strcmp(seg[2], "stats") == 0)
+                return RNND_ROUTE_MODEL_STATS; /* every model's */
+        if (n == 3 && strcmp(seg[1], "repository") == 0 && strcmp(seg[2], "index") == 0)
+                return RNND_ROUTE_REPO_INDEX;
+        if (n == 5 && strcmp(seg[1], "repository") == 0 && strcmp(seg[2], "models") == 0 &&
+            strcmp(seg[4], "load") == 0)
+                return RNND_ROUTE_REPO_LOAD; /* the name is checked by repoapi.c */
+        if (n == 5 && strcmp(seg[1], "repository") == 0 && strcmp(seg[2], "models") == 0 &&
+            strcmp(seg[4], "unload") == 0)
+                return RNND_ROUTE_REPO_UNLOAD;
+        if (n < 3 || strcmp(seg[1], "models") != 0)
+                return RNND_ROUTE_NONE;
+        i = model_segments(seg, n, model, version);
+        if (n == i)
+                return RNND_ROUTE_MODEL_META;
+        if (n == i + 1 && strcmp(seg[i], "ready") == 0)
+                return RNND_ROUTE_MODEL_READY;
+        if (n == i + 1 && strcmp(seg[i], "config") == 0)
+                return RNND_ROUTE_MODEL_CONFIG;
+        if (n == i + 1 && strcmp(seg[i], "infer") == 0)
+                return RNND_ROUTE_MODEL_INFER;
+        if (n == i + 1 && strcmp(seg[i], "stats") == 0)
+                return RNND_ROUTE_MODEL_STATS;
+        return RNND_ROUTE_NONE;
+}
+
+/* The TF Serving routes: seg[0] is "v1". */
+static enum rnnd_route route_v1(char **seg, size_t n, const char **model, const char **version)
+{
+        size_t i;
+
+        if (n < 3 || strcmp(seg[1], "models") != 0)
+                return RNND_ROUTE_NONE;
+        i = model_segments(seg, n, model, version);
+        if (n == i)
+                return strip_tfs_verb(seg[i - 1]);
+        if (n == i + 1 && strcmp(seg[i], "metadata") == 0)
+                return RNND_ROUTE_TFS_METADATA;
+        return RNND_ROUTE_NONE;
+}
+
+/*
+ * rnnd_routes.match: resolves r->path and r->method into r->route, and pins
+ * the model and resolves the version a path names, at the first call.
+ * Returns 0 to go on reading the body, or prepares an error response (404,
+ * 405, the repository API's 401 and 413) and returns its status.
+ */
+static unsigned match(struct rnnd_http_request *r)
+{
+        char buf[PATH_MAX_LEN + 1], *seg[MAX_SEGMENTS];
+        const char *model_name = NULL, *version_text = NULL;
+        enum rnnd_route rt = RNND_ROUTE_NONE;
+        bool get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+        bool post = strcmp(r->method, "POST") == 0;
+        size_t n = 0;
+
+        if (split_path(r->path, buf, seg, &n)) {
+                if (n == 1 && strcmp(seg[0], "metrics") == 0)
+                        rt = RNND_ROUTE_METRICS;
+                else if (strcmp(seg[0], "v2") == 0)
+                        rt = route_v2(seg, n, &model_name, &version_text);
+                else if (strcmp(seg[0], "v1") == 0)
+                        rt = route_v1(seg, n, &model_name, &version_text);
+        }
+        if (rt == RNND_ROUTE_NONE) {
+                rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
+                return r->resp_status;
+        }
         r->route = rt;
 
         if (route_is_post(rt) ? !post : !get) {
@@ -200,10 +243,6 @@ static unsigned match(struct rnnd_http_request *r)
                 }
         }
         return 0;
-
-not_found:
-        rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);
-        return r->resp_status;
 }
 
 /* Bodies. */
@@ -978,6 +1017,10 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
         }
 }
 
+/*
+ * rnnd_routes.serve: at the final call, prepares the response, or for the
+ * inference routes calls the hook, which may suspend the request.
+ */
 static void serve(struct rnnd_http_request *r)
 {
         switch (r->route) {

@@ -35,15 +35,15 @@
 #include <uv.h>
 
 #include "alloc.h"
-#include "http.h"
 #include "log.h"
 #include "reload.h"
 
 struct op {
         struct rnnd_server *srv;
         enum rnnd_reload_kind kind;
-        char name[RNND_CFG_NAME_MAX];     /* load, unload */
-        struct rnnd_http_request *req;    /* a reference, suspended; NULL for SIGHUP */
+        char name[RNND_CFG_NAME_MAX]; /* load, unload */
+        rnnd_reload_done_fn done;     /* NULL for SIGHUP, and once called */
+        void *done_cls;
         const struct rnnd_options *o;     /* the settings it loads with */
         struct rnnd_repo_index idx;       /* the scan (step 2) */
         int status;                       /* of the scan or the lookup */
@@ -147,32 +147,22 @@ bool rnnd__reload_authorized(struct rnnd_server *srv, const char *authorization)
 
 /* Answering. */
 
-/* Answers op's request (if any) with status and a message (NULL: empty), resumes it. */
+/* Reports op's end (if anyone waits for it): status, and a message (NULL: none). */
 static void answer(struct op *op, unsigned status, const char *msg)
 {
-        struct rnnd_http_request *req = op->req;
+        rnnd_reload_done_fn done = op->done;
 
-        if (req == NULL)
+        if (done == NULL)
                 return;
-        if (op->srv->mhd == NULL) {
-                /* MHD stopped (a load outlived the drain): nobody to answer. */
-                op->req = rnnd_http_request_unref(req);
-                return;
-        }
-        if (msg == NULL)
-                rnnd_http_respond(req, status, "text/plain; charset=utf-8", NULL, 0);
-        else
-                rnnd_http_respond_error(req, status, "%s", msg);
-        rnnd_http_resume(req);
-        op->req = rnnd_http_request_unref(req);
+        op->done = NULL;
+        done(op->done_cls, status, msg);
 }
 
 static void op_free(struct op *op)
 {
         if (op == NULL)
                 return;
-        if (op->req != NULL)
-                answer(op, 503, "the server is shutting down");
+        answer(op, 503, "the server is shutting down");
         for (size_t i = 0; op->built != NULL && i < op->idx.n_models; i++)
                 rnnd__server_free_model(op->built[i]);
         rnnd_free(op->built);
@@ -238,7 +228,7 @@ void rnnd__reload_signal(struct rnnd_server *srv)
 }
 
 int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
-                        struct rnnd_http_request *req, rnnd_error_t *reterr)
+                        rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr)
 {
         struct rnnd_reload *rl = srv->reload;
         struct op *op;
@@ -252,12 +242,11 @@ int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, con
         op->srv = srv;
         op->kind = kind;
         snprintf(op->name, sizeof(op->name), "%s", name);
-        op->req = rnnd_http_request_ref(req);
+        op->done = done;
+        op->done_cls = done_cls;
         r = enqueue(rl, op, false, reterr);
-        if (r < 0) {
-                rnnd_http_request_unref(op->req);
+        if (r < 0)
                 rnnd_free(op);
-        }
         return r;
 }
 
@@ -679,8 +668,7 @@ static void kick(struct rnnd_reload *rl)
                 if (r < 0) {
                         rnnd_log(RNND_LOG_ERR, "cannot queue a reload: %s", uv_strerror(r));
                         rl->cur = NULL;
-                        if (op->req != NULL)
-                                answer(op, 500, "cannot start the load");
+                        answer(op, 500, "cannot start the load");
                         op_free(op);
                         pthread_mutex_lock(&rl->mu);
                         rl->n_pending--;

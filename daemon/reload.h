@@ -12,7 +12,6 @@
 #include <stddef.h>
 
 #include "error.h"
-#include "http.h"
 #include "server.h"
 
 /* Repository operations waiting at most; more are answered 503. */
@@ -41,15 +40,20 @@ int rnnd__reload_init(struct rnnd_server *srv, rnnd_error_t *reterr);
 void rnnd__reload_signal(struct rnnd_server *srv);
 
 /*
- * Queues a load or unload of model name for request req, which the caller
- * has suspended already (suspend first, publish second): the loop thread
- * answers it (200 with an empty body, or {"error"} with 400 or 503), resumes
- * it and drops the reference this takes.  Errors, without queueing (the
- * caller then answers and resumes req): RNND_EUNAVAIL (RNND_RELOAD_MAX_PENDING
- * waiting, or stopping), RNND_ENOMEM.  Thread-safe.
+ * How a load or unload ends: status 200 with msg NULL, or an error status
+ * (400, 500, 503) and its message.  Called once, on the loop thread; also
+ * for an operation dropped at shutdown (503).
+ */
+typedef void (*rnnd_reload_done_fn)(void *cls, unsigned status, const char *msg);
+
+/*
+ * Queues a load or unload of model name; done(done_cls, ...) reports its end
+ * (whoever waits publishes done_cls first: suspend first, publish second).
+ * Errors, without queueing, and done is never called: RNND_EUNAVAIL
+ * (RNND_RELOAD_MAX_PENDING waiting, or stopping), RNND_ENOMEM.  Thread-safe.
  */
 int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
-                        struct rnnd_http_request *req, rnnd_error_t *reterr);
+                        rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr);
 
 /* Whether the name of a model has a load running or waiting.  Thread-safe. */
 bool rnnd__reload_pending(struct rnnd_server *srv, const char *name);

@@ -152,6 +152,26 @@ static void serve_index(struct rnnd_http_request *r, const struct rnnd_repo_requ
         rnnd_http_respond(r, 200, "application/json", body, len);
 }
 
+/*
+ * A load or unload's end (reload.h), on the loop thread: answers the
+ * suspended request (200 with an empty body, or {"error"}), resumes it and
+ * drops the reference submit took.  After MHD stopped (a load outlived the
+ * drain) nobody is left to answer.
+ */
+static void load_done(void *cls, unsigned status, const char *msg)
+{
+        struct rnnd_http_request *r = cls;
+
+        if (r->srv->mhd != NULL) {
+                if (msg == NULL)
+                        rnnd_http_respond(r, status, "text/plain; charset=utf-8", NULL, 0);
+                else
+                        rnnd_http_respond_error(r, status, "%s", msg);
+                rnnd_http_resume(r);
+        }
+        rnnd_http_request_unref(r);
+}
+
 void rnnd__repoapi_serve(struct rnnd_http_request *r)
 {
         struct rnnd_repo_request q;
@@ -189,8 +209,9 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
         rnnd_http_suspend(r);
         ret = rnnd__reload_submit(r->srv,
                                   call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
-                                  name, r, &err);
+                                  name, load_done, rnnd_http_request_ref(r), &err);
         if (ret < 0) {
+                rnnd_http_request_unref(r);
                 rnnd_http_fail(r, ret, "%s", err.msg);
                 rnnd_http_resume(r);
         }

@@ -522,5 +522,5 @@ void rnnd__http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
         (void)cls;
         if (rnnd_log_enabled(RNND_LOG_WARNING))
-                rnnd__logv(RNND_LOG_WARNING, NULL, fmt, ap);
+                rnnd_log_writev(RNND_LOG_WARNING, NULL, fmt, ap);
 }

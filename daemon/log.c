@@ -25,7 +25,7 @@
         (MSG_MAX * 6 + 1024) /* every message byte escaped as \u00XX, plus the rest                \
                               */
 
-atomic_int rnnd__log_max_level = RNND_LOG_INFO;
+atomic_int rnnd_log_max_level = RNND_LOG_INFO;
 
 static enum rnnd_log_format log_format = RNND_LOG_TEXT; /* immutable after setup */
 static int log_fd = 2;                                  /* immutable after setup */
@@ -45,7 +45,7 @@ static int fd_is_journal(int fd)
 
 void rnnd_log_setup(int max_level, enum rnnd_log_format format, int fd)
 {
-        atomic_store(&rnnd__log_max_level, max_level);
+        atomic_store(&rnnd_log_max_level, max_level);
         log_format = format;
         log_fd = fd;
         log_stamp = !fd_is_journal(fd);
@@ -87,7 +87,7 @@ static void write_all(int fd, const char *p, size_t n)
         }
 }
 
-void rnnd__logv(int level, const char *req_id, const char *fmt, va_list ap)
+void rnnd_log_writev(int level, const char *req_id, const char *fmt, va_list ap)
 {
         char msg[MSG_MAX], line[LOG_LINE_MAX], stamp[40];
         struct rnnd_strbuf b;
@@ -136,11 +136,11 @@ void rnnd__logv(int level, const char *req_id, const char *fmt, va_list ap)
         errno = saved_errno;
 }
 
-void rnnd__log(int level, const char *req_id, const char *fmt, ...)
+void rnnd_log_write(int level, const char *req_id, const char *fmt, ...)
 {
         va_list ap;
 
         va_start(ap, fmt);
-        rnnd__logv(level, req_id, fmt, ap);
+        rnnd_log_writev(level, req_id, fmt, ap);
         va_end(ap);
 }

@@ -28,7 +28,7 @@ enum rnnd_log_format {
 };
 
 /* The most verbose level written; atomic.  Set it with rnnd_log_setup(). */
-extern atomic_int rnnd__log_max_level;
+extern atomic_int rnnd_log_max_level;
 
 /*
  * rnnd_log(RNND_LOG_INFO, "loaded %s", name) writes one line when level is
@@ -37,22 +37,22 @@ extern atomic_int rnnd__log_max_level;
  */
 #define rnnd_log(level, ...)                                                                       \
         do {                                                                                       \
-                if ((level) > atomic_load_explicit(&rnnd__log_max_level, memory_order_relaxed))    \
+                if ((level) > atomic_load_explicit(&rnnd_log_max_level, memory_order_relaxed))     \
                         break;                                                                     \
-                rnnd__log((level), NULL, __VA_ARGS__);                                             \
+                rnnd_log_write((level), NULL, __VA_ARGS__);                                        \
         } while (0)
 
 /* Like rnnd_log(), for a line about a request: req_id (may be NULL) goes with it.  Thread-safe. */
 #define rnnd_log_req(level, req_id, ...)                                                           \
         do {                                                                                       \
-                if ((level) > atomic_load_explicit(&rnnd__log_max_level, memory_order_relaxed))    \
+                if ((level) > atomic_load_explicit(&rnnd_log_max_level, memory_order_relaxed))     \
                         break;                                                                     \
-                rnnd__log((level), (req_id), __VA_ARGS__);                                         \
+                rnnd_log_write((level), (req_id), __VA_ARGS__);                                    \
         } while (0)
 
 /* Whether a line at level would be written.  Thread-safe. */
 #define rnnd_log_enabled(level)                                                                    \
-        ((level) <= atomic_load_explicit(&rnnd__log_max_level, memory_order_relaxed))
+        ((level) <= atomic_load_explicit(&rnnd_log_max_level, memory_order_relaxed))
 
 /*
  * Sets the level and the format, and where lines go (fd, normally 2).
@@ -61,9 +61,9 @@ extern atomic_int rnnd__log_max_level;
 void rnnd_log_setup(int max_level, enum rnnd_log_format format, int fd);
 
 /* Writes one line unconditionally; use the macros.  Thread-safe. */
-void rnnd__log(int level, const char *req_id, const char *fmt, ...)
+void rnnd_log_write(int level, const char *req_id, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-void rnnd__logv(int level, const char *req_id, const char *fmt, va_list ap)
+void rnnd_log_writev(int level, const char *req_id, const char *fmt, va_list ap)
         __attribute__((format(printf, 3, 0)));
 
 /* "err", "warning", ... for a level.  Borrowed, static.  Thread-safe. */

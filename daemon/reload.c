@@ -115,7 +115,7 @@ static int read_token(struct rnnd_reload *rl, const struct rnnd_options *o, rnnd
         return r;
 }
 
-bool rnnd__reload_authorized(struct rnnd_server *srv, const char *authorization)
+bool rnnd_reload_authorized(struct rnnd_server *srv, const char *authorization)
 {
         struct rnnd_reload *rl = srv->reload;
         char given[sizeof(rl->token)] = {0};
@@ -206,7 +206,7 @@ static int enqueue(struct rnnd_reload *rl, struct op *op, bool coalesce, rnnd_er
         return 0;
 }
 
-void rnnd__reload_signal(struct rnnd_server *srv)
+void rnnd_reload_signal(struct rnnd_server *srv)
 {
         struct rnnd_reload *rl = srv->reload;
         struct op *op = rnnd_calloc(1, sizeof(*op));
@@ -227,8 +227,8 @@ void rnnd__reload_signal(struct rnnd_server *srv)
         }
 }
 
-int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
-                        rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr)
+int rnnd_reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
+                       rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr)
 {
         struct rnnd_reload *rl = srv->reload;
         struct op *op;
@@ -250,7 +250,7 @@ int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, con
         return r;
 }
 
-bool rnnd__reload_pending(struct rnnd_server *srv, const char *name)
+bool rnnd_reload_pending(struct rnnd_server *srv, const char *name)
 {
         struct rnnd_reload *rl = srv->reload;
         bool found = false;
@@ -323,7 +323,7 @@ static int reload_settings(struct rnnd_reload *rl)
                          err.msg);
                 goto fail;
         }
-        atomic_store(&rnnd__log_max_level, o->log_level);
+        atomic_store(&rnnd_log_max_level, o->log_level);
         rl->owned[rl->n_owned++] = o;
         srv->opts = o;
         rnnd_log(RNND_LOG_NOTICE, "SIGHUP: settings read again%s%s",
@@ -682,7 +682,7 @@ static void async_cb(uv_async_t *h)
         kick(h->data);
 }
 
-int rnnd__reload_init(struct rnnd_server *srv, rnnd_error_t *reterr)
+int rnnd_reload_init(struct rnnd_server *srv, rnnd_error_t *reterr)
 {
         struct rnnd_reload *rl = state(srv);
         int r;
@@ -705,7 +705,7 @@ int rnnd__reload_init(struct rnnd_server *srv, rnnd_error_t *reterr)
         return 0;
 }
 
-void rnnd__reload_stop(struct rnnd_server *srv)
+void rnnd_reload_stop(struct rnnd_server *srv)
 {
         struct rnnd_reload *rl = srv->reload;
 
@@ -723,18 +723,18 @@ static void async_close_cb(uv_handle_t *h)
         (void)h; /* Embedded in struct rnnd_reload. */
 }
 
-void rnnd__reload_close(struct rnnd_server *srv)
+void rnnd_reload_close(struct rnnd_server *srv)
 {
         struct rnnd_reload *rl = srv->reload;
 
         if (rl == NULL || !rl->async_ready)
                 return;
-        rnnd__reload_stop(srv);
+        rnnd_reload_stop(srv);
         if (!uv_is_closing((uv_handle_t *)&rl->async))
                 uv_close((uv_handle_t *)&rl->async, async_close_cb);
 }
 
-void rnnd__reload_free(struct rnnd_server *srv)
+void rnnd_reload_free(struct rnnd_server *srv)
 {
         struct rnnd_reload *rl = srv->reload;
         struct op *op;

@@ -34,10 +34,10 @@ void rnnd_server_set_command_line(struct rnnd_server *srv, int argc, char **argv
  * RNND_ENOMEM, RNND_EINTERNAL (libuv), RNND_EINVAL (the token file).  Loop
  * thread (the main thread, from rnnd_server_start()).
  */
-int rnnd__reload_init(struct rnnd_server *srv, rnnd_error_t *reterr);
+int rnnd_reload_init(struct rnnd_server *srv, rnnd_error_t *reterr);
 
 /* SIGHUP: queues a reload of everything (coalesced with one still waiting).  Loop thread. */
-void rnnd__reload_signal(struct rnnd_server *srv);
+void rnnd_reload_signal(struct rnnd_server *srv);
 
 /*
  * How a load or unload ends: status 200 with msg NULL, or an error status
@@ -52,26 +52,26 @@ typedef void (*rnnd_reload_done_fn)(void *cls, unsigned status, const char *msg)
  * Errors, without queueing, and done is never called: RNND_EUNAVAIL
  * (RNND_RELOAD_MAX_PENDING waiting, or stopping), RNND_ENOMEM.  Thread-safe.
  */
-int rnnd__reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
-                        rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr);
+int rnnd_reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
+                       rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr);
 
 /* Whether the name of a model has a load running or waiting.  Thread-safe. */
-bool rnnd__reload_pending(struct rnnd_server *srv, const char *name);
+bool rnnd_reload_pending(struct rnnd_server *srv, const char *name);
 
 /*
  * Whether authorization (the Authorization header, or NULL) carries the
  * token of auth_token_file; true when no token is set.  Compares in
  * constant time.  Thread-safe.
  */
-bool rnnd__reload_authorized(struct rnnd_server *srv, const char *authorization);
+bool rnnd_reload_authorized(struct rnnd_server *srv, const char *authorization);
 
 /* At shutdown: answers operations still waiting 503.  Loop thread. */
-void rnnd__reload_stop(struct rnnd_server *srv);
+void rnnd_reload_stop(struct rnnd_server *srv);
 
 /* Closes the loop handles (after stop).  Loop thread. */
-void rnnd__reload_close(struct rnnd_server *srv);
+void rnnd_reload_close(struct rnnd_server *srv);
 
 /* Frees the reload state and the settings reloads made.  After the loop ended. */
-void rnnd__reload_free(struct rnnd_server *srv);
+void rnnd_reload_free(struct rnnd_server *srv);
 
 #endif

@@ -38,12 +38,12 @@ static bool path_model(const struct rnnd_http_request *r, char *buf)
         return rnnd_repository_valid_name(buf);
 }
 
-unsigned rnnd__repoapi_check(struct rnnd_http_request *r)
+unsigned rnnd_repoapi_check(struct rnnd_http_request *r)
 {
         const char *auth = rnnd_http_request_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
         const char *cl = rnnd_http_request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
 
-        if (!rnnd__reload_authorized(r->srv, auth)) {
+        if (!rnnd_reload_authorized(r->srv, auth)) {
                 rnnd_log_req(RNND_LOG_WARNING, r->id, "%s %s: %s bearer token; answering 401",
                              r->method, r->path, auth == NULL ? "no" : "a wrong");
                 rnnd_http_fail(r, RNND_EAUTH,
@@ -140,7 +140,7 @@ static void serve_index(struct rnnd_http_request *r, const struct rnnd_repo_requ
 
                 put_model_rows(&b, m, q->ready,
                                atomic_load(&m->loading) ||
-                                       rnnd__reload_pending(srv, m->entry->name));
+                                       rnnd_reload_pending(srv, m->entry->name));
         }
         rnnd_server_unlock(srv);
         rnnd_strbuf_putc(&b, ']');
@@ -172,7 +172,7 @@ static void load_done(void *cls, unsigned status, const char *msg)
         rnnd_http_request_unref(r);
 }
 
-void rnnd__repoapi_serve(struct rnnd_http_request *r)
+void rnnd_repoapi_serve(struct rnnd_http_request *r)
 {
         struct rnnd_repo_request q;
         enum rnnd_repo_call call = r->route == RNND_ROUTE_REPO_INDEX  ? RNND_REPO_INDEX
@@ -207,9 +207,9 @@ void rnnd__repoapi_serve(struct rnnd_http_request *r)
         }
         /* Suspend first, publish second: the loop thread may answer at once. */
         rnnd_http_suspend(r);
-        ret = rnnd__reload_submit(r->srv,
-                                  call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
-                                  name, load_done, rnnd_http_request_ref(r), &err);
+        ret = rnnd_reload_submit(r->srv,
+                                 call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
+                                 name, load_done, rnnd_http_request_ref(r), &err);
         if (ret < 0) {
                 rnnd_http_request_unref(r);
                 rnnd_http_fail(r, ret, "%s", err.msg);

@@ -17,9 +17,9 @@
  * declared body length.  Returns 0 to go on, or prepares 401/413 and returns
  * its status.  MHD thread.
  */
-unsigned rnnd__repoapi_check(struct rnnd_http_request *r);
+unsigned rnnd_repoapi_check(struct rnnd_http_request *r);
 
 /* At the final call: serves the route (load and unload suspend r).  MHD thread. */
-void rnnd__repoapi_serve(struct rnnd_http_request *r);
+void rnnd_repoapi_serve(struct rnnd_http_request *r);
 
 #endif

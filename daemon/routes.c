@@ -229,7 +229,7 @@ static unsigned match(struct rnnd_http_request *r)
         }
 
         if (route_is_repo(rt))
-                return rnnd__repoapi_check(r);
+                return rnnd_repoapi_check(r);
         if (model_name != NULL) {
                 r->model = rnnd_server_pin_model(r->srv, model_name);
                 if (r->model == NULL) {
@@ -1067,7 +1067,7 @@ static void serve(struct rnnd_http_request *r)
         case RNND_ROUTE_REPO_INDEX:
         case RNND_ROUTE_REPO_LOAD:
         case RNND_ROUTE_REPO_UNLOAD:
-                rnnd__repoapi_serve(r);
+                rnnd_repoapi_serve(r);
                 break;
         case RNND_ROUTE_NONE:
                 rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", r->method, r->path);

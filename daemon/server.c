@@ -656,7 +656,7 @@ static void finish(struct rnnd_server *srv)
         close_handle((uv_handle_t *)&srv->watchdog_timer);
         close_sweep(srv);
         close_handle((uv_handle_t *)&srv->reap_timer);
-        rnnd__reload_close(srv);
+        rnnd_reload_close(srv);
         for (i = 0; i < sizeof(srv->sig) / sizeof(srv->sig[0]); i++)
                 close_handle((uv_handle_t *)&srv->sig[i]);
         rnnd_log(RNND_LOG_NOTICE, "stopped");
@@ -718,7 +718,7 @@ static void begin_stop(struct rnnd_server *srv, const char *why)
                         srv->listen_fd = fd;
         }
         uv_timer_stop(&srv->watchdog_timer);
-        rnnd__reload_stop(srv);
+        rnnd_reload_stop(srv);
         /* What is queued still runs, without waiting for fuller batches. */
         rnnd__server_pools_close(srv, false);
         srv->drain_phase = 0;
@@ -732,7 +732,7 @@ static void on_signal(uv_signal_t *h, int signum)
 
         if (signum == SIGHUP) {
                 if (!atomic_load(&srv->stopping))
-                        rnnd__reload_signal(srv);
+                        rnnd_reload_signal(srv);
                 return;
         }
         begin_stop(srv, signum == SIGINT ? "SIGINT" : "SIGTERM");
@@ -864,7 +864,7 @@ static int init_loop(struct rnnd_server *srv, rnnd_error_t *reterr)
         srv->sweep_async.data = srv;
         atomic_store(&srv->sweep_ready, true);
         srv->reap_timer.data = srv;
-        r = rnnd__reload_init(srv, reterr);
+        r = rnnd_reload_init(srv, reterr);
         if (r < 0)
                 return r;
         for (i = 0; i < sizeof(signums) / sizeof(signums[0]); i++) {
@@ -1015,7 +1015,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                 close_handle((uv_handle_t *)&srv->watchdog_timer);
                 close_sweep(srv);
                 close_handle((uv_handle_t *)&srv->reap_timer);
-                rnnd__reload_close(srv);
+                rnnd_reload_close(srv);
                 uv_run(&srv->loop, UV_RUN_DEFAULT);
                 uv_loop_close(&srv->loop);
         }
@@ -1026,7 +1026,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                 srv->retired = m->next_retired;
                 rnnd__server_free_model(m);
         }
-        rnnd__reload_free(srv);
+        rnnd_reload_free(srv);
         pthread_rwlock_destroy(&srv->table_lock);
         rnnd_free(srv);
         return NULL;

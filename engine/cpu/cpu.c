@@ -268,7 +268,7 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a CPU plan");
         }
         if (p->n_threads > 1) {
-                p->team = rnnd__team_new(p->n_threads);
+                p->team = rnnd_team_new(p->n_threads);
                 if (p->team == NULL) {
                         cpu_close(p);
                         return rnnd_error_set(reterr, RNND_ENOMEM, "cannot start %u engine threads",
@@ -285,7 +285,7 @@ static void cpu_close(void *plan)
 
         if (p == NULL)
                 return;
-        rnnd__team_free(p->team);
+        rnnd_team_free(p->team);
         rnnd_model_unref(p->m);
         rnnd_free(p->pw);
         rnnd_free(p->pbuf);
@@ -605,7 +605,7 @@ static void sliced_project(const struct sliced *sc, unsigned s, uint32_t r0, uin
 
                 gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in, 0.0f,
                         w->xg + (size_t)a * gh, gh);
-                rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
+                rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
         }
 }
 
@@ -710,8 +710,7 @@ static void sliced_part(void *arg, unsigned s)
 
                         sliced_step(sc, j0, j1, r0, t, hb[k & 1], hb[(k + 1) & 1], fuse_x);
                         if (n_sl > 1)
-                                rnnd__barrier_wait((struct rnnd_spin_barrier *)&sc->barrier,
-                                                   &sense);
+                                rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, &sense);
                 }
         }
 }
@@ -746,8 +745,8 @@ static void run_direction(struct cpu_plan *p, const struct rnnd_batch *b, const 
         }
         memcpy(w->h2, w->h, (size_t)pk->n * p->m->out_size * sizeof(float));
         if (slices > 1) {
-                rnnd__barrier_init(&sc.barrier, slices);
-                rnnd__team_run(p->team, sliced_part, &sc);
+                rnnd_barrier_init(&sc.barrier, slices);
+                rnnd_team_run(p->team, sliced_part, &sc);
         } else {
                 sliced_part(&sc, 0);
         }
@@ -912,7 +911,7 @@ static int run_split(struct cpu_plan *p, const struct rnnd_batch *b, rnnd_error_
                 best->seqs[best->n++] = *q;
                 best->steps += q->len;
         }
-        rnnd__team_run(p->team, split_part, p);
+        rnnd_team_run(p->team, split_part, p);
         for (unsigned i = 0; i < p->n_threads; i++)
                 if (p->lanes[i].rc < 0) {
                         *reterr = p->lanes[i].err;

@@ -45,14 +45,14 @@ static inline void cpu_relax(void)
 #endif
 }
 
-void rnnd__barrier_init(struct rnnd_spin_barrier *b, unsigned n)
+void rnnd_barrier_init(struct rnnd_spin_barrier *b, unsigned n)
 {
         b->n = n;
         atomic_init(&b->count, 0);
         atomic_init(&b->sense, 0);
 }
 
-void rnnd__barrier_wait(struct rnnd_spin_barrier *b, unsigned *local_sense)
+void rnnd_barrier_wait(struct rnnd_spin_barrier *b, unsigned *local_sense)
 {
         unsigned want = *local_sense ^ 1;
         unsigned spins = 0;
@@ -102,7 +102,7 @@ static void *helper_main(void *arg)
         }
 }
 
-rnnd_team_t *rnnd__team_new(unsigned n)
+rnnd_team_t *rnnd_team_new(unsigned n)
 {
         rnnd_team_t *t = rnnd_calloc(1, sizeof(*t));
 
@@ -121,13 +121,13 @@ rnnd_team_t *rnnd__team_new(unsigned n)
                 t->helpers[i].team = t;
                 t->helpers[i].index = i + 1;
                 if (pthread_create(&t->helpers[i].thread, NULL, helper_main, &t->helpers[i]) != 0)
-                        return rnnd__team_free(t);
+                        return rnnd_team_free(t);
                 t->started++;
         }
         return t;
 }
 
-void rnnd__team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg)
+void rnnd_team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg)
 {
         pthread_mutex_lock(&t->mu);
         t->fn = fn;
@@ -145,7 +145,7 @@ void rnnd__team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg
         pthread_mutex_unlock(&t->mu);
 }
 
-rnnd_team_t *rnnd__team_free(rnnd_team_t *t)
+rnnd_team_t *rnnd_team_free(rnnd_team_t *t)
 {
         if (t == NULL)
                 return NULL;

@@ -17,22 +17,22 @@ struct rnnd_spin_barrier {
 };
 
 /* Each participant keeps its own sense, starting at 0. */
-void rnnd__barrier_init(struct rnnd_spin_barrier *b, unsigned n);
-void rnnd__barrier_wait(struct rnnd_spin_barrier *b, unsigned *local_sense);
+void rnnd_barrier_init(struct rnnd_spin_barrier *b, unsigned n);
+void rnnd_barrier_wait(struct rnnd_spin_barrier *b, unsigned *local_sense);
 
 /*
  * Starts n - 1 helper threads (n >= 2).  Returns a new team, or NULL when a
  * thread or memory cannot be had.  Thread-safe.
  */
-rnnd_team_t *rnnd__team_new(unsigned n);
+rnnd_team_t *rnnd_team_new(unsigned n);
 
 /*
  * Runs fn(arg, i) for i = 0..n-1: i = 0 on the calling thread, the others on
  * the helpers, and returns when all have.  One caller at a time.
  */
-void rnnd__team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg);
+void rnnd_team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg);
 
 /* Joins the helpers and frees t; accepts NULL; returns NULL. */
-rnnd_team_t *rnnd__team_free(rnnd_team_t *t);
+rnnd_team_t *rnnd_team_free(rnnd_team_t *t);
 
 #endif

@@ -254,7 +254,7 @@ static void respond_json(struct rnnd_http_request *r, unsigned status, struct rn
         char *body = rnnd_strbuf_steal(b, &len);
 
         if (body == NULL) {
-                rnnd_http_respond_error(r, 500, "out of memory");
+                rnnd_http_fail(r, RNND_ENOMEM, "out of memory");
                 return;
         }
         rnnd_http_respond(r, status, "application/json", body, len);

@@ -50,14 +50,6 @@ static uint64_t load_le64(const unsigned char *p)
         return (uint64_t)load_le32(p) | (uint64_t)load_le32(p + 4) << 32;
 }
 
-static float f32_from_bits(uint32_t u)
-{
-        float f;
-
-        memcpy(&f, &u, sizeof(f));
-        return f;
-}
-
 static double f64_from_bits(uint64_t u)
 {
         double d;
@@ -237,7 +229,7 @@ static bool to_f32(rnnd_dtype_t dt, const unsigned char *p, uint64_t n, void *ou
         switch (dt) {
         case RNND_DT_F32:
                 for (uint64_t i = 0; i < n; i++)
-                        dst[i] = f32_from_bits(load_le32(p + 4 * i));
+                        dst[i] = rnnd_f32_from_bits(load_le32(p + 4 * i));
                 return true;
         case RNND_DT_F16:
                 for (uint64_t i = 0; i < n; i++)

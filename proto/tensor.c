@@ -46,7 +46,7 @@ size_t rnnd_dtype_size(rnnd_dtype_t dt)
         return (unsigned)dt < RNND_DT_COUNT ? dtypes[dt].size : 0;
 }
 
-static uint32_t f32_bits(float f)
+uint32_t rnnd_f32_bits(float f)
 {
         uint32_t u;
 
@@ -54,7 +54,7 @@ static uint32_t f32_bits(float f)
         return u;
 }
 
-static float bits_f32(uint32_t u)
+float rnnd_f32_from_bits(uint32_t u)
 {
         float f;
 
@@ -69,18 +69,18 @@ float rnnd_f16_to_f32(uint16_t h)
         uint32_t man = h & 0x3ff;
 
         if (exp == 0x1f) /* Inf or NaN */
-                return bits_f32(sign | 0x7f800000u | (man << 13));
+                return rnnd_f32_from_bits(sign | 0x7f800000u | (man << 13));
         if (exp == 0) {
                 /* Zero or subnormal: man * 2^-24, exact in float. */
                 float v = (float)man * 5.9604644775390625e-8f;
                 return sign ? -v : v;
         }
-        return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+        return rnnd_f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 uint16_t rnnd_f32_to_f16(float f)
 {
-        uint32_t u = f32_bits(f);
+        uint32_t u = rnnd_f32_bits(f);
         uint32_t sign = (u >> 16) & 0x8000;
         uint32_t absu = u & 0x7fffffff;
 
@@ -90,7 +90,7 @@ uint16_t rnnd_f32_to_f16(float f)
                 return (uint16_t)(sign | 0x7c00);
         if (absu < 0x38800000) {
                 /* Subnormal half or zero: round absu as float to a multiple of 2^-24. */
-                float v = bits_f32(absu) * 16777216.0f; /* 2^24 */
+                float v = rnnd_f32_from_bits(absu) * 16777216.0f; /* 2^24 */
                 uint32_t m = (uint32_t)v;
                 float rem = v - (float)m;
 
@@ -108,12 +108,12 @@ uint16_t rnnd_f32_to_f16(float f)
 
 float rnnd_bf16_to_f32(uint16_t b)
 {
-        return bits_f32((uint32_t)b << 16);
+        return rnnd_f32_from_bits((uint32_t)b << 16);
 }
 
 uint16_t rnnd_f32_to_bf16(float f)
 {
-        uint32_t u = f32_bits(f);
+        uint32_t u = rnnd_f32_bits(f);
 
         if ((u & 0x7fffffff) > 0x7f800000) /* NaN stays NaN */
                 return (uint16_t)((u >> 16) | 0x40);

@@ -55,6 +55,10 @@ const char *rnnd_dtype_st_name(rnnd_dtype_t dt);
 /* Bytes per element (0 for BYTES and INVALID).  Thread-safe. */
 size_t rnnd_dtype_size(rnnd_dtype_t dt);
 
+/* A float's IEEE bits, and the float of bits u.  Thread-safe. */
+uint32_t rnnd_f32_bits(float f);
+float rnnd_f32_from_bits(uint32_t u);
+
 /* IEEE half and bfloat16 to and from float, round to nearest even.  Thread-safe. */
 float rnnd_f16_to_f32(uint16_t h);
 uint16_t rnnd_f32_to_f16(float f);

@@ -7,18 +7,23 @@ build=${1:-build}
 asan=${2:-build-asan}
 rc=0
 
-# The interop suite (tests/interop) needs tritonclient[http] and numpy: a venv
-# at .venv-test, made or completed here when they do not import.  Without
-# PyPI that suite SKIPs (77) rather than fails.
-venv=$(cd "$(dirname "$0")/.." && pwd)/.venv-test
-if ! "$venv/bin/python" -c 'import tritonclient.http, numpy' >/dev/null 2>&1; then
-  echo "making .venv-test with tritonclient[http] and numpy (pip) for the interop suite"
+# The interop suite (tests/interop) needs tritonclient[http] and numpy, and the
+# convert suite (tests/convert) safetensors, h5py, onnx and clients/rnnd-convert
+# (installed editable, so the test runs the repository's code): a venv at
+# .venv-test, made or completed here when they do not import.  Without PyPI
+# those suites SKIP (77) rather than fail.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.venv-test
+imports='import tritonclient.http, numpy, safetensors, h5py, onnx, rnnd_convert'
+if ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
+  echo "making .venv-test with tritonclient[http], numpy, safetensors, h5py, onnx and" \
+       "clients/rnnd-convert (pip) for the interop and convert suites"
   if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null; } ||
      ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 2 --timeout 20 \
-       'tritonclient[http]' numpy >/dev/null 2>&1 ||
-     ! "$venv/bin/python" -c 'import tritonclient.http, numpy' >/dev/null 2>&1; then
-    echo "WARNING: could not install tritonclient[http] and numpy into .venv-test (no network?);" \
-         "the interop suite will SKIP"
+       'tritonclient[http]' numpy safetensors h5py onnx -e "$root/clients/rnnd-convert" >/dev/null 2>&1 ||
+     ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
+    echo "WARNING: could not install them into .venv-test (no network?);" \
+         "the interop and convert suites will SKIP"
   fi
 fi
 

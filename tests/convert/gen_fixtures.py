@@ -167,6 +167,9 @@ def keras_cases(L, cudnn=None):
          "Bidirectional(merge_mode=\"concat\")"),
         ("refuse_activation", lambda: [L.LSTM(H, activation="relu", name="lstm")],
          EQUAL, False, None, "layer 'lstm' (LSTM): activation=\"relu\": rnnd computes tanh"),
+        ("refuse_stateful", lambda: [L.GRU(H, stateful=True, name="gru")],
+         EQUAL, False, None, "layer 'gru' (GRU): stateful=true: rnnd keeps no state across "
+         "requests in a Keras layer; send h0 (and c0) instead"),
     ]
     return c
 
@@ -188,7 +191,10 @@ def gen_keras(version):
         rng = rng_for(name)
         d = case_dir(name)
         shape = (T,) if emb else (T, IN)
-        model = keras.Sequential([keras.Input(shape=shape, name="input")] + build())
+        # A stateful layer needs a fixed batch size.
+        inp = keras.Input(batch_shape=(B,) + shape if "stateful" in name else (None,) + shape,
+                          name="input")
+        model = keras.Sequential([inp] + build())
         randomize(model, rng)
         io = inputs(rng, lengths, emb=emb)
         model.save(os.path.join(d, "model" + ext))
@@ -374,7 +380,7 @@ def gen_torch():
     # Hand-made ONNX graphs (as tf2onnx writes them): sequence_lens, layout, GRU
     # linear_before_reset=0, and the refusals.
     def graph_case(name, op, attrs, lengths, dirs, extra_inputs=(), outputs=("Y",), refuse=None,
-                   layout=0, P=False):
+                   layout=0, P=False, states=False):
         rng = rng_for(name)
         d = case_dir(name)
         G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
@@ -384,6 +390,10 @@ def gen_torch():
         inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"),
                  numpy_helper.from_array(Bb, "B")]
         node_in = ["X", "W", "R", "B", "seq_lens"]
+        state_in = []
+        if states:  # initial_h (and initial_c) as graph inputs [dirs, B, H]
+            state_in = ["h0"] + (["c0"] if op == "LSTM" else [])
+            node_in += state_in
         if P:
             inits.append(numpy_helper.from_array(
                 rng.uniform(-0.5, 0.5, (dirs, 3 * H)).astype(np.float32), "P"))
@@ -394,7 +404,9 @@ def gen_torch():
         g = helper.make_graph(
             [node], name,
             [helper.make_tensor_value_info("X", TensorProto.FLOAT, xshape),
-             helper.make_tensor_value_info("seq_lens", TensorProto.INT32, ["B"])],
+             helper.make_tensor_value_info("seq_lens", TensorProto.INT32, ["B"])] +
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [dirs, "B", H])
+             for n in state_in],
             [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
              helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
         model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
@@ -415,8 +427,11 @@ def gen_torch():
             model.ir_version = 8
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         x = io["x"].transpose(1, 0, 2)
-        Y, Y_h = sess.run(None, {"X": np.ascontiguousarray(x),
-                                 "seq_lens": io["lengths"].astype(np.int32)})
+        feed = {"X": np.ascontiguousarray(x), "seq_lens": io["lengths"].astype(np.int32)}
+        for n in state_in:  # rnnd's h0/c0 are batch-first [B, L*dirs, H]
+            io[n] = rng.uniform(-0.5, 0.5, (B, dirs, H)).astype(np.float32)
+            feed[n] = np.ascontiguousarray(io[n].transpose(1, 0, 2))
+        Y, Y_h = sess.run(None, feed)
         # Y [T, dirs, B, H] (layout 0) or [B, T, dirs, H]; Y_h [dirs, B, H] or [B, dirs, H].
         io["output"] = Y.transpose(2, 0, 1, 3).reshape(B, T, dirs * H)
         io["h_n"] = Y_h.transpose(1, 0, 2)
@@ -429,6 +444,8 @@ def gen_torch():
     graph_case("onnx_gru_lbr_bi", "GRU", {"linear_before_reset": 1, "direction": "bidirectional"},
                RAGGED, 2)
     graph_case("onnx_rnn_seqlens", "RNN", {}, RAGGED, 1)
+    graph_case("onnx_lstm_bi_initial_states", "LSTM", {"direction": "bidirectional"}, RAGGED, 2,
+               states=True)
     graph_case("onnx_refuse_peephole", "LSTM", {}, EQUAL, 1, P=True,
                refuse="operator 'lstm_0' (LSTM): input P=P: rnnd's LSTM has no peepholes")
     graph_case("onnx_refuse_clip", "GRU", {"clip": 3.0, "linear_before_reset": 1}, EQUAL, 1,

@@ -39,7 +39,8 @@ def convert(case, meta, repo):
 def infer(d, case, io):
     inputs = []
     for key, name, dt in (("x", "input", "FP32"), ("tokens", "tokens", "INT64"),
-                          ("lengths", "lengths", "INT64")):
+                          ("lengths", "lengths", "INT64"), ("h0", "h0", "FP32"),
+                          ("c0", "c0", "FP32")):
         if key in io:
             inputs.append({"name": name, "datatype": dt, "shape": list(io[key].shape),
                            "data": io[key].reshape(-1).tolist()})
@@ -99,6 +100,22 @@ def main():
             r = convert(c, metas[c], repo)
             check(r.returncode == 0 and r.stdout.startswith("wrote "), "%s: converts" % c,
                   (r.returncode, r.stdout, r.stderr))
+        # PyTorch names that are not in the file are refused by name.
+        sd = "torch_sd_lstm_bi2_emb_softmax"
+        r = convert(sd, dict(metas[sd], args=["--prefix", "lstm."]), repo)
+        want = ("rnnd-convert: tensor 'lstm.weight_ih_l0': missing (--prefix 'lstm.'); the file "
+                "has emb.weight, fc.bias, fc.weight, rnn.bias_hh_l0, rnn.bias_hh_l0_reverse, "
+                "rnn.bias_hh_l1, rnn.bias_hh_l1_reverse, rnn.bias_ih_l0, rnn.bias_ih_l0_reverse, "
+                "rnn.bias_ih_l1, rnn.bias_ih_l1_reverse, rnn.weight_hh_l0\n")
+        check(r.returncode == 1 and r.stderr == want, "a wrong --prefix is refused naming the tensor",
+              (r.returncode, r.stderr))
+        r = convert(sd, dict(metas[sd], args=metas[sd]["args"][:4] + ["--head-weight", "head.w"]), repo)
+        want = ("rnnd-convert: tensor 'head.w' (--head-weight): missing; the file has emb.weight, "
+                "fc.bias, fc.weight, rnn.bias_hh_l0, rnn.bias_hh_l0_reverse, rnn.bias_hh_l1, "
+                "rnn.bias_hh_l1_reverse, rnn.bias_ih_l0, rnn.bias_ih_l0_reverse, rnn.bias_ih_l1, "
+                "rnn.bias_ih_l1_reverse, rnn.weight_hh_l0\n")
+        check(r.returncode == 1 and r.stderr == want, "a missing head tensor is refused by name",
+              (r.returncode, r.stderr))
         r = convert(served[0], metas[served[0]], repo)
         check(r.returncode == 1 and "exists" in r.stderr, "converting over a model is refused",
               (r.returncode, r.stderr))

@@ -372,7 +372,9 @@ def convert(path):
         if tuple(n.output) in used or n.op_type in ("Add", "Sub"):
             continue
         _refuse(n, "op_type", n.op_type, "not part of a head rnnd computes")
-    seq_lens = [_opt_input(n, 4) for n in rnns]
-    if any(seq_lens):
+    if any(_opt_input(n, 4) for n in rnns):
         m.notes.append("sequence_lens is the request's `lengths` input")
+    if any(_opt_input(n, k) in graph.inputs for n in rnns for k in (5, 6)):
+        m.notes.append("initial_h/initial_c are the request's `h0`/`c0` inputs, batch-first "
+                       "[B, num_layers*dirs, H] (ONNX's are [dirs, B, H] per layer)")
     return m

@@ -102,20 +102,17 @@ def main():
                   (r.returncode, r.stdout, r.stderr))
         # PyTorch names that are not in the file are refused by name.
         sd = "torch_sd_lstm_bi2_emb_softmax"
-        r = convert(sd, dict(metas[sd], args=["--prefix", "lstm."]), repo)
-        want = ("rnnd-convert: tensor 'lstm.weight_ih_l0': missing (--prefix 'lstm.'); the file "
-                "has emb.weight, fc.bias, fc.weight, rnn.bias_hh_l0, rnn.bias_hh_l0_reverse, "
-                "rnn.bias_hh_l1, rnn.bias_hh_l1_reverse, rnn.bias_ih_l0, rnn.bias_ih_l0_reverse, "
-                "rnn.bias_ih_l1, rnn.bias_ih_l1_reverse, rnn.weight_hh_l0\n")
-        check(r.returncode == 1 and r.stderr == want, "a wrong --prefix is refused naming the tensor",
-              (r.returncode, r.stderr))
-        r = convert(sd, dict(metas[sd], args=metas[sd]["args"][:4] + ["--head-weight", "head.w"]), repo)
-        want = ("rnnd-convert: tensor 'head.w' (--head-weight): missing; the file has emb.weight, "
-                "fc.bias, fc.weight, rnn.bias_hh_l0, rnn.bias_hh_l0_reverse, rnn.bias_hh_l1, "
-                "rnn.bias_hh_l1_reverse, rnn.bias_ih_l0, rnn.bias_ih_l0_reverse, rnn.bias_ih_l1, "
-                "rnn.bias_ih_l1_reverse, rnn.weight_hh_l0\n")
-        check(r.returncode == 1 and r.stderr == want, "a missing head tensor is refused by name",
-              (r.returncode, r.stderr))
+        listing = ("the file has emb.weight, fc.bias, fc.weight, rnn.bias_hh_l0, "
+                   "rnn.bias_hh_l0_reverse, rnn.bias_hh_l1, rnn.bias_hh_l1_reverse, rnn.bias_ih_l0, "
+                   "rnn.bias_ih_l0_reverse, rnn.bias_ih_l1, rnn.bias_ih_l1_reverse, rnn.weight_hh_l0")
+        for args, msg in (
+                (["--prefix", "lstm."], "tensor 'lstm.weight_ih_l0': missing (--prefix 'lstm.'); "),
+                (metas[sd]["args"][:4] + ["--head-weight", "head.w"],
+                 "tensor 'head.w' (--head-weight): missing; ")):
+            r = convert(sd, dict(metas[sd], args=args), repo)
+            want = "rnnd-convert: " + msg + listing + "\n"
+            check(r.returncode == 1 and r.stderr == want, "%s: refused naming the tensor" % args,
+                  (r.returncode, r.stderr))
         r = convert(served[0], metas[served[0]], repo)
         check(r.returncode == 1 and "exists" in r.stderr, "converting over a model is refused",
               (r.returncode, r.stderr))

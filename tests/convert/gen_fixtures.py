@@ -275,7 +275,7 @@ def gen_torch():
     import torch
     import torch.nn as nn
     from onnx import TensorProto, helper, numpy_helper
-    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    from torch.nn.utils.rnn import pack_padded_sequence
 
     torch.set_num_threads(1)
     tref = "torch %s (CPU)" % torch.__version__.split("+")[0]

@@ -298,7 +298,10 @@ def convert(path):
     if not rnns:
         raise ConvertError("%s: no LSTM, GRU or RNN operator" % path)
     m = None
-    for n in rnns:
+    for k, n in enumerate(rnns):
+        if k and graph.path_to(n.input[0], {tuple(rnns[k - 1].output)}) is None:
+            _refuse(n, "input X", n.input[0], "does not read the recurrent operator before it; "
+                    "rnnd stacks layers one on the other")
         cell, lbr, dirs = _rnn(graph, n, m.cell if m else None)
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr)

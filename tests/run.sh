@@ -8,18 +8,24 @@ asan=${2:-build-asan}
 rc=0
 
 # The interop suite (tests/interop) needs tritonclient[http], numpy and
-# prometheus_client: a venv at .venv-test, made or completed here when they do
-# not import.  Without PyPI those tests SKIP (77) rather than fail.
+# prometheus_client, and the convert suite (tests/convert) safetensors, h5py,
+# onnx and clients/rnnd-convert (installed editable, so the test runs the
+# repository's code): a venv at .venv-test, made or completed here when they do
+# not import.  Without PyPI those suites SKIP (77) rather than fail.
 # (perf_analyzer and promtool are fetched by tests/interop/tools.sh.)
-venv=$(cd "$(dirname "$0")/.." && pwd)/.venv-test
-if ! "$venv/bin/python" -c 'import tritonclient.http, numpy, prometheus_client' >/dev/null 2>&1; then
-  echo "making .venv-test with tritonclient[http], numpy and prometheus_client (pip) for the interop suite"
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.venv-test
+imports='import tritonclient.http, numpy, prometheus_client, safetensors, h5py, onnx, rnnd_convert'
+if ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
+  echo "making .venv-test with tritonclient[http], numpy, prometheus_client, safetensors, h5py," \
+       "onnx and clients/rnnd-convert (pip) for the interop and convert suites"
   if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null; } ||
      ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 2 --timeout 20 \
-       'tritonclient[http]' numpy prometheus_client >/dev/null 2>&1 ||
-     ! "$venv/bin/python" -c 'import tritonclient.http, numpy, prometheus_client' >/dev/null 2>&1; then
-    echo "WARNING: could not install tritonclient[http], numpy and prometheus_client into .venv-test (no network?);" \
-         "the interop suite will SKIP"
+       'tritonclient[http]' numpy prometheus_client safetensors h5py onnx \
+       -e "$root/clients/rnnd-convert" >/dev/null 2>&1 ||
+     ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
+    echo "WARNING: could not install them into .venv-test (no network?);" \
+         "the interop and convert suites will SKIP"
   fi
 fi
 

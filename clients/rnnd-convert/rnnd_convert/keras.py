@@ -1,0 +1,334 @@
+"""Keras models: `.keras` (Keras 3) and legacy `.h5` (Keras 2 / tf.keras), read with
+h5py and json only.
+
+The model must be a chain: [InputLayer] [Embedding | Masking] RNN layers [Dense
+[Activation]], with Dropout-like layers (identities at inference) anywhere.  RNN layers
+are LSTM, GRU, SimpleRNN, the legacy CuDNNLSTM and CuDNNGRU, and Bidirectional of one of
+them with merge_mode "concat".  Keras stores kernels [in, gates*H] and GRU gates in the
+order z, r, h; rnnd wants [gates*H, in] and r, z, n (docs/MODELS.md).  LSTM gates i, f,
+c, o are PyTorch's already.
+"""
+
+import json
+import re
+import zipfile
+
+import numpy as np
+
+from .model import ConvertError, Direction, Head, Model, gru_keras_to_torch
+
+RNN_CLASSES = ("LSTM", "GRU", "SimpleRNN", "CuDNNLSTM", "CuDNNGRU")
+IDENTITY_CLASSES = ("InputLayer", "Dropout", "SpatialDropout1D", "GaussianNoise",
+                    "GaussianDropout", "AlphaDropout", "ActivityRegularization")
+DENSE_ACTIVATIONS = {"linear": "none", None: "none", "sigmoid": "sigmoid", "tanh": "tanh",
+                     "relu": "relu", "softmax": "softmax"}
+
+
+def _refuse(layer, attr, value, why):
+    raise ConvertError("layer '%s' (%s): %s=%s: %s" % (
+        layer["config"].get("name"), layer["class_name"], attr, json.dumps(value), why))
+
+
+# --------------------------------------------------------------------------
+# Reading the file: the layer configs, and each layer's weights in Keras's order
+# --------------------------------------------------------------------------
+
+
+def _layers_of(model_config):
+    """The model's layers in order; a Functional model must be a single chain."""
+    cls = model_config.get("class_name")
+    cfg = model_config.get("config", {})
+    if cls == "Sequential":
+        return cfg.get("layers", [])
+    if cls in ("Functional", "Model"):
+        layers = cfg.get("layers", [])
+        prev = None
+        for layer in layers:
+            ins = sorted(set(_inbound_names(layer.get("inbound_nodes", []))))
+            if prev is not None and ins != [prev]:
+                raise ConvertError("layer '%s' (%s): inbound_nodes=%s: rnnd converts a chain of "
+                                   "layers, each reading the one before" % (
+                                       layer.get("name"), layer.get("class_name"), json.dumps(ins)))
+            prev = layer.get("name") or layer["config"].get("name")
+        return layers
+    raise ConvertError("model class %r: rnnd-convert reads Sequential and Functional models" % cls)
+
+
+def _inbound_names(node):
+    """The layer names a Keras 2 ([name, i, j, {}]) or Keras 3 ({keras_history: [name,
+    ...]}) inbound_nodes structure refers to."""
+    if isinstance(node, dict):
+        if "keras_history" in node:
+            yield node["keras_history"][0]
+            return
+        for v in node.values():
+            yield from _inbound_names(v)
+    elif isinstance(node, list):
+        if len(node) >= 3 and isinstance(node[0], str) and isinstance(node[1], int):
+            yield node[0]
+            return
+        for v in node:
+            yield from _inbound_names(v)
+
+
+class _H5Weights:
+    """Keras 2 `.h5`: model_weights/<layer>/ lists its weight_names in order."""
+
+    def __init__(self, f):
+        self.g = f["model_weights"]
+
+    def add(self, layer):
+        pass
+
+    def get(self, layer_name, part=None):
+        if layer_name not in self.g:
+            return []
+        g = self.g[layer_name]
+        names = [n.decode() if isinstance(n, bytes) else n for n in g.attrs.get("weight_names", [])]
+        if part is not None:  # Bidirectional: forward_<x>/... or backward_<x>/...
+            names = [n for n in names if any(p.startswith(part + "_") for p in n.split("/")[:-1])]
+        return [np.asarray(g[n]) for n in names]
+
+
+def _snake(name):
+    """Keras 3's object path name of a class (keras.src.utils.naming.to_snake_case)."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+class _KerasV3Weights:
+    """Keras 3 `.keras`: model.weights.h5 has layers/<key>/[cell/]vars/<i>, and a
+    Bidirectional's forward_layer/ and backward_layer/ below it.  The key is not the
+    layer's name but its class's snake_case name, numbered in layer order (gru, gru_1)."""
+
+    def __init__(self, f):
+        self.g = f["layers"] if "layers" in f else f
+        self.keys = {}
+        self.seen = {}
+
+    def add(self, layer):
+        base = _snake(layer["class_name"])
+        n = self.seen.get(base, 0)
+        self.seen[base] = n + 1
+        self.keys[layer["config"].get("name")] = base + ("_%d" % n if n else "")
+
+    def get(self, layer_name, part=None):
+        key = self.keys.get(layer_name, layer_name)
+        if key not in self.g:
+            return []
+        g = self.g[key]
+        if part is not None:
+            g = g[part + "_layer"]
+        if "cell" in g:
+            g = g["cell"]
+        v = g.get("vars", {})
+        return [np.asarray(v[k]) for k in sorted(v, key=int)]
+
+
+def load(path):
+    """(model config dict, weights reader) of a `.keras` or `.h5` file."""
+    import h5py
+
+    if zipfile.is_zipfile(path):
+        z = zipfile.ZipFile(path)
+        names = set(z.namelist())
+        if "config.json" not in names or "model.weights.h5" not in names:
+            raise ConvertError("%s: a .keras archive needs config.json and model.weights.h5" % path)
+        config = json.loads(z.read("config.json"))
+        import io
+        f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
+        return config, _KerasV3Weights(f)
+    f = h5py.File(path, "r")
+    if "model_config" not in f.attrs:
+        raise ConvertError("%s: no model_config: a weights-only .h5 (save_weights) has no "
+                           "architecture; save the whole model" % path)
+    raw = f.attrs["model_config"]
+    config = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    return config, _H5Weights(f)
+
+
+# --------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------
+
+
+def _activation_name(v):
+    if isinstance(v, dict):  # Keras 3 may serialize {"class_name": ..., "config": {"name": ...}}
+        return v.get("config", {}).get("name", v.get("class_name"))
+    return v
+
+
+def _check_rnn(layer, inner=False):
+    """Refuses what rnnd cannot compute exactly; returns (cell, units, lbr)."""
+    cls, c = layer["class_name"], layer["config"]
+    if c.get("stateful"):
+        _refuse(layer, "stateful", True, "rnnd keeps no state across requests in a Keras layer; "
+                "send h0 (and c0) instead")
+    if c.get("go_backwards") and not inner:
+        _refuse(layer, "go_backwards", True, "a reverse-only layer is not supported; use "
+                "Bidirectional(merge_mode=\"concat\")")
+    if c.get("time_major"):
+        _refuse(layer, "time_major", True, "rnnd's inputs are batch-major")
+    act = _activation_name(c.get("activation", "tanh"))
+    rec = _activation_name(c.get("recurrent_activation", "sigmoid"))
+    if cls in ("CuDNNLSTM", "CuDNNGRU"):
+        return ("lstm" if cls == "CuDNNLSTM" else "gru"), c["units"], True
+    if cls == "SimpleRNN":
+        if act not in ("tanh", "relu"):
+            _refuse(layer, "activation", act, "rnnd's simple RNN computes tanh or relu")
+        return "rnn_" + act, c["units"], True
+    if act != "tanh":
+        _refuse(layer, "activation", act, "rnnd computes tanh")
+    if rec != "sigmoid":
+        _refuse(layer, "recurrent_activation", rec, "rnnd computes sigmoid")
+    if cls == "LSTM":
+        return "lstm", c["units"], True
+    return "gru", c["units"], bool(c.get("reset_after", False))
+
+
+def _direction(layer, cell, units, w):
+    """A Direction from Keras's [kernel, recurrent_kernel, (bias)] of one RNN layer."""
+    cls = layer["class_name"]
+    if len(w) not in (2, 3):
+        raise ConvertError("layer '%s' (%s): %d weights stored, expected kernel, "
+                           "recurrent_kernel and bias" % (layer["config"].get("name"), cls, len(w)))
+    kernel, rec = w[0], w[1]
+    bias = w[2] if len(w) == 3 else None
+    G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    if cls == "CuDNNLSTM":
+        # cuDNN's double bias [input 4H, recurrent 4H]; Keras loads it into an LSTM as the sum.
+        bias = bias.reshape(2, G * units)
+        b_ih, b_hh = bias[0], bias[1]
+    elif cls == "CuDNNGRU" or (cell == "gru" and bias is not None and bias.ndim == 2):
+        # cuDNN's double bias (or reset_after's [2, 3H]): input biases, then recurrent.
+        bias = bias.reshape(2, G * units)
+        b_ih, b_hh = bias[0], bias[1]
+    elif bias is not None:
+        b_ih, b_hh = bias, np.zeros_like(bias)
+    else:
+        b_ih = b_hh = None
+    if cls.startswith("CuDNN"):
+        # cuDNN reads each gate's [in, H] slice of the kernel as a row-major [H, in]
+        # matrix (Keras's CuDNN layers flatten it into cuDNN's parameters as it is), so
+        # the matrix it multiplies by is that reinterpretation, not the transpose.
+        w_ih = np.concatenate([k.reshape(-1).reshape(units, -1) for k in np.hsplit(kernel, G)])
+        w_hh = np.concatenate([k.reshape(-1).reshape(units, -1) for k in np.hsplit(rec, G)])
+    else:
+        w_ih, w_hh = kernel.T, rec.T
+    if cell == "gru":
+        w_ih, w_hh = gru_keras_to_torch(w_ih), gru_keras_to_torch(w_hh)
+        b_ih = None if b_ih is None else gru_keras_to_torch(b_ih)
+        b_hh = None if b_hh is None else gru_keras_to_torch(b_hh)
+    return Direction(w_ih, w_hh, b_ih, b_hh)
+
+
+def convert(path):
+    config, weights = load(path)
+    layers = _layers_of(config)
+    m = None
+    rnn_done = False  # an RNN layer without return_sequences ended the recurrence
+    last_seq = True
+    masked = None
+    emb = None
+    head = None
+    for layer in layers:
+        cls, c = layer["class_name"], layer["config"]
+        name = c.get("name") or layer.get("name")
+        if cls != "InputLayer":
+            weights.add(layer)
+        if cls in IDENTITY_CLASSES:
+            continue
+        if head is not None:
+            if cls == "Activation" and head.activation == "none":
+                act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")))
+                if act is None:
+                    _refuse(layer, "activation", c.get("activation"),
+                            "rnnd's head computes none, sigmoid, tanh, relu or softmax")
+                head.activation = act
+                continue
+            _refuse(layer, "class_name", cls, "rnnd's head is one Dense layer, the model's last")
+        if cls == "Embedding":
+            if m is not None or emb is not None or masked:
+                _refuse(layer, "class_name", cls, "an Embedding must be the first layer")
+            (w,) = weights.get(name)
+            emb = w
+            if c.get("mask_zero"):
+                masked = "Embedding '%s' has mask_zero=true: send each sequence's length as " \
+                         "`lengths` (token 0 must appear only as trailing padding)" % name
+            continue
+        if cls == "Masking":
+            if m is not None or masked:
+                _refuse(layer, "class_name", cls, "Masking must come before the RNN layers")
+            masked = ("Masking '%s' (mask_value=%s) is served as lengths: send each sequence's "
+                      "length as `lengths` (masked steps must be trailing padding)"
+                      % (name, c.get("mask_value")))
+            continue
+        if cls == "Dense":
+            if m is None:
+                _refuse(layer, "class_name", cls, "a Dense layer before the RNN layers is not "
+                        "supported")
+            act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")), None)
+            if act is None:
+                _refuse(layer, "activation", c.get("activation"),
+                        "rnnd's head computes none (linear), sigmoid, tanh, relu or softmax")
+            w = weights.get(name)
+            head = Head(w[0].T, w[1] if len(w) > 1 else None, act, "all" if last_seq else "last")
+            continue
+        inner = None
+        if cls == "Bidirectional":
+            inner = c["layer"]
+            if c.get("merge_mode", "concat") != "concat":
+                _refuse(layer, "merge_mode", c.get("merge_mode"), "rnnd concatenates the two "
+                        "directions (merge_mode=\"concat\")")
+            if inner["class_name"] not in RNN_CLASSES:
+                _refuse(layer, "layer", inner["class_name"], "not a recurrent layer rnnd computes")
+            back = c.get("backward_layer")
+            if back is not None:
+                if back["class_name"] != inner["class_name"] or \
+                        back["config"].get("units") != inner["config"].get("units"):
+                    _refuse(layer, "backward_layer", back["class_name"], "the backward layer "
+                            "must be the forward layer's kind and size")
+                _check_rnn(back, inner=True)
+            cell, units, lbr = _check_rnn(inner, inner=True)
+            if inner["config"].get("go_backwards"):
+                _refuse(inner, "go_backwards", True, "inside Bidirectional the forward layer "
+                        "must run forward")
+            seq = inner["config"].get("return_sequences", False)
+            if c.get("return_state") or inner["config"].get("return_state"):
+                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n")
+            dirs = [_direction(inner, cell, units, weights.get(name, "forward")),
+                    _direction(back or inner, cell, units, weights.get(name, "backward"))]
+        elif cls in RNN_CLASSES:
+            cell, units, lbr = _check_rnn(layer)
+            seq = c.get("return_sequences", False)
+            if c.get("return_state"):
+                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n")
+            dirs = [_direction(layer, cell, units, weights.get(name))]
+        else:
+            _refuse(layer, "class_name", cls, "rnnd serves [Embedding|Masking] -> LSTM/GRU/"
+                    "SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]")
+        if rnn_done:
+            _refuse(layer, "class_name", cls, "the RNN layer before it has "
+                    "return_sequences=false")
+        if masked and (inner or layer)["class_name"].startswith("CuDNN"):
+            _refuse(layer, "mask", True, "Keras's CuDNN layers do not take a mask")
+        if m is None:
+            m = Model(cell=cell, linear_before_reset=lbr, embedding=emb)
+        elif m.cell != cell or m.hidden_size != units or len(m.layers[0]) != len(dirs) or \
+                m.linear_before_reset != lbr:
+            _refuse(layer, "units" if m.hidden_size != units else "class_name",
+                    units if m.hidden_size != units else cls,
+                    "rnnd stacks layers of one cell kind, size and direction count")
+        m.layers.append(dirs)
+        last_seq = seq
+        rnn_done = not seq
+    if m is None:
+        raise ConvertError("%s: no LSTM, GRU, SimpleRNN, CuDNNLSTM or CuDNNGRU layer" % path)
+    m.head = head
+    if masked:
+        m.notes.append(masked)
+    if m.cell == "gru" and not m.linear_before_reset:
+        m.notes.append("GRU reset_after=false: served by the CPU engine only (cuDNN has only "
+                       "reset_after=true); GET /v2/models/<name>/config says so")
+    return m

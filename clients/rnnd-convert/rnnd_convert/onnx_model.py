@@ -1,0 +1,383 @@
+"""ONNX models: the LSTM, GRU and RNN operators (opset 7+), read with the onnx package.
+
+The graph's shape must be: [Gather embedding] -> one or more LSTM/GRU/RNN operators of one
+kind -> [Gemm, or MatMul + Add, head] -> [Sigmoid/Tanh/Relu/Softmax], with only reshaping
+operators (Transpose, Squeeze, Reshape, Concat, ...) between them, as torch.onnx.export
+and tf2onnx write it.  ONNX's W is [dirs, gates*H, in] with LSTM gates i, o, f, c and GRU
+z, r, h; B is [dirs, 2*gates*H], the input biases then the recurrent ones.  rnnd's order is
+PyTorch's, LSTM i, f, g, o and GRU r, z, n (docs/MODELS.md).
+"""
+
+import numpy as np
+
+from .model import ConvertError, Direction, Head, Model, gru_keras_to_torch, lstm_onnx_to_torch
+
+RNN_OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
+DEFAULT_ACTS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"], "RNN": ["tanh"]}
+# Operators that only move data around: allowed between the parts.
+PLUMBING = {"Transpose", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Shape", "Gather", "Slice",
+            "Constant", "Identity", "Cast", "ConstantOfShape", "Expand", "Flatten", "Split",
+            "Dropout", "Tile", "Range", "Size", "Equal", "Where", "Not", "ReduceSum",
+            "ReduceMax", "Less", "Greater", "NonZero", "Sub", "Add"}
+HEAD_ACTS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Softmax": "softmax",
+             "LogSoftmax": None}
+
+
+def _name(node):
+    return node.name or node.output[0]
+
+
+def _refuse(node, attr, value, why):
+    raise ConvertError("operator '%s' (%s): %s=%s: %s" % (_name(node), node.op_type, attr, value, why))
+
+
+class _Graph:
+    def __init__(self, g):
+        from onnx import numpy_helper
+
+        self.g = g
+        self.const = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.producer = {}
+        self.consumers = {}
+        for n in g.node:
+            for o in n.output:
+                self.producer[o] = n
+            for i in n.input:
+                self.consumers.setdefault(i, []).append(n)
+            if n.op_type == "Constant":
+                for a in n.attribute:
+                    if a.name == "value":
+                        self.const[n.output[0]] = numpy_helper.to_array(a.t)
+        self.inputs = {i.name for i in g.input} - set(self.const)
+
+    def attrs(self, node):
+        from onnx import helper
+
+        return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+    def is_zero(self, name, depth=0):
+        """Whether a tensor is all zeros whatever the graph's inputs (torch's default h0)."""
+        if name in self.const:
+            return not np.any(self.const[name])
+        n = self.producer.get(name)
+        if n is None or depth > 16:
+            return False
+        if n.op_type == "ConstantOfShape":
+            v = self.attrs(n).get("value")
+            from onnx import numpy_helper
+            return v is None or not np.any(numpy_helper.to_array(v))
+        if n.op_type in ("Expand", "Tile", "Reshape", "Unsqueeze", "Squeeze", "Transpose",
+                         "Cast", "Identity", "Slice", "Gather"):
+            return self.is_zero(n.input[0], depth + 1)
+        if n.op_type == "Concat":
+            return all(self.is_zero(i, depth + 1) for i in n.input)
+        return False
+
+    def path_to(self, name, targets, seen=None):
+        """The nodes on a path from a target node's output back to `name`: (target node,
+        output index, [nodes between]) or None."""
+        seen = seen if seen is not None else set()
+        if name in seen:
+            return None
+        seen.add(name)
+        n = self.producer.get(name)
+        if n is None:
+            return None
+        if tuple(n.output) in targets:
+            return n, list(n.output).index(name), []
+        for i in n.input:
+            if i in self.const:
+                continue
+            r = self.path_to(i, targets, seen)
+            if r is not None:
+                return r[0], r[1], r[2] + [n]
+        return None
+
+
+def _opt_input(node, k):
+    return node.input[k] if len(node.input) > k and node.input[k] else None
+
+
+def _weights(graph, node, k, what):
+    name = _opt_input(node, k)
+    if name is None:
+        return None
+    if name not in graph.const:
+        _refuse(node, "input %s" % what, name, "rnnd needs the weights as initializers")
+    return graph.const[name].astype(np.float64)
+
+
+def _rnn(graph, node, m_cell):
+    a = graph.attrs(node)
+    op = node.op_type
+    direction = a.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if direction == "reverse":
+        _refuse(node, "direction", "reverse", "a reverse-only RNN is not supported; rnnd runs "
+                "forward or bidirectional")
+    if "clip" in a:
+        _refuse(node, "clip", a["clip"], "rnnd does not clip cell inputs")
+    if a.get("input_forget", 0):
+        _refuse(node, "input_forget", a["input_forget"], "rnnd's LSTM has no coupled input/forget gate")
+    acts = [s.decode() if isinstance(s, bytes) else s for s in a.get("activations", [])]
+    cell = RNN_OPS[op]
+    want = DEFAULT_ACTS[op]
+    dirs = 2 if direction == "bidirectional" else 1
+    if acts:
+        lower = [s.lower() for s in acts]
+        if op == "RNN" and set(lower) <= {"relu"}:
+            cell = "rnn_relu"
+        elif lower != want * (len(lower) // len(want)):
+            _refuse(node, "activations", acts, "rnnd computes the defaults %s" % want)
+    if cell == "rnn":
+        cell = "rnn_tanh"
+    if any(k.startswith("activation_") for k in a):
+        _refuse(node, "activation_alpha/beta", "set", "rnnd computes the default activations")
+    if op == "LSTM" and _opt_input(node, 7) is not None:
+        P = graph.const.get(node.input[7])
+        if P is None or np.any(P):
+            _refuse(node, "input P", node.input[7], "rnnd's LSTM has no peepholes")
+    W = _weights(graph, node, 1, "W")
+    R = _weights(graph, node, 2, "R")
+    B = _weights(graph, node, 3, "B")
+    for k, what in ((5, "initial_h"), (6, "initial_c")):
+        name = _opt_input(node, k)
+        if name is not None and name not in graph.inputs and not graph.is_zero(name):
+            _refuse(node, "input " + what, name, "a non-zero constant initial state; rnnd takes "
+                    "h0/c0 from the request (zeros without them)")
+    H = int(a["hidden_size"]) if "hidden_size" in a else R.shape[-1]
+    G = W.shape[1] // H
+    lbr = bool(a.get("linear_before_reset", 0)) if op == "GRU" else True
+    out = []
+    for d in range(dirs):
+        w_ih, w_hh = W[d], R[d]
+        b_ih = b_hh = None
+        if B is not None:
+            b_ih, b_hh = B[d][:G * H], B[d][G * H:]
+        if op == "LSTM":
+            w_ih, w_hh = lstm_onnx_to_torch(w_ih), lstm_onnx_to_torch(w_hh)
+            b_ih = None if b_ih is None else lstm_onnx_to_torch(b_ih)
+            b_hh = None if b_hh is None else lstm_onnx_to_torch(b_hh)
+        elif op == "GRU":
+            w_ih, w_hh = gru_keras_to_torch(w_ih), gru_keras_to_torch(w_hh)
+            b_ih = None if b_ih is None else gru_keras_to_torch(b_ih)
+            b_hh = None if b_hh is None else gru_keras_to_torch(b_hh)
+        out.append(Direction(w_ih, w_hh, b_ih, b_hh))
+    if m_cell is not None and m_cell != cell:
+        _refuse(node, "op_type", op, "rnnd stacks layers of one cell kind")
+    return cell, lbr, out
+
+
+def _trace(graph, last, B, T, dirs, H):
+    """Runs the reshaping operators on tensors of element ids: the last RNN's Y holds
+    1..N in its own layout, Y_h the ids of the Y elements it equals (the last step
+    forward, the first backward) when the node has no sequence_lens, or its own ids.
+    Returns {tensor name: array} for every tensor this can compute."""
+    from onnx import numpy_helper
+
+    a = graph.attrs(last)
+    layout = a.get("layout", 0)
+    ids = np.arange(1, T * dirs * B * H + 1).reshape(T, dirs, B, H)
+    if _opt_input(last, 4) is None:
+        yh = np.stack([ids[T - 1 if d == 0 else 0, d] for d in range(dirs)])
+    else:
+        yh = np.arange(ids.size + 1, ids.size + 1 + dirs * B * H).reshape(dirs, B, H)
+    val = dict(graph.const)
+    val[last.output[0]] = ids.transpose(2, 0, 1, 3) if layout else ids
+    if len(last.output) > 1 and last.output[1]:
+        val[last.output[1]] = yh.transpose(1, 0, 2) if layout else yh
+    # Other recurrent outputs (earlier layers, Y_c) get ids of their own, below zero.
+    nxt = -1
+    for n in graph.g.node:
+        if n.op_type not in RNN_OPS:
+            continue
+        lay = graph.attrs(n).get("layout", 0)
+        shapes = [(T, dirs, B, H), (dirs, B, H), (dirs, B, H)]
+        for k, o in enumerate(n.output):
+            if o and o not in val:
+                sh = shapes[k] if not lay else (shapes[k][2], shapes[k][0], shapes[k][1],
+                                                shapes[k][3]) if k == 0 else (B, dirs, H)
+                size = int(np.prod(sh))
+                val[o] = np.arange(nxt, nxt - size, -1).reshape(sh)
+                nxt -= size
+    for i in graph.g.input:
+        if i.name not in val:
+            dims = [d.dim_value or (B if k == (1 if layout == 0 else 0) else T)
+                    for k, d in enumerate(i.type.tensor_type.shape.dim)]
+            val[i.name] = np.zeros(dims, dtype=np.int64)
+
+    def ints(x):
+        return [int(v) for v in np.asarray(x).reshape(-1)]
+
+    for n in graph.g.node:
+        if n.op_type in RNN_OPS or any(o in val for o in n.output):
+            continue
+        ins = [val.get(i) if i else None for i in n.input]
+        if any(v is None for k, v in enumerate(ins) if n.input[k]):
+            continue
+        at = graph.attrs(n)
+        x = ins[0] if ins else None
+        op = n.op_type
+        try:
+            if op in ("Identity", "Cast", "Dropout"):
+                r = x
+            elif op == "Transpose":
+                r = np.transpose(x, at.get("perm"))
+            elif op in ("Squeeze", "Unsqueeze"):
+                axes = ints(ins[1]) if len(ins) > 1 and ins[1] is not None else at.get("axes")
+                if op == "Squeeze":
+                    r = np.squeeze(x, tuple(axes)) if axes else np.squeeze(x)
+                else:
+                    r = x
+                    for ax in sorted(v % (x.ndim + len(axes)) for v in axes):
+                        r = np.expand_dims(r, ax)
+            elif op == "Concat":
+                r = np.concatenate(ins, axis=at["axis"])
+            elif op == "Slice":
+                if len(ins) > 1:
+                    st, en = ints(ins[1]), ints(ins[2])
+                    axes = ints(ins[3]) if len(ins) > 3 and ins[3] is not None else range(len(st))
+                    steps = ints(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(st)
+                else:
+                    st, en = at["starts"], at["ends"]
+                    axes = at.get("axes", range(len(st)))
+                    steps = [1] * len(st)
+                sl = [slice(None)] * x.ndim
+                for ax, b0, e0, s0 in zip(axes, st, en, steps):
+                    sl[ax] = slice(b0, e0 if abs(e0) < 2 ** 62 else None, s0)
+                r = x[tuple(sl)]
+            elif op == "Gather":
+                r = np.take(x, np.asarray(ins[1]), axis=at.get("axis", 0))
+            elif op == "Reshape":
+                shape = ints(ins[1])
+                shape = [x.shape[k] if v == 0 and not at.get("allowzero") else v
+                         for k, v in enumerate(shape)]
+                r = x.reshape(shape)
+            elif op == "Flatten":
+                ax = at.get("axis", 1)
+                r = x.reshape(int(np.prod(x.shape[:ax])), -1)
+            elif op == "Shape":
+                r = np.asarray(x.shape, dtype=np.int64)
+            elif op == "ConstantOfShape":
+                v = at.get("value")
+                r = np.full(ints(x), numpy_helper.to_array(v).reshape(-1)[0] if v else 0)
+            elif op == "Expand":
+                r = x * np.ones(ints(ins[1]), dtype=x.dtype)
+            elif op in ("Add", "Sub", "Mul") and x.dtype.kind == "i" and ins[1].dtype.kind == "i":
+                r = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](x, ins[1])
+            else:
+                continue
+        except (ValueError, IndexError, KeyError, TypeError):
+            continue
+        val[n.output[0]] = np.asarray(r)
+    return val, ids, yh
+
+
+def _head_apply(graph, last, lin, dirs, H):
+    """'last' when the head's input is the last RNN's final states [B, dirs*H] (each
+    direction's, concatenated), 'all' when it is every step [B or T, T or B, dirs*H]."""
+    B, T = 2, 3
+    val, ids, yh = _trace(graph, last, B, T, dirs, H)
+    x = val.get(lin.input[0])
+    if x is not None:
+        if np.array_equal(x, np.concatenate(list(yh), axis=-1)):
+            return "last"
+        allv = ids.transpose(0, 2, 1, 3).reshape(T, B, dirs * H)  # [T, B, dirs*H]
+        if np.array_equal(x, allv) or np.array_equal(x, allv.transpose(1, 0, 2)):
+            return "all"
+    _refuse(lin, "input", lin.input[0], "the head reads neither the last RNN's final states "
+            "(Y_h, or the last step of Y without sequence_lens) nor every step of Y")
+
+
+def convert(path):
+    import onnx
+
+    graph = _Graph(onnx.load(path).graph)
+    nodes = list(graph.g.node)
+    rnns = [n for n in nodes if n.op_type in RNN_OPS]
+    if not rnns:
+        raise ConvertError("%s: no LSTM, GRU or RNN operator" % path)
+    m = None
+    for k, n in enumerate(rnns):
+        if k and graph.path_to(n.input[0], {tuple(rnns[k - 1].output)}) is None:
+            _refuse(n, "input X", n.input[0], "does not read the recurrent operator before it; "
+                    "rnnd stacks layers one on the other")
+        cell, lbr, dirs = _rnn(graph, n, m.cell if m else None)
+        if m is None:
+            m = Model(cell=cell, linear_before_reset=lbr)
+        elif m.linear_before_reset != lbr or len(m.layers[0]) != len(dirs) or \
+                m.hidden_size != dirs[0].w_hh.shape[1]:
+            _refuse(n, "hidden_size/direction/linear_before_reset", "differs",
+                    "rnnd stacks layers of one kind, size and direction count")
+        m.layers.append(dirs)
+    first, last = rnns[0], rnns[-1]
+    # Embedding: a Gather of a 2-D initializer by a graph input, feeding the first RNN.
+    for n in nodes:
+        if n.op_type == "Gather" and n.input[0] in graph.const and graph.const[n.input[0]].ndim == 2:
+            if graph.path_to(first.input[0], {tuple(n.output)}) is not None:
+                m.embedding = graph.const[n.input[0]]
+    # Operators that compute: anything but plumbing, the recurrences, the head.
+    head_nodes = []
+    for n in nodes:
+        if n.op_type in RNN_OPS or n.op_type in PLUMBING and n.op_type not in ("Add", "Sub"):
+            continue
+        if n.op_type in ("Gemm", "MatMul", "Add", "Sub") or n.op_type in HEAD_ACTS:
+            head_nodes.append(n)
+            continue
+        _refuse(n, "op_type", n.op_type, "rnnd serves [Gather] -> LSTM/GRU/RNN -> [Gemm or "
+                "MatMul+Add] -> [Sigmoid/Tanh/Relu/Softmax]")
+    # The head: a Gemm or MatMul with a constant weight that reads the last RNN.
+    lin = [n for n in head_nodes if n.op_type in ("Gemm", "MatMul") and
+           any(i in graph.const for i in n.input[1:2]) and
+           graph.path_to(n.input[0], {tuple(last.output)}) is not None]
+    if len(lin) > 1:
+        _refuse(lin[1], "op_type", lin[1].op_type, "rnnd's head is one linear layer")
+    used = set()
+    if lin:
+        n = lin[0]
+        a = graph.attrs(n)
+        W = graph.const[n.input[1]].astype(np.float64)
+        bias = None
+        if n.op_type == "Gemm":
+            if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+                _refuse(n, "alpha/beta/transA", (a.get("alpha"), a.get("beta"), a.get("transA")),
+                        "rnnd's head is x W^T + b")
+            weight = W if a.get("transB", 0) else W.T
+            if _opt_input(n, 2) is not None:
+                bias = graph.const[n.input[2]].astype(np.float64).reshape(-1)
+            out = n.output[0]
+        else:
+            weight = W.T
+            out = n.output[0]
+            adds = [c for c in graph.consumers.get(out, []) if c.op_type == "Add"]
+            if adds:
+                other = [i for i in adds[0].input if i != out]
+                if other and other[0] in graph.const:
+                    bias = graph.const[other[0]].astype(np.float64).reshape(-1)
+                    used.add(tuple(adds[0].output))
+                    out = adds[0].output[0]
+        used.add(tuple(n.output))
+        act = "none"
+        for c in graph.consumers.get(out, []):
+            if c.op_type in HEAD_ACTS:
+                if HEAD_ACTS[c.op_type] is None:
+                    _refuse(c, "op_type", c.op_type, "rnnd's head computes none, sigmoid, tanh, "
+                            "relu or softmax")
+                if c.op_type == "Softmax":
+                    ax = graph.attrs(c).get("axis", -1)
+                    if ax not in (-1, 1, 2):
+                        _refuse(c, "axis", ax, "rnnd's softmax is over the units")
+                act = HEAD_ACTS[c.op_type]
+                used.add(tuple(c.output))
+        m.head = Head(weight, bias, act, _head_apply(graph, last, n, len(m.layers[0]),
+                                                     m.hidden_size))
+    for n in head_nodes:
+        if tuple(n.output) in used or n.op_type in ("Add", "Sub"):
+            continue
+        _refuse(n, "op_type", n.op_type, "not part of a head rnnd computes")
+    if any(_opt_input(n, 4) for n in rnns):
+        m.notes.append("sequence_lens is the request's `lengths` input")
+    if any(_opt_input(n, k) in graph.inputs for n in rnns for k in (5, 6)):
+        m.notes.append("initial_h/initial_c are the request's `h0`/`c0` inputs, batch-first "
+                       "[B, num_layers*dirs, H] (ONNX's are [dirs, B, H] per layer)")
+    return m

@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""Fixture generator for rnnd-convert (tests/convert/README.md).  Not run in CI.
+
+Builds small models in the frameworks themselves, saves them as users do, and records
+each one's outputs on fixed inputs as the framework computes them:
+
+    python gen_fixtures.py keras2   # tensorflow-cpu 2.15 (tf.keras 2): .h5, CuDNNGRU/CuDNNLSTM
+    python gen_fixtures.py keras3   # keras 3 (any backend): .keras
+    python gen_fixtures.py torch    # torch + onnx + onnxruntime: .onnx, state_dict, TorchScript
+
+Each run writes fixtures/<case>/ for its cases:
+
+    model.<ext>        the framework's file
+    io.safetensors     inputs (x or tokens, lengths) and the framework's outputs under rnnd's
+                       output names (scores, output, h_n), batch-first float32
+    case.json          {"source", "args" (extra rnnd-convert arguments), "reference" (how the
+                       outputs were computed), "refuse" (for a model rnnd-convert must refuse:
+                       the exact message), "description"}
+
+Steps at or past a sequence's length are 0 in x (Keras's Masking reads that) and token 0
+with an Embedding(mask_zero=True); the test compares only valid steps of `output` and of an
+apply-all head.  Weights are drawn from a NumPy Generator seeded with crc32(case name).
+"""
+
+import json
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "fixtures")
+B, T, IN, H, UNITS, NUM_EMB, EMB = 4, 7, 5, 8, 3, 11, 5
+RAGGED = [7, 3, 1, 5]
+EQUAL = [T] * B
+
+
+def rng_for(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def write_safetensors(path, tensors, metadata):
+    """Canonical safetensors (sorted names), so that reruns give the same bytes."""
+    codes = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        data = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": codes[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    hdr = json.dumps(header, separators=(",", ":")).encode()
+    hdr += b" " * (-len(hdr) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)) + hdr + b"".join(blobs))
+
+
+def case_dir(name):
+    d = os.path.join(OUT, name)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    return d
+
+
+def finish(name, source, io, reference, description, args=(), refuse=None):
+    d = os.path.join(OUT, name)
+    meta = {"source": source, "args": list(args), "reference": reference,
+            "description": description}
+    if refuse is not None:
+        meta["refuse"] = refuse
+    else:
+        io = {k: (v.astype(np.float32) if v.dtype.kind == "f" else v.astype(np.int64))
+              for k, v in io.items()}
+        write_safetensors(os.path.join(d, "io.safetensors"), io,
+                          {"case": name, "reference": reference})
+    with open(os.path.join(d, "case.json"), "w") as f:
+        f.write(json.dumps(meta, indent=2) + "\n")
+    size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    print("%-34s %6d B  %s" % (name, size, "refused" if refuse else ", ".join(
+        "%s%s" % (k, list(v.shape)) for k, v in sorted(io.items()))))
+
+
+def inputs(rng, lengths, emb=False, zero_pad=True):
+    """x [B, T, IN] U(-1, 1), never 0 at valid steps, 0 past the length (Masking's
+    mask_value); or tokens [B, T] in 1..NUM_EMB-1, 0 past the length."""
+    valid = np.arange(T)[None, :] < np.asarray(lengths)[:, None]
+    if emb:
+        tok = rng.integers(1, NUM_EMB, size=(B, T))
+        return {"tokens": np.where(valid | (not zero_pad), tok, 0).astype(np.int64),
+                "lengths": np.asarray(lengths, dtype=np.int64)}
+    x = rng.uniform(-1, 1, size=(B, T, IN))
+    x = np.where(np.abs(x) < 1e-2, 0.5, x)
+    if zero_pad:
+        x = np.where(valid[:, :, None], x, 0.0)
+    return {"x": x.astype(np.float32), "lengths": np.asarray(lengths, dtype=np.int64)}
+
+
+def randomize(model, rng):
+    """Every weight U(-0.5, 0.5) (embeddings U(-1, 1)) from the case's Generator."""
+    for layer in model.layers:
+        ws = layer.get_weights()
+        if not ws:
+            continue
+        scale = 1.0 if type(layer).__name__ == "Embedding" else 0.5
+        layer.set_weights([rng.uniform(-scale, scale, w.shape).astype(np.float32) for w in ws])
+
+
+# --------------------------------------------------------------------------
+# Keras (2 and 3 share the model descriptions)
+# --------------------------------------------------------------------------
+
+
+def keras_cases(L, cudnn=None):
+    """(name, layers builder, lengths, emb, rnnd output name, refuse) of the Keras cases;
+    L is keras.layers (or tf.keras.layers)."""
+    def masked(*layers):
+        return [L.Masking(0.0, name="masking")] + list(layers)
+    c = [
+        ("lstm_mask_softmax", lambda: masked(L.LSTM(H, name="lstm"),
+                                             L.Dense(UNITS, activation="softmax", name="dense")),
+         RAGGED, False, "scores", None),
+        ("gru_bi2_seq_sigmoid_all", lambda: masked(
+            L.Bidirectional(L.GRU(H, return_sequences=True, name="gru_a"), name="bi_a"),
+            L.Bidirectional(L.GRU(H, return_sequences=True, name="gru_b"), name="bi_b"),
+            L.Dense(UNITS, activation="sigmoid", name="dense")),
+         RAGGED, False, "scores", None),
+        ("gru_rbr_l2_tanh", lambda: masked(
+            L.GRU(H, reset_after=False, return_sequences=True, name="gru_a"),
+            L.GRU(H, reset_after=False, name="gru_b"),
+            L.Dense(UNITS, activation="tanh", name="dense")),
+         RAGGED, False, "scores", None),
+        ("simplernn_emb_mask_relu", lambda: [
+            L.Embedding(NUM_EMB, EMB, mask_zero=True, name="embedding"),
+            L.SimpleRNN(H, activation="relu", name="rnn"),
+            L.Dense(UNITS, activation="relu", name="dense")],
+         RAGGED, True, "scores", None),
+        ("lstm_bi_seq", lambda: masked(
+            L.Bidirectional(L.LSTM(H, return_sequences=True, name="lstm"), name="bi"),
+            L.Dropout(0.5, name="dropout")),
+         RAGGED, False, "output", None),
+        ("gru_emb_linear", lambda: [
+            L.Embedding(NUM_EMB, EMB, name="embedding"),
+            L.GRU(H, name="gru"), L.Dense(UNITS, name="dense")],
+         EQUAL, True, "scores", None),
+        # Refused.
+        ("refuse_hard_sigmoid", lambda: [L.LSTM(H, recurrent_activation="hard_sigmoid", name="lstm")],
+         EQUAL, False, None,
+         "layer 'lstm' (LSTM): recurrent_activation=\"hard_sigmoid\": rnnd computes sigmoid"),
+        ("refuse_merge_sum", lambda: [L.Bidirectional(L.GRU(H, name="gru"), merge_mode="sum",
+                                                      name="bi")],
+         EQUAL, False, None,
+         "layer 'bi' (Bidirectional): merge_mode=\"sum\": rnnd concatenates the two directions "
+         "(merge_mode=\"concat\")"),
+        ("refuse_conv", lambda: [L.LSTM(H, return_sequences=True, name="lstm"),
+                                 L.Conv1D(4, 3, name="conv"), L.Dense(UNITS, name="dense")],
+         EQUAL, False, None,
+         "layer 'conv' (Conv1D): class_name=\"Conv1D\": rnnd serves [Embedding|Masking] -> "
+         "LSTM/GRU/SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]"),
+        ("refuse_go_backwards", lambda: [L.GRU(H, go_backwards=True, name="gru")],
+         EQUAL, False, None,
+         "layer 'gru' (GRU): go_backwards=true: a reverse-only layer is not supported; use "
+         "Bidirectional(merge_mode=\"concat\")"),
+        ("refuse_activation", lambda: [L.LSTM(H, activation="relu", name="lstm")],
+         EQUAL, False, None, "layer 'lstm' (LSTM): activation=\"relu\": rnnd computes tanh"),
+        ("refuse_stateful", lambda: [L.GRU(H, stateful=True, name="gru")],
+         EQUAL, False, None, "layer 'gru' (GRU): stateful=true: rnnd keeps no state across "
+         "requests in a Keras layer; send h0 (and c0) instead"),
+    ]
+    return c
+
+
+def gen_keras(version):
+    if version == 2:
+        import tensorflow as tf
+        keras = tf.keras
+        ext, tag = ".h5", "k2_"
+        ref = "tf.keras (TensorFlow %s, CPU) model.predict" % tf.__version__
+    else:
+        import keras
+        ext, tag = ".keras", "k3_"
+        ref = "Keras %s (%s backend, CPU) model.predict" % (keras.__version__,
+                                                            keras.backend.backend())
+    L = keras.layers
+    for name, build, lengths, emb, out, refuse in keras_cases(L):
+        name = tag + name
+        rng = rng_for(name)
+        d = case_dir(name)
+        shape = (T,) if emb else (T, IN)
+        # A stateful layer needs a fixed batch size.
+        inp = keras.Input(batch_shape=(B,) + shape if "stateful" in name else (None,) + shape,
+                          name="input")
+        model = keras.Sequential([inp] + build())
+        randomize(model, rng)
+        io = inputs(rng, lengths, emb=emb)
+        model.save(os.path.join(d, "model" + ext))
+        if refuse:
+            finish(name, "model" + ext, {}, ref, "refused", refuse=refuse)
+            continue
+        feed = io["tokens"] if emb else io["x"]
+        io[out] = np.asarray(model.predict(feed, verbose=0))
+        finish(name, "model" + ext, io, ref, "%s, lengths %s" % (name, lengths))
+    if version == 2:
+        gen_keras2_cudnn(tf, keras, ref)
+    if version == 2 and "--tf2onnx" in sys.argv:
+        gen_tf2onnx(tf, keras, ref)
+
+
+def gen_keras2_cudnn(tf, keras, ref):
+    """CuDNNGRU/CuDNNLSTM models: saved from the legacy layers (which cannot run on a
+    CPU), with the outputs of the equivalent CPU model that Keras itself loads the
+    CuDNN weights into (GRU(reset_after=True, recurrent_activation="sigmoid"), LSTM):
+    Keras converts the weights in its h5 loader."""
+    L = keras.layers
+    C = tf.compat.v1.keras.layers
+    cases = [
+        ("k2_cudnngru_bi_softmax",
+         lambda: [L.Bidirectional(C.CuDNNGRU(H, name="gru"), name="bi"),
+                  L.Dense(UNITS, activation="softmax", name="dense")],
+         lambda: [L.Bidirectional(L.GRU(H, reset_after=True, recurrent_activation="sigmoid",
+                                        name="gru"), name="bi"),
+                  L.Dense(UNITS, activation="softmax", name="dense")], "scores"),
+        ("k2_cudnnlstm_l2_seq",
+         lambda: [C.CuDNNLSTM(H, return_sequences=True, name="lstm_a"),
+                  C.CuDNNLSTM(H, return_sequences=True, name="lstm_b")],
+         lambda: [L.LSTM(H, return_sequences=True, name="lstm_a"),
+                  L.LSTM(H, return_sequences=True, name="lstm_b")], "output"),
+    ]
+    for name, cudnn, plain, out in cases:
+        rng = rng_for(name)
+        d = case_dir(name)
+        model = keras.Sequential([keras.Input(shape=(T, IN), name="input")] + cudnn())
+        randomize(model, rng)
+        io = inputs(rng, EQUAL)
+        path = os.path.join(d, "model.h5")
+        model.save(path)
+        cpu = keras.Sequential([keras.Input(shape=(T, IN), name="input")] + plain())
+        cpu.load_weights(path)  # Keras's own CuDNN -> CPU weight conversion
+        io[out] = np.asarray(cpu.predict(io["x"], verbose=0))
+        finish(name, "model.h5", io, ref + " of the CPU layers Keras loads the CuDNN weights "
+               "into (CuDNN layers do not run on a CPU)", "%s, lengths all %d" % (name, T))
+
+
+def gen_tf2onnx(tf, keras, ref):
+    import tf2onnx
+    L = keras.layers
+    name = "onnx_tf2onnx_lstm_bi"
+    rng = rng_for(name)
+    d = case_dir(name)
+    model = keras.Sequential([keras.Input(shape=(T, IN), name="input"),
+                              L.Bidirectional(L.LSTM(H, name="lstm"), name="bi"),
+                              L.Dense(UNITS, activation="softmax", name="dense")])
+    randomize(model, rng)
+    io = inputs(rng, EQUAL)
+    spec = (tf.TensorSpec((None, T, IN), tf.float32, name="input"),)
+    tf2onnx.convert.from_keras(model, input_signature=spec, opset=13,
+                               output_path=os.path.join(d, "model.onnx"))
+    io["scores"] = np.asarray(model.predict(io["x"], verbose=0))
+    finish(name, "model.onnx", io, ref + ", exported by tf2onnx %s" % tf2onnx.__version__,
+           "%s, lengths all %d" % (name, T))
+
+
+# --------------------------------------------------------------------------
+# PyTorch: ONNX exports, state_dict, TorchScript; hand-made ONNX graphs
+# --------------------------------------------------------------------------
+
+
+def gen_torch():
+    import onnx
+    import onnxruntime as ort
+    import torch
+    import torch.nn as nn
+    from onnx import TensorProto, helper, numpy_helper
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    torch.set_num_threads(1)
+    tref = "torch %s (CPU)" % torch.__version__.split("+")[0]
+    oref = "onnxruntime %s (CPU)" % ort.__version__
+
+    def fill(module, rng):
+        with torch.no_grad():
+            for n, p in module.named_parameters():
+                s = 1.0 if "emb" in n else 0.5
+                p.copy_(torch.from_numpy(rng.uniform(-s, s, tuple(p.shape)).astype(np.float32)))
+
+    class Net(nn.Module):
+        def __init__(self, rnn, emb=False, units=UNITS, act=None, apply="last"):
+            super().__init__()
+            self.emb = nn.Embedding(NUM_EMB, EMB) if emb else None
+            self.rnn = rnn
+            dirs = 2 if rnn.bidirectional else 1
+            self.fc = nn.Linear(dirs * rnn.hidden_size, units) if act else None
+            self.act, self.apply = act, apply
+
+        def forward(self, x):
+            if self.emb is not None:
+                x = self.emb(x)
+            y, h = self.rnn(x)
+            if self.fc is None:
+                return y
+            if isinstance(h, tuple):
+                h = h[0]
+            if self.apply == "all":
+                s = self.fc(y)
+            elif self.rnn.bidirectional:
+                s = self.fc(torch.cat([h[-2], h[-1]], dim=1))
+            else:
+                s = self.fc(h[-1])
+            return {"softmax": lambda v: torch.softmax(v, -1), "sigmoid": torch.sigmoid,
+                    "tanh": torch.tanh, "relu": torch.relu, "none": lambda v: v}[self.act](s)
+
+    # torch.onnx.export of nn modules: equal lengths (an export has no packed sequences).
+    exports = [
+        ("onnx_torch_lstm_l2_softmax", lambda: Net(nn.LSTM(IN, H, 2, batch_first=True),
+                                                   act="softmax"), False, "scores"),
+        ("onnx_torch_gru_bi_emb_sigmoid", lambda: Net(nn.GRU(EMB, H, 1, batch_first=True,
+                                                             bidirectional=True),
+                                                      emb=True, act="sigmoid"), True, "scores"),
+        ("onnx_torch_rnn_relu_seq", lambda: Net(nn.RNN(IN, H, 2, nonlinearity="relu",
+                                                       batch_first=True)), False, "output"),
+        ("onnx_torch_lstm_bi_all_tanh", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True,
+                                                            bidirectional=True),
+                                                    act="tanh", apply="all"), False, "scores"),
+    ]
+    def start(name, build, lengths, emb):
+        """The case's directory, its module with drawn weights, its inputs."""
+        rng = rng_for(name)
+        d = case_dir(name)
+        net = build().eval()
+        fill(net, rng)
+        io = inputs(rng, lengths, emb=emb, zero_pad=False)
+        return d, net, io, torch.from_numpy(io["tokens"] if emb else io["x"])
+
+    for name, build, emb, out in exports:
+        d, net, io, feed = start(name, build, EQUAL, emb)
+        path = os.path.join(d, "model.onnx")
+        torch.onnx.export(net, (feed,), path, input_names=["input"], output_names=["out"],
+                          dynamic_axes={"input": {0: "B"}}, opset_version=14, dynamo=False)
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        io[out] = sess.run(None, {"input": feed.numpy()})[0]
+        with torch.no_grad():
+            assert np.abs(net(feed).numpy() - io[out]).max() < 1e-5
+        finish(name, "model.onnx", io, oref + " of torch %s's torch.onnx.export" % tref,
+               "%s, lengths all %d" % (name, T))
+
+    # A state_dict and a TorchScript module, with ragged lengths (packed sequences).
+    for name, build, args, emb, kind in [
+        ("torch_sd_lstm_bi2_emb_softmax",
+         lambda: Net(nn.LSTM(EMB, H, 2, batch_first=True, bidirectional=True), emb=True,
+                     act="softmax"),
+         ["--prefix", "rnn.", "--embedding", "emb.weight", "--head-weight", "fc.weight",
+          "--head-bias", "fc.bias", "--head-activation", "softmax"], True, "state_dict"),
+        ("torch_script_gru_l2",
+         lambda: Net(nn.GRU(IN, H, 2, batch_first=True), act="sigmoid"),
+         ["--head-weight", "fc.weight", "--head-bias", "fc.bias", "--head-activation",
+          "sigmoid"], False, "script"),
+    ]:
+        d, net, io, feed = start(name, build, RAGGED, emb)
+        with torch.no_grad():
+            x = net.emb(feed) if emb else feed
+            packed = pack_padded_sequence(x, torch.from_numpy(io["lengths"]), batch_first=True,
+                                          enforce_sorted=False)
+            _, h = net.rnn(packed)
+            h = h[0] if isinstance(h, tuple) else h
+            last = torch.cat([h[-2], h[-1]], 1) if net.rnn.bidirectional else h[-1]
+            s = net.fc(last)
+            s = torch.softmax(s, -1) if net.act == "softmax" else torch.sigmoid(s)
+        io["scores"] = s.numpy()
+        if kind == "state_dict":
+            torch.save(net.state_dict(), os.path.join(d, "model.pt"))
+        else:
+            torch.jit.save(torch.jit.trace(net, (feed,)), os.path.join(d, "model.pt"))
+        finish(name, "model.pt", io, tref + " with pack_padded_sequence", "%s (%s), lengths %s"
+               % (name, kind, RAGGED), args=args)
+
+    # Hand-made ONNX graphs (as tf2onnx writes them): sequence_lens, layout, GRU
+    # linear_before_reset=0, and the refusals.
+    def graph_case(name, op, attrs, lengths, dirs, extra_inputs=(), outputs=("Y",), refuse=None,
+                   layout=0, P=False, states=False):
+        rng = rng_for(name)
+        d = case_dir(name)
+        G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+        W = rng.uniform(-0.5, 0.5, (dirs, G * H, IN)).astype(np.float32)
+        R = rng.uniform(-0.5, 0.5, (dirs, G * H, H)).astype(np.float32)
+        Bb = rng.uniform(-0.5, 0.5, (dirs, 2 * G * H)).astype(np.float32)
+        inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"),
+                 numpy_helper.from_array(Bb, "B")]
+        node_in = ["X", "W", "R", "B", "seq_lens"]
+        state_in = []
+        if states:  # initial_h (and initial_c) as graph inputs [dirs, B, H]
+            state_in = ["h0"] + (["c0"] if op == "LSTM" else [])
+            node_in += state_in
+        if P:
+            inits.append(numpy_helper.from_array(
+                rng.uniform(-0.5, 0.5, (dirs, 3 * H)).astype(np.float32), "P"))
+            node_in += ["", "", "P"]
+        xshape = ["B", T, IN] if layout else [T, "B", IN]
+        node = helper.make_node(op, node_in, ["Y", "Y_h"], name=op.lower() + "_0", hidden_size=H,
+                                layout=layout, **attrs)
+        g = helper.make_graph(
+            [node], name,
+            [helper.make_tensor_value_info("X", TensorProto.FLOAT, xshape),
+             helper.make_tensor_value_info("seq_lens", TensorProto.INT32, ["B"])] +
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [dirs, "B", H])
+             for n in state_in],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+        model.ir_version = 8
+        path = os.path.join(d, "model.onnx")
+        onnx.save(model, path)
+        io = inputs(rng, lengths, zero_pad=False)
+        if refuse:
+            finish(name, "model.onnx", {}, oref, "refused", refuse=refuse)
+            return
+        if layout:
+            # onnxruntime has no layout 1: the reference is the same graph in layout 0.
+            g.node[0].ClearField("attribute")
+            g.node[0].attribute.extend(helper.make_node(op, [], [], hidden_size=H, **attrs).attribute)
+            g.input[0].CopyFrom(helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                              [T, "B", IN]))
+            model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+            model.ir_version = 8
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        x = io["x"].transpose(1, 0, 2)
+        feed = {"X": np.ascontiguousarray(x), "seq_lens": io["lengths"].astype(np.int32)}
+        for n in state_in:  # rnnd's h0/c0 are batch-first [B, L*dirs, H]
+            io[n] = rng.uniform(-0.5, 0.5, (B, dirs, H)).astype(np.float32)
+            feed[n] = np.ascontiguousarray(io[n].transpose(1, 0, 2))
+        Y, Y_h = sess.run(None, feed)
+        # Y [T, dirs, B, H] (layout 0) or [B, T, dirs, H]; Y_h [dirs, B, H] or [B, dirs, H].
+        io["output"] = Y.transpose(2, 0, 1, 3).reshape(B, T, dirs * H)
+        io["h_n"] = Y_h.transpose(1, 0, 2)
+        finish(name, "model.onnx", io, oref + (" of the same graph with layout 0 (onnxruntime has "
+                                               "no layout 1)" if layout else ""),
+               "%s, lengths %s, layout %d" % (name, lengths, layout))
+
+    graph_case("onnx_lstm_bi_seqlens", "LSTM", {"direction": "bidirectional"}, RAGGED, 2)
+    graph_case("onnx_gru_rbr_layout1", "GRU", {"linear_before_reset": 0}, RAGGED, 1, layout=1)
+    graph_case("onnx_gru_lbr_bi", "GRU", {"linear_before_reset": 1, "direction": "bidirectional"},
+               RAGGED, 2)
+    graph_case("onnx_rnn_seqlens", "RNN", {}, RAGGED, 1)
+    graph_case("onnx_lstm_bi_initial_states", "LSTM", {"direction": "bidirectional"}, RAGGED, 2,
+               states=True)
+    graph_case("onnx_refuse_peephole", "LSTM", {}, EQUAL, 1, P=True,
+               refuse="operator 'lstm_0' (LSTM): input P=P: rnnd's LSTM has no peepholes")
+    graph_case("onnx_refuse_clip", "GRU", {"clip": 3.0, "linear_before_reset": 1}, EQUAL, 1,
+               refuse="operator 'gru_0' (GRU): clip=3.0: rnnd does not clip cell inputs")
+    graph_case("onnx_refuse_reverse", "LSTM", {"direction": "reverse"}, EQUAL, 1,
+               refuse="operator 'lstm_0' (LSTM): direction=reverse: a reverse-only RNN is not "
+               "supported; rnnd runs forward or bidirectional")
+    graph_case("onnx_refuse_activations", "GRU", {"activations": ["Sigmoid", "Relu"]}, EQUAL, 1,
+               refuse="operator 'gru_0' (GRU): activations=['Sigmoid', 'Relu']: rnnd computes "
+               "the defaults ['sigmoid', 'tanh']")
+
+
+def main():
+    which = sys.argv[1] if len(sys.argv) > 1 else ""
+    os.makedirs(OUT, exist_ok=True)
+    if which == "keras2":
+        gen_keras(2)
+    elif which == "keras3":
+        gen_keras(3)
+    elif which == "torch":
+        gen_torch()
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,8 @@
  *   rnnd-numbers-bench [--all] [--from HEX --to HEX]
  *
  * Without --all it only times: ns per float of rnnd_fmtfloat() and of
- * snprintf("%.9g"), the renderer's old way.  With --all it also checks that
+ * snprintf("%.9g"), the renderer's old way, and ns per number of
+ * rnnd_numparse() and strtod() on the same "%.9g" texts.  With --all it also checks that
  * strtof(rnnd_fmtfloat(x)) == x for every finite bit pattern in
  * [from, to) (all 2^32 by default), prints the failures (at most 20) and
  * exits 1 if there were any.
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "fmtfloat.h"
+#include "numparse.h"
 
 static double now_s(void)
 {
@@ -68,6 +70,35 @@ static void time_printers(void)
         free(x);
 }
 
+static void time_parsers(void)
+{
+        size_t n = 1000000;
+        float *x = sample(n);
+        char *text = malloc(n * 16);
+        double sum = 0, t0, t1, t2;
+        struct rnnd_number v;
+
+        if (x == NULL || text == NULL)
+                exit(2);
+        /* Values as model inputs are: within +-4, nine significant digits. */
+        for (size_t i = 0; i < n; i++)
+                snprintf(text + i * 16, 16, "%.9g",
+                         (double)ldexpf(x[i], -ilogbf(x[i]) + (int)(i % 4) - 2));
+        t0 = now_s();
+        for (size_t i = 0; i < n; i++)
+                if (rnnd_numparse(text + i * 16, strlen(text + i * 16), &v) == 0)
+                        sum += (float)v.d;
+        t1 = now_s();
+        for (size_t i = 0; i < n; i++)
+                sum -= (float)strtod(text + i * 16, NULL);
+        t2 = now_s();
+        printf("rnnd_numparse: %.1f ns/number; strtod: %.1f ns/number (%%.9g texts within +-4; "
+               "%g)\n",
+               (t1 - t0) * 1e9 / (double)n, (t2 - t1) * 1e9 / (double)n, sum);
+        free(text);
+        free(x);
+}
+
 int main(int argc, char **argv)
 {
         uint64_t from = 0, to = UINT64_C(1) << 32, bad = 0, finite = 0;
@@ -87,6 +118,7 @@ int main(int argc, char **argv)
                 }
         }
         time_printers();
+        time_parsers();
         if (!all)
                 return 0;
         t0 = now_s();

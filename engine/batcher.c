@@ -307,7 +307,7 @@ uint64_t rnnd_batcher_due(const rnnd_batcher_t *b, uint64_t now,
                 return UINT64_MAX;
         if (due <= now || o->idle_others > 0)
                 return due < now ? due : now;
-        if (o->expected > 0)
+        if (o->expected > 0 || o->backlog >= 512)
                 return due;
         if (o->gap_ns != 0 && o->gap_ns <= o->run_ns && o->last_ns <= UINT64_MAX - o->gap_ns) {
                 next = o->last_ns + o->gap_ns;

@@ -97,6 +97,7 @@ struct rnnd_batcher_outlook {
         uint64_t last_ns;     /* when the last sequences were queued */
         uint64_t gap_ns;      /* the mean time between submits; 0 unknown */
         uint64_t run_ns;      /* the mean time an instance takes for a batch; 0 unknown */
+        uint32_t backlog;     /* 0..1024: how often a finished batch found more waiting */
 };
 
 /*
@@ -104,6 +105,8 @@ struct rnnd_batcher_outlook {
  * (DESIGN.md §6): waiting for a fuller batch only pays while more work is
  * known to be coming and would find no instance free anyway.  A batch not
  * yet full waits, up to rnnd_batcher_next_due() and never past it,
+ *   - when o->backlog >= 512: instances mostly finish a batch to find the
+ *     next one waiting, so they are busy anyway and fuller batches pay;
  *   - while o->expected > 0 and no other instance is idle (a request's body
  *     is arriving, and would otherwise wait for this batch to finish), or
  *   - until the next submit the arrival rate predicts, o->last_ns +

@@ -84,6 +84,7 @@ struct rnnd_pool {
         uint64_t gap_ns;       /* mean time between submits (EWMA), 0 unknown; guarded by mu */
         uint64_t run_ns;       /* mean batch run time (EWMA), 0 unknown; guarded by mu */
         uint32_t expected;     /* requests on their way (rnnd_pool_expect); guarded by mu */
+        uint32_t backlog;      /* 0..1024, EWMA of "a run ended with work waiting"; guarded by mu */
         unsigned n_open;       /* opens finished; guarded by mu */
         unsigned waiting;      /* workers in cond_wait; guarded by mu */
         int open_status;       /* first failing open; guarded by mu */
@@ -246,7 +247,8 @@ static uint64_t due_locked(const rnnd_pool_t *p, uint64_t now, unsigned idle_oth
                                           .expected = p->expected,
                                           .last_ns = p->last_ns,
                                           .gap_ns = p->gap_ns,
-                                          .run_ns = p->run_ns};
+                                          .run_ns = p->run_ns,
+                                          .backlog = p->backlog};
 
         return rnnd_batcher_due(p->batcher, now, &o);
 }
@@ -465,6 +467,11 @@ static void *worker_main(void *arg)
                 pthread_mutex_lock(&p->mu);
                 record_batch(p, w, n, t1 - t0);
                 p->run_ns = ewma(p->run_ns, t1 - t0);
+                /* Whether this instance would have been busy anyway: work came while it ran. */
+                if (rnnd_batcher_count(p->batcher) > 0)
+                        p->backlog += (1024 - p->backlog) / 8;
+                else
+                        p->backlog -= p->backlog / 8;
                 ran_locked(p, w, n, r, &err, &done);
                 if (--p->st.running == 0)
                         pthread_cond_broadcast(&p->idle);

@@ -19,15 +19,16 @@
 #define RNND_FMTFLOAT_LEN 24
 
 /*
- * Writes finite x to buf as a JSON number and a NUL, and returns its length
- * (without the NUL).  The form is %g's with up to 9 significant digits: plain
+ * Writes x to buf as a JSON number and a NUL, and returns its length
+ * (without the NUL).  The form is like %g's, with the fewest digits: plain
  * ("0.1", "-3", "123456.7") when the decimal exponent X is in -5 <= X < 9,
  * else "d.ddde+XX"/"d.ddde-XX" (two exponent digits at least).  Negative zero
  * is "-0.0", since a JSON reader takes "-0" for the integer 0.
  *
  * JSON has no NaN or infinity.  Given one, it writes "null" (returns 4), as
  * JavaScript's JSON.stringify does, so that the document stays valid and the
- * client sees which element it was; the response renderer relies on this.
+ * client sees which element it was; the response renderer is to write
+ * these (today it writes NaN and Infinity, which JSON readers refuse).
  * Any thread.
  */
 size_t rnnd_fmtfloat(float x, char buf[RNND_FMTFLOAT_LEN]);

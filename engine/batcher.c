@@ -298,6 +298,25 @@ uint64_t rnnd_batcher_next_due(const rnnd_batcher_t *b)
         return o->arrival_ns + b->p.delay_ns;
 }
 
+uint64_t rnnd_batcher_due(const rnnd_batcher_t *b, uint64_t now,
+                          const struct rnnd_batcher_outlook *o)
+{
+        uint64_t due = rnnd_batcher_next_due(b), next;
+
+        if (b->count == 0)
+                return UINT64_MAX;
+        if (due <= now || o->idle_others > 0)
+                return due < now ? due : now;
+        if (o->expected > 0 || o->backlog >= 512)
+                return due;
+        if (o->gap_ns != 0 && o->gap_ns <= o->run_ns && o->last_ns <= UINT64_MAX - o->gap_ns) {
+                next = o->last_ns + o->gap_ns;
+                if (next > now)
+                        return next < due ? next : due;
+        }
+        return now;
+}
+
 uint64_t rnnd_batcher_next_deadline(const rnnd_batcher_t *b)
 {
         return b->heap_n > 0 ? b->heap[0]->deadline_ns : UINT64_MAX;

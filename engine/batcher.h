@@ -7,13 +7,12 @@
  *
  * The unit is the sequence.  A batch is due when max_batch_size sequences
  * wait or the oldest has waited delay_ns (or at once when the caller
- * flushes).  It starts with the oldest sequence of the highest priority level
- * that has any, and fills with the waiting sequences closest in length to
- * it, first from that level and then from the others in priority order,
- * bounded by max_batch_size and by max_batch_steps (B x longest).  Starting
- * from the oldest is what keeps a long sequence from starving under a steady
- * stream of shorter ones.  Sequences with a deadline expire through
- * rnnd_batcher_pop_expired().
+ * flushes); rnnd_batcher_due() says when waiting that long does not pay.  It starts with the oldest
+ * sequence of the highest priority level that has any, and fills with the waiting sequences closest
+ * in length to it, first from that level and then from the others in priority order, bounded by
+ * max_batch_size and by max_batch_steps (B x longest).  Starting from the oldest is what keeps a
+ * long sequence from starving under a steady stream of shorter ones.  Sequences with a deadline
+ * expire through rnnd_batcher_pop_expired().
  */
 #ifndef RNND_ENGINE_BATCHER_H
 #define RNND_ENGINE_BATCHER_H
@@ -87,6 +86,39 @@ uint32_t rnnd_batcher_pop_expired(rnnd_batcher_t *b, uint64_t now, struct rnnd_b
 
 /* When rnnd_batcher_pop() without flush will next form a batch: 0 for now, UINT64_MAX never. */
 uint64_t rnnd_batcher_next_due(const rnnd_batcher_t *b);
+
+/*
+ * What the caller knows of the work to come, for rnnd_batcher_due().  Zero
+ * fields mean none known.
+ */
+struct rnnd_batcher_outlook {
+        uint32_t idle_others; /* instances idle besides the one that would run the batch */
+        uint32_t expected;    /* requests on their way: bodies still arriving */
+        uint64_t last_ns;     /* when the last sequences were queued */
+        uint64_t gap_ns;      /* the mean time between submits; 0 unknown */
+        uint64_t run_ns;      /* the mean time an instance takes for a batch; 0 unknown */
+        uint32_t backlog;     /* 0..1024: how often a finished batch found more waiting */
+};
+
+/*
+ * When an idle instance should form the next batch, at time now, given o
+ * (DESIGN.md §6): waiting for a fuller batch only pays while more work is
+ * known to be coming and would find no instance free anyway.  A batch not
+ * yet full waits, up to rnnd_batcher_next_due() and never past it,
+ *   - when o->backlog >= 512: instances mostly finish a batch to find the
+ *     next one waiting, so they are busy anyway and fuller batches pay;
+ *   - while o->expected > 0 and no other instance is idle (a request's body
+ *     is arriving, and would otherwise wait for this batch to finish), or
+ *   - until the next submit the arrival rate predicts, o->last_ns +
+ *     o->gap_ns, when that is still to come, no other instance is idle and
+ *     o->gap_ns <= o->run_ns (submits come faster than a batch runs, so the
+ *     next one would find the instance busy);
+ * otherwise it is due now: an idle instance with nothing else coming runs
+ * what is there at once.  Returns UINT64_MAX when nothing waits, a time
+ * <= now when a batch is due (pass flush = true to rnnd_batcher_pop()).
+ */
+uint64_t rnnd_batcher_due(const rnnd_batcher_t *b, uint64_t now,
+                          const struct rnnd_batcher_outlook *o);
 
 /* The earliest deadline of a waiting sequence, or UINT64_MAX. */
 uint64_t rnnd_batcher_next_deadline(const rnnd_batcher_t *b);

@@ -9,7 +9,10 @@
  * loop timer ticks in milliseconds).  A submit that brings that due time
  * before every idle worker's wakeup wakes one of them, which forms a batch if
  * one is due or goes back to sleep until one will be; a sequence that joins
- * a batch still waiting out its delay wakes nobody.
+ * a batch still waiting out its delay wakes nobody.  The due time is the
+ * batcher's given what the pool knows of the work to come: idle workers,
+ * requests the owner announced (rnnd_pool_expect), the mean gap between
+ * submits and the mean run time, measured here (DESIGN.md §6).
  * Queue timeouts must fire while every worker is busy, so they are swept by
  * the owner's loop (rnnd_pool_sweep), which the pool wakes through
  * opts.wakeup whenever a submit brings the earliest deadline forward.
@@ -78,6 +81,11 @@ struct rnnd_pool {
         uint64_t sweep_due;    /* deadline the owner was last told of; guarded by mu */
         uint64_t round;        /* numbers the alive() checks; guarded by mu */
         uint64_t reaped_ns;    /* the last search for gone clients; guarded by mu */
+        uint64_t last_ns;      /* the last submit; guarded by mu */
+        uint64_t gap_ns;       /* mean time between submits (EWMA), 0 unknown; guarded by mu */
+        uint64_t run_ns;       /* mean batch run time (EWMA), 0 unknown; guarded by mu */
+        uint32_t expected;     /* requests on their way (rnnd_pool_expect); guarded by mu */
+        uint32_t backlog;      /* 0..1024, EWMA of "a run ended with work waiting"; guarded by mu */
         unsigned n_open;       /* opens finished; guarded by mu */
         unsigned waiting;      /* workers in cond_wait; guarded by mu */
         int open_status;       /* first failing open; guarded by mu */
@@ -209,6 +217,35 @@ static void expire_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
         }
 }
 
+/* A moving average that follows the last eight samples or so. */
+static uint64_t ewma(uint64_t avg, uint64_t sample)
+{
+        if (avg == 0)
+                return sample != 0 ? sample : 1;
+        return sample >= avg ? avg + (sample - avg) / 8 : avg - (avg - sample) / 8;
+}
+
+/*
+ * When a batch is due for an instance that finds idle_others others idle
+ * (DESIGN.md §6: the batcher waits only when waiting pays).  Called with mu
+ * held.
+ */
+static uint64_t due_locked(const rnnd_pool_t *p, uint64_t now, unsigned idle_others)
+{
+        struct rnnd_batcher_outlook o;
+
+        if (!p->opts.adaptive_delay)
+                return rnnd_batcher_next_due(p->batcher);
+        o = (struct rnnd_batcher_outlook){.idle_others = idle_others,
+                                          .expected = p->expected,
+                                          .last_ns = p->last_ns,
+                                          .gap_ns = p->gap_ns,
+                                          .run_ns = p->run_ns,
+                                          .backlog = p->backlog};
+
+        return rnnd_batcher_due(p->batcher, now, &o);
+}
+
 /*
  * Forms a batch for w if one is due, dropping the sequences of jobs whose
  * client has gone (and the rest of those jobs' waiting sequences).  Returns
@@ -220,7 +257,8 @@ static uint32_t form_locked(rnnd_pool_t *p, struct worker *w, uint64_t now, rnnd
         uint32_t n, kept = 0;
 
         expire_locked(p, now, done);
-        n = rnnd_batcher_pop(p->batcher, now, p->closed, nodes);
+        n = rnnd_batcher_pop(p->batcher, now, p->closed || due_locked(p, now, p->waiting) <= now,
+                             nodes);
         if (n > 0)
                 p->round++;
         for (uint32_t i = 0; i < n; i++) {
@@ -320,14 +358,15 @@ static void gather(struct worker *w, uint32_t n, struct rnnd_batch *b)
 }
 
 /*
- * Whether the batcher's next due time comes before the wakeup of every
- * waiting worker, so that one must be woken.  A worker that wakes by then
- * anyway forms the batch itself: a sequence that joins a batch still waiting
- * out its delay wakes nobody.  Called with mu held, some worker waiting.
+ * Whether the next due time, for one of the waiting workers, comes before
+ * the wakeup of every waiting worker, so that one must be woken.  A worker
+ * that wakes by then anyway forms the batch itself: a sequence that joins a
+ * batch still waiting out its delay wakes nobody.  Called with mu held, some
+ * worker waiting.
  */
 static bool due_before_waits_locked(const rnnd_pool_t *p)
 {
-        uint64_t due = rnnd_batcher_next_due(p->batcher);
+        uint64_t due = due_locked(p, now_ns(), p->waiting - 1);
 
         for (unsigned i = 0; i < p->started; i++) {
                 const struct worker *w = &p->workers[i];
@@ -396,7 +435,7 @@ static void *worker_main(void *arg)
                                 continue;
                 }
                 if (n == 0) {
-                        wait_work(p, w, rnnd_batcher_next_due(p->batcher));
+                        wait_work(p, w, due_locked(p, now_ns(), p->waiting));
                         continue;
                 }
                 p->st.running++;
@@ -420,6 +459,12 @@ static void *worker_main(void *arg)
 
                 pthread_mutex_lock(&p->mu);
                 record_batch(p, w, n, t1 - t0);
+                p->run_ns = ewma(p->run_ns, t1 - t0);
+                /* Whether this instance would have been busy anyway: work came while it ran. */
+                if (rnnd_batcher_count(p->batcher) > 0)
+                        p->backlog += (1024 - p->backlog) / 8;
+                else
+                        p->backlog -= p->backlog / 8;
                 ran_locked(p, w, n, r, &err, &done);
                 if (--p->st.running == 0)
                         pthread_cond_broadcast(&p->idle);
@@ -642,6 +687,9 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         }
         for (uint32_t i = 0; i < n; i++)
                 rnnd_batcher_push(p->batcher, &job->seqs_[i].node);
+        if (p->last_ns != 0)
+                p->gap_ns = ewma(p->gap_ns, now - p->last_ns);
+        p->last_ns = now;
         if (deadline != 0 && deadline < p->sweep_due) {
                 p->sweep_due = deadline;
                 wake = true;
@@ -653,6 +701,20 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         if (wake && p->opts.wakeup != NULL)
                 p->opts.wakeup(p->opts.wakeup_arg);
         return 0;
+}
+
+void rnnd_pool_expect(rnnd_pool_t *p, int delta)
+{
+        pthread_mutex_lock(&p->mu);
+        if (delta >= 0)
+                p->expected += (uint32_t)delta;
+        else
+                p->expected -= (uint32_t)-delta <= p->expected ? (uint32_t)-delta : p->expected;
+        /* Less to come: a part batch kept waiting for it may be due now. */
+        if (delta < 0 && p->waiting > 0 && rnnd_batcher_count(p->batcher) > 0 &&
+            due_before_waits_locked(p))
+                pthread_cond_signal(&p->work);
+        pthread_mutex_unlock(&p->mu);
 }
 
 uint64_t rnnd_pool_sweep(rnnd_pool_t *p)

@@ -82,6 +82,12 @@ struct rnnd_pool_opts {
         uint64_t max_queue_delay_ns;                /* wait for a fuller batch */
         uint64_t queue_timeout_ns;                  /* 0 = none */
         uint32_t levels;                            /* priority levels, 1..8 */
+        /*
+         * true: a part batch waits only when waiting pays (DESIGN.md §6,
+         * rnnd_pool_expect); false: the oldest always waits out
+         * max_queue_delay_ns (until the daemon announces requests).
+         */
+        bool adaptive_delay;
 
         /*
          * Optional: asks the owner to call rnnd_pool_sweep() soon (a new
@@ -135,6 +141,17 @@ int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_
  * outside 1..max_sequence_length or a bad level; RNND_ENOMEM.  Thread-safe.
  */
 int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr);
+
+/*
+ * Tells p that a request for it is on its way (delta +1: its body has
+ * started to arrive) or no longer (-1: it was submitted, refused or
+ * dropped).  With opts.adaptive_delay, while any is on its way and no
+ * other instance is idle, a part batch waits for it, up to max_queue_delay
+ * (DESIGN.md §6); without these calls a lone sequence on an idle instance
+ * runs at once.  The count never
+ * goes below 0.  Thread-safe; cheap (one lock).
+ */
+void rnnd_pool_expect(rnnd_pool_t *p, int delta);
 
 /*
  * Expires the sequences past their deadline (their jobs complete with

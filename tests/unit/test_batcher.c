@@ -4,7 +4,8 @@
  * Each case is a script over one batcher: push sequences (length, level,
  * arrival, deadline), pop a batch at a time (with or without flush), expire,
  * remove, and ask for the next due time; every pop and expiry names the
- * sequences it must return, in order.  Then a steady-stream fairness run, and
+ * sequences it must return, in order.  The due time given what is coming
+ * (rnnd_batcher_due) has its own table.  Then a steady-stream fairness run, and
  * a randomized run checked against the invariants every batch must keep.
  */
 #include <stdio.h>
@@ -303,6 +304,97 @@ START_TEST(test_cases)
 }
 END_TEST
 
+/*
+ * rnnd_batcher_due(): n sequences queued at time 100 (max_batch_size 4,
+ * delay 1000, so the fixed rule says 1100), asked at now with an outlook.
+ */
+static const struct {
+        const char *name;
+        uint32_t n;
+        uint64_t delay;
+        uint64_t now;
+        struct rnnd_batcher_outlook o; /* idle_others, expected, last, gap, run, backlog */
+        uint64_t want;
+} due_cases[] = {
+        {"nothing waits", 0, 1000, 150, {0, 1, 0, 0, 0, 0}, UINT64_MAX},
+        {"alone, nothing coming: at once", 1, 1000, 150, {0, 0, 0, 0, 0, 0}, 150},
+        {"a full batch: due since it filled", 4, 1000, 150, {0, 3, 0, 0, 0, 0}, 0},
+        {"a body arriving, no instance free: waits up to the delay",
+         2,
+         1000,
+         150,
+         {0, 1, 0, 0, 0, 0},
+         1100},
+        {"a body arriving, another instance idle: at once", 1, 1000, 150, {1, 1, 0, 0, 0, 0}, 150},
+        {"the delay is the bound: due however much is coming",
+         1,
+         1000,
+         1200,
+         {0, 5, 0, 0, 0, 0},
+         1100},
+        {"zero delay: at once, a body arriving or not", 1, 0, 100, {0, 1, 0, 0, 0, 0}, 100},
+        {"submits come faster than a batch runs: waits for the next one",
+         1,
+         1000,
+         120,
+         {0, 0, 100, 50, 80, 0},
+         150},
+        {"the predicted submit is overdue: at once", 1, 1000, 160, {0, 0, 100, 50, 80, 0}, 160},
+        {"submits slower than a batch runs (one client, closed loop): at once",
+         1,
+         1000,
+         120,
+         {0, 0, 100, 200, 20, 0},
+         120},
+        {"a predicted submit past the delay: the delay bounds the wait",
+         1,
+         1000,
+         120,
+         {0, 0, 100, 2000, 5000, 0},
+         1100},
+        {"no rate measured yet: at once", 1, 1000, 120, {0, 0, 100, 0, 80, 0}, 120},
+        {"a fast rate, but another instance idle: at once",
+         1,
+         1000,
+         120,
+         {2, 0, 100, 50, 80, 0},
+         120},
+        {"batches mostly find the next waiting: waits up to the delay",
+         1,
+         1000,
+         120,
+         {0, 0, 100, 200, 20, 600},
+         1100},
+        {"batches seldom find the next waiting: at once",
+         1,
+         1000,
+         120,
+         {0, 0, 100, 200, 20, 300},
+         120},
+        {"a backlog, but another instance idle: at once", 1, 1000, 120, {1, 0, 0, 0, 0, 1024}, 120},
+};
+
+START_TEST(test_due)
+{
+        struct rnnd_batcher_params bp = {4, 4096, due_cases[_i].delay, 64, 1, 64};
+        struct rnnd_bseq seqs[4];
+        rnnd_batcher_t *b;
+        uint64_t got;
+
+        memset(seqs, 0, sizeof(seqs));
+        ck_assert_int_eq(rnnd_batcher_new(&bp, &b), 0);
+        for (uint32_t i = 0; i < due_cases[_i].n; i++) {
+                seqs[i].len = 5;
+                seqs[i].arrival_ns = 100;
+                rnnd_batcher_push(b, &seqs[i]);
+        }
+        got = rnnd_batcher_due(b, due_cases[_i].now, &due_cases[_i].o);
+        ck_assert_msg(got == due_cases[_i].want, "%s: due %llu, want %llu", due_cases[_i].name,
+                      (unsigned long long)got, (unsigned long long)due_cases[_i].want);
+        rnnd_batcher_free(b);
+}
+END_TEST
+
 START_TEST(test_bad_params)
 {
         static const struct rnnd_batcher_params bad[] = {
@@ -488,6 +580,7 @@ static Suite *batcher_suite(void)
         TCase *tc = tcase_create("batcher");
 
         tcase_add_loop_test(tc, test_cases, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+        tcase_add_loop_test(tc, test_due, 0, (int)(sizeof(due_cases) / sizeof(due_cases[0])));
         tcase_add_test(tc, test_bad_params);
         tcase_add_test(tc, test_fairness);
         tcase_add_test(tc, test_random_invariants);

@@ -8,7 +8,8 @@
  * a batch, a full queue refuses at once, queue timeouts expire through the
  * sweep, a client that has gone is canceled before its sequences start,
  * priority levels order the batches, a failed run fails only its jobs, a
- * lost device hands its batch to another instance, close flushes without
+ * lost device hands its batch to another instance, with adaptive_delay a
+ * part batch waits only while a request is announced, close flushes without
  * the delay, stop answers what is queued, and a failing open is reported.
  */
 #include <math.h>
@@ -819,7 +820,9 @@ END_TEST
 
 /*
  * A worker that takes a due batch and leaves a remainder due later wakes an
- * idle worker for it: the remainder must not wait for the busy one.
+ * idle worker for it: the remainder must not wait for the busy one.  Run 1
+ * does it with adaptive_delay, where the remainder is due at once: one job
+ * of three sequences, two a batch, a delay of 30 s, and both batches run.
  */
 START_TEST(test_remainder_wakes_idle_worker)
 {
@@ -838,9 +841,17 @@ START_TEST(test_remainder_wakes_idle_worker)
         seqs_init(seqs, 3, lens, 0);
         o.max_batch_steps = 2ull * t;     /* two full-length sequences a batch */
         o.max_queue_delay_ns = 30000000u; /* 30 ms */
+        if (_i == 1) {
+                o.max_queue_delay_ns = 30ull * 1000000000u;
+                o.adaptive_delay = true;
+        }
         ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
         usleep(20000); /* both workers asleep on an empty queue */
-        for (int j = 0; j < 3; j++) {
+        if (_i == 1) {
+                job_init(&jobs[0], seqs, 3, 0);
+                ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        }
+        for (int j = 0; j < 3 && _i == 0; j++) {
                 job_init(&jobs[j], &seqs[j], 1, j);
                 ck_assert_int_eq(rnnd_pool_submit(p, &jobs[j], &err), 0);
                 /* One worker now sleeps until the first sequence's due time; the later
@@ -859,8 +870,60 @@ START_TEST(test_remainder_wakes_idle_worker)
         ck_assert_int_ne(seen[0].device, seen[1].device);
         sem_post(&gate);
         sem_post(&gate);
-        wait_done(3);
-        ck_assert_int_eq(atomic_load(&done_ok), 3);
+        wait_done(_i == 0 ? 3 : 1);
+        ck_assert_int_eq(atomic_load(&done_ok), _i == 0 ? 3 : 1);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
+ * With adaptive_delay, batching waits only when it pays (DESIGN.md §6):
+ * with nothing announced, a lone sequence on an idle instance runs at once,
+ * far before the delay; while a request is announced (rnnd_pool_expect) it
+ * waits, and it runs as soon as the announcement is withdrawn.
+ */
+START_TEST(test_expect)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 16, 4);
+        static const uint32_t lens[3] = {2, 2, 2};
+        struct rnnd_seq seqs[3];
+        rnnd_job_t jobs[3];
+        rnnd_error_t err = {0};
+        rnnd_pool_t *p;
+
+        reset_script(0);
+        seqs_init(seqs, 3, lens, 0);
+        o.max_queue_delay_ns = 30ull * 1000000000u; /* far longer than the test */
+        o.adaptive_delay = true;
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        job_init(&jobs[0], &seqs[0], 1, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        wait_done(1); /* within 5 s, not 30 */
+        ck_assert_uint_eq(seen[0].n, 1);
+
+        rnnd_pool_expect(p, +1);
+        rnnd_pool_expect(p, +1);
+        job_init(&jobs[1], &seqs[1], 1, 1);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        usleep(20000);
+        ck_assert_int_eq(atomic_load(&runs), 1); /* waits for the two announced */
+        rnnd_pool_expect(p, -1);
+        job_init(&jobs[2], &seqs[2], 1, 2);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[2], &err), 0);
+        usleep(20000);
+        ck_assert_int_eq(atomic_load(&runs), 1); /* one is still on its way */
+        rnnd_pool_expect(p, -1);
+        wait_done(2);
+        ck_assert_int_eq(atomic_load(&runs), 2);
+        ck_assert_uint_eq(seen[1].n, 2);
+        rnnd_pool_expect(p, -5); /* never below zero: a lone one still runs at once */
+        job_init(&jobs[0], &seqs[0], 1, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_ok), 4);
         rnnd_pool_free(p);
         rnnd_model_unref(m);
 }
@@ -916,7 +979,8 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_device_lost);
         tcase_add_test(tc, test_delay_and_close);
         tcase_add_test(tc, test_burst_wakes_idle_workers);
-        tcase_add_test(tc, test_remainder_wakes_idle_worker);
+        tcase_add_loop_test(tc, test_remainder_wakes_idle_worker, 0, 2);
+        tcase_add_test(tc, test_expect);
         tcase_add_test(tc, test_open_fails);
         suite_add_tcase(s, tc);
         return s;

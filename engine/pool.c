@@ -366,7 +366,7 @@ static void gather(struct worker *w, uint32_t n, struct rnnd_batch *b)
  */
 static bool due_before_waits_locked(const rnnd_pool_t *p)
 {
-        uint64_t due = due_locked(p, now_ns(), p->waiting - 1);
+        uint64_t due = due_locked(p, rnnd_now_ns(), p->waiting - 1);
 
         for (unsigned i = 0; i < p->started; i++) {
                 const struct worker *w = &p->workers[i];
@@ -435,7 +435,7 @@ static void *worker_main(void *arg)
                                 continue;
                 }
                 if (n == 0) {
-                        wait_work(p, w, due_locked(p, now_ns(), p->waiting));
+                        wait_work(p, w, due_locked(p, rnnd_now_ns(), p->waiting));
                         continue;
                 }
                 p->st.running++;

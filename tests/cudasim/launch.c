@@ -59,9 +59,12 @@ struct fibre {
         int state;
 };
 
-__thread uint3 cudasim_threadIdx, cudasim_blockIdx, cudasim_blockDim, cudasim_gridDim;
+__thread uint3 cudasim_threadIdx __attribute__((tls_model("initial-exec")));
+__thread uint3 cudasim_blockIdx __attribute__((tls_model("initial-exec")));
+__thread uint3 cudasim_blockDim __attribute__((tls_model("initial-exec")));
+__thread uint3 cudasim_gridDim __attribute__((tls_model("initial-exec")));
 
-static __thread struct {
+static __thread __attribute__((tls_model("initial-exec"))) struct {
         void *sched_sp;
         struct fibre *f;
         char *stacks;
@@ -72,6 +75,7 @@ static __thread struct {
         void *fake_stack;
         const void *sched_bottom;
         size_t sched_size;
+        bool direct; /* threads run as plain calls: a barrier is a divergent one */
 } K;
 
 /* ASan needs to know which stack the thread is on (no-ops without it). */
@@ -115,6 +119,14 @@ static void fibre_main(void)
 
 void cudasim_syncthreads(void)
 {
+        if (K.direct) {
+                fprintf(stderr,
+                        "cudasim: block (%u,%u,%u): thread %u reaches a __syncthreads() that "
+                        "thread 0 never reached\n",
+                        cudasim_blockIdx.x, cudasim_blockIdx.y, cudasim_blockIdx.z,
+                        cudasim_threadIdx.x);
+                sim_fault_jump(cudaErrorIllegalInstruction);
+        }
         to_sched(F_BARRIER);
 }
 
@@ -163,6 +175,23 @@ static void run_block(size_t n)
                 K.f[i].sp = top;
                 K.f[i].state = F_RUN;
         }
+        /*
+         * Thread 0 first: when it ends without a barrier, every other thread
+         * must too (anything else is a divergent barrier), so they run as
+         * plain calls, without a fibre each.
+         */
+        K.cur = 0;
+        set_tid(0);
+        to_fibre(0);
+        if (K.f[0].state == F_DONE) {
+                K.direct = true;
+                for (size_t i = 1; i < n; i++) {
+                        set_tid(i);
+                        K.fn(K.args);
+                }
+                K.direct = false;
+                return;
+        }
         for (;;) {
                 size_t done = 0, waiting = 0;
 
@@ -200,6 +229,7 @@ cudaError_t sim_run_kernel(dim3 grid, dim3 block, void (*thread_fn)(void *), voi
                 return cudaErrorLaunchOutOfResources;
         K.fn = thread_fn;
         K.args = args;
+        K.direct = false;
         cudasim_gridDim = (uint3){grid.x, grid.y, grid.z};
         cudasim_blockDim = (uint3){block.x, block.y, block.z};
         for (unsigned z = 0; z < grid.z; z++)

@@ -1135,6 +1135,10 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
         }
         if (fate == 2)
                 op->fault = true;
+        if (getenv("RNND_CUDASIM_TRACE") != NULL)
+                fprintf(stderr,
+                        "cudasim: cudnnRNNForward algo %d layout %d maxSeqLength %d batch %d\n",
+                        c->algo, xDesc->layout, xDesc->T, xDesc->B);
         op->fn = sim_rnn_forward_run;
         op->free = sim_rnn_forward_free;
         op->arg = f;

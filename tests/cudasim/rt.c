@@ -962,7 +962,57 @@ struct sim_stream *sim_stream_of(cudaStream_t h, int dev)
         return s->magic == MAGIC_STREAM ? s : NULL;
 }
 
-void sim_enqueue(struct sim_stream *s, struct sim_op *op)
+static void stream_wait(struct sim_stream *s, uint64_t seq);
+static bool push_wait(struct sim_stream *s, struct sim_stream *on, uint64_t seq);
+static cudaError_t wait_run(struct sim_op *op);
+static void free_arg(struct sim_op *op);
+
+struct wait_arg {
+        struct sim_stream *on;
+        uint64_t seq;
+};
+
+/*
+ * The NULL stream's implicit synchronisation (cuda_runtime_api.h): its work
+ * waits for the work already queued on the device's blocking streams, and a
+ * blocking stream's work waits for the NULL stream's.  Streams made with
+ * cudaStreamNonBlocking take part in neither.  The first half is done from
+ * the host (a little more waiting than a GPU does, never less).
+ */
+static void legacy_order(struct sim_stream *s)
+{
+        struct device *d = &devs[s->dev];
+
+        if (s->legacy) {
+                struct sim_stream *list[256];
+                size_t n = 0;
+
+                pthread_mutex_lock(&d->mu);
+                for (struct sim_stream *t = d->streams; t != NULL && n < 256; t = t->next_of_dev)
+                        if (!t->legacy && !(t->flags & cudaStreamNonBlocking))
+                                list[n++] = t;
+                pthread_mutex_unlock(&d->mu);
+                for (size_t i = 0; i < n; i++)
+                        sim_stream_sync(list[i]);
+        } else if (!(s->flags & cudaStreamNonBlocking)) {
+                struct sim_stream *l;
+                uint64_t seq;
+
+                pthread_mutex_lock(&d->mu);
+                l = d->legacy;
+                pthread_mutex_unlock(&d->mu);
+                if (l == NULL)
+                        return;
+                pthread_mutex_lock(&l->mu);
+                seq = l->completed < l->enqueued ? l->enqueued : 0;
+                pthread_mutex_unlock(&l->mu);
+                if (seq != 0 && !push_wait(s, l, seq))
+                        stream_wait(l, seq); /* no memory for the op: wait here */
+        }
+}
+
+/* Appends op to s's queue. */
+static void push(struct sim_stream *s, struct sim_op *op)
 {
         op->stream = s;
         op->next = NULL;
@@ -976,6 +1026,32 @@ void sim_enqueue(struct sim_stream *s, struct sim_op *op)
         s->tail = op;
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
+}
+
+/* Queues on s a wait for stream on's work up to seq; false without memory. */
+static bool push_wait(struct sim_stream *s, struct sim_stream *on, uint64_t seq)
+{
+        struct sim_op *op = calloc(1, sizeof(*op));
+        struct wait_arg *w = malloc(sizeof(*w));
+
+        if (op == NULL || w == NULL) {
+                free(op);
+                free(w);
+                return false;
+        }
+        *w = (struct wait_arg){on, seq};
+        op->fn = wait_run;
+        op->arg = w;
+        op->free = free_arg;
+        op->what = "stream wait";
+        push(s, op);
+        return true;
+}
+
+void sim_enqueue(struct sim_stream *s, struct sim_op *op)
+{
+        legacy_order(s);
+        push(s, op);
 }
 
 /* Releases s up to seq and waits until it ran. */
@@ -1238,11 +1314,6 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
         return cudaSuccess;
 }
 
-struct wait_arg {
-        struct sim_stream *on;
-        uint64_t seq;
-};
-
 static cudaError_t wait_run(struct sim_op *op)
 {
         struct wait_arg *w = op->arg;
@@ -1260,8 +1331,6 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t hs, cudaEvent_t h, unsigned flags)
 {
         struct event *e = event_arg(h);
         struct sim_stream *s;
-        struct sim_op *op;
-        struct wait_arg *w;
 
         ENTER();
         if (e == NULL)
@@ -1273,19 +1342,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t hs, cudaEvent_t h, unsigned flags)
                 return fail(cudaErrorInvalidResourceHandle);
         if (!e->recorded)
                 return cudaSuccess;
-        op = calloc(1, sizeof(*op));
-        w = malloc(sizeof(*w));
-        if (op == NULL || w == NULL) {
-                free(op);
-                free(w);
+        legacy_order(s);
+        if (!push_wait(s, e->stream, e->seq))
                 return fail(cudaErrorMemoryAllocation);
-        }
-        *w = (struct wait_arg){e->stream, e->seq};
-        op->fn = wait_run;
-        op->what = "stream wait";
-        op->arg = w;
-        op->free = free_arg;
-        sim_enqueue(s, op);
         return cudaSuccess;
 }
 

@@ -130,6 +130,31 @@ START_TEST(test_late_work)
 }
 END_TEST
 
+/* The NULL stream waits for blocking streams and they for it; non-blocking ones for nothing. */
+START_TEST(test_null_stream)
+{
+        cudaStream_t blocking, nonblocking = stream();
+        float *d, *pin, got = 0;
+
+        CUDA(cudaStreamCreate(&blocking));
+        CUDA(cudaMalloc((void **)&d, 4));
+        CUDA(cudaMallocHost((void **)&pin, 4));
+        pin[0] = 3;
+        CUDA(cudaMemcpyAsync(d, pin, 4, cudaMemcpyHostToDevice, blocking));
+        CUDA(cudaMemcpy(&got, d, 4, cudaMemcpyDeviceToHost));
+        ck_assert(got == 3.0f);
+        pin[0] = 5;
+        CUDA(cudaMemcpyAsync(d, pin, 4, cudaMemcpyHostToDevice, nonblocking));
+        CUDA(cudaMemcpy(&got, d, 4, cudaMemcpyDeviceToHost));
+        ck_assert(got == 3.0f); /* the copy on the non-blocking stream has not run */
+        CUDA(cudaStreamSynchronize(nonblocking));
+        CUDA(cudaMemset(d, 0, 4)); /* NULL stream, then a blocking stream after it */
+        CUDA(cudaMemcpyAsync(pin, d, 4, cudaMemcpyDeviceToHost, blocking));
+        CUDA(cudaStreamSynchronize(blocking));
+        ck_assert(pin[0] == 0.0f);
+}
+END_TEST
+
 /* One stream waits for an event of another. */
 START_TEST(test_events)
 {
@@ -436,6 +461,7 @@ static Suite *cudasim_suite(void)
         tcase_add_test(tc, test_devices);
         tcase_add_test(tc, test_host_deref_faults);
         tcase_add_test(tc, test_late_work);
+        tcase_add_test(tc, test_null_stream);
         tcase_add_test(tc, test_events);
         tcase_add_test(tc, test_kernel_barrier);
         tcase_add_test(tc, test_fault_divergent_barrier);

@@ -413,8 +413,11 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOp
                           sim_reachable(h->dev, B, span(g->tb ? n : k, g->tb ? k : n, ldb, ea)))) &&
                         sim_reachable(h->dev, C, span(m, n, ldc, ec));
 
-                if (!reach)
+                if (!reach) {
                         op->fault = true;
+                        op->fault_why = "an operand is not memory of this device (or runs past its "
+                                        "allocation)";
+                }
         }
         fate = sim_launch_fate();
         if (fate == 1) {

@@ -1122,8 +1122,11 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
                              (devSeqLengths == NULL ||
                               sim_reachable(h->dev, devSeqLengths, B * sizeof(int32_t)));
 
-                if (!reach)
+                if (!reach) {
                         op->fault = true;
+                        op->fault_why = "a buffer is not memory of this device (or runs past its "
+                                        "allocation)";
+                }
         }
         fate = sim_launch_fate();
         if (fate == 1 || f->len == NULL) {

@@ -842,7 +842,9 @@ static cudaError_t run_op(struct sim_op *op)
         if (e != cudaSuccess)
                 return e;
         if (op->fault) {
-                sim_set_sticky(cudaErrorIllegalAddress, "%s: the injected fault", op->what);
+                sim_set_sticky(cudaErrorIllegalAddress, "%s: %s", op->what,
+                               op->fault_why != NULL ? op->fault_why
+                                                     : "the injected fault (RNND_CUDASIM_FAULT)");
                 return cudaErrorIllegalAddress;
         }
         if (sigsetjmp(jb, 1) == 0) {

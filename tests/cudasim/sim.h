@@ -23,7 +23,8 @@ struct sim_op {
         struct sim_op *next;
         uint64_t seq;
         int64_t due_ns; /* runs by then even if nobody synchronises */
-        bool fault;     /* an injected device fault: the op faults instead of running */
+        bool fault;     /* a device fault instead of running: an injected one, or a bad operand */
+        const char *fault_why;
         /* Returns cudaSuccess or the (sticky) error the op hit. */
         cudaError_t (*fn)(struct sim_op *op);
         void (*free)(struct sim_op *op);

@@ -180,6 +180,9 @@ START_TEST(test_events)
         CUDA(cudaEventSynchronize(t1));
         CUDA(cudaEventElapsedTime(&ms, t0, t1));
         ck_assert(ms >= 0.0f);
+        CUDA(cudaEventDestroy(e));
+        CUDA(cudaEventDestroy(t0));
+        CUDA(cudaEventDestroy(t1));
 }
 END_TEST
 
@@ -377,6 +380,7 @@ START_TEST(test_gemm)
                                       dB, CUDA_R_32F, K, &one, dC, CUDA_R_32F, M,
                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                          CUBLAS_STATUS_EXECUTION_FAILED);
+        ck_assert_int_eq(cublasDestroy_v2(h), CUBLAS_STATUS_SUCCESS);
 }
 END_TEST
 
@@ -410,6 +414,9 @@ static void offsets(cudnnRNNAlgo_t algo, size_t *size, long off[24])
                 }
         ck_assert_int_eq(cudnnGetRNNWeightParams(h, d, 2, *size, NULL, 0, m, NULL, b, NULL),
                          CUDNN_STATUS_BAD_PARAM);
+        cudnnDestroyTensorDescriptor(m);
+        cudnnDestroyTensorDescriptor(b);
+        cudnnDestroyRNNDescriptor(d);
         cudnnDestroy(h);
 }
 

@@ -156,6 +156,57 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
         }
 }
 
+/*
+ * Poisoned memory without writing it: private mappings of one file of 0xff
+ * bytes.  Pages nobody wrote are the file's shared pages, so a device's
+ * untouched memory costs neither time nor RAM, and reads as poison.
+ */
+#define POISON_CHUNK (64u << 20)
+static int poison_fd = -1;
+
+static void init_poison(void)
+{
+        static char buf[1 << 16];
+
+        poison_fd = memfd_create("cudasim-poison", MFD_CLOEXEC);
+        if (poison_fd < 0 || ftruncate(poison_fd, POISON_CHUNK) != 0)
+                goto fail;
+        memset(buf, SIM_POISON, sizeof(buf));
+        for (size_t o = 0; o < POISON_CHUNK; o += sizeof(buf))
+                if (pwrite(poison_fd, buf, sizeof(buf), (off_t)o) != (ssize_t)sizeof(buf))
+                        goto fail;
+        return;
+fail:
+        if (poison_fd >= 0)
+                close(poison_fd);
+        poison_fd = -1; /* then allocations are written with the poison */
+}
+
+/* Maps poison read-write over [p, p + len) (page-aligned, reserved); false on failure. */
+static bool map_poison(char *p, size_t len)
+{
+        if (poison_fd < 0) {
+                if (mprotect(p, len, PROT_READ | PROT_WRITE) != 0)
+                        return false;
+                memset(p, SIM_POISON, len);
+                return true;
+        }
+        for (size_t o = 0; o < len; o += POISON_CHUNK) {
+                size_t n = len - o < POISON_CHUNK ? len - o : POISON_CHUNK;
+
+                if (mmap(p + o, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, poison_fd, 0) ==
+                    MAP_FAILED)
+                        return false;
+        }
+        return true;
+}
+
+/* Gives [p, p + len) back to the reservation: inaccessible, no memory behind it. */
+static void unmap_to_reserve(char *p, size_t len)
+{
+        mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
 static void init_device(struct device *d, size_t total)
 {
         d->total = total;
@@ -212,6 +263,8 @@ static void init(void)
                                 "is host-readable on this machine\n",
                                 strerror(errno));
         }
+
+        init_poison();
 
         /* CUDA_VISIBLE_DEVICES: a list of indices; the list ends at the first bad one. */
         if (vis != NULL) {
@@ -676,15 +729,13 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
                 return fail(cudaErrorMemoryAllocation);
         }
         user = d->base + (off + pages) * PAGE - rounded;
-        if (have_pku ? pkey_mprotect(d->base + off * PAGE, pages * PAGE, PROT_READ | PROT_WRITE,
-                                     d->pkey) != 0
-                     : mprotect(d->base + off * PAGE, pages * PAGE, PROT_READ | PROT_WRITE) != 0) {
+        if (!map_poison(d->base + off * PAGE, pages * PAGE) ||
+            (have_pku && pkey_mprotect(d->base + off * PAGE, pages * PAGE, PROT_READ | PROT_WRITE,
+                                       d->pkey) != 0)) {
+                unmap_to_reserve(d->base + off * PAGE, pages * PAGE);
                 pthread_mutex_unlock(&d->mu);
                 return fail(cudaErrorMemoryAllocation);
         }
-        grant_key(d->pkey);
-        memset(d->base + off * PAGE, SIM_POISON, pages * PAGE);
-        revoke_key(d->pkey);
         memmove(&d->allocs[at + 1], &d->allocs[at], (d->n_allocs - at) * sizeof(*d->allocs));
         d->allocs[at] = (struct alloc){off, pages + 1, user, size};
         d->n_allocs++;
@@ -748,8 +799,7 @@ cudaError_t cudaFree(void *p)
                 if (a->user == p) {
                         size_t pages = a->span - 1;
 
-                        mprotect(d->base + a->off * PAGE, pages * PAGE, PROT_NONE);
-                        madvise(d->base + a->off * PAGE, pages * PAGE, MADV_DONTNEED);
+                        unmap_to_reserve(d->base + a->off * PAGE, pages * PAGE);
                         d->used -= pages * PAGE;
                         memmove(a, a + 1, (d->n_allocs - k - 1) * sizeof(*a));
                         d->n_allocs--;
@@ -776,10 +826,13 @@ cudaError_t cudaMallocHost(void **ptr, size_t size)
                 *ptr = NULL;
                 return cudaSuccess;
         }
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
                 return fail(cudaErrorMemoryAllocation);
-        memset(p, SIM_POISON, len);
+        if (!map_poison(p, len)) {
+                munmap(p, len);
+                return fail(cudaErrorMemoryAllocation);
+        }
         pthread_mutex_lock(&pinned_mu);
         if (n_pinned == MAX_PINNED) {
                 pthread_mutex_unlock(&pinned_mu);

@@ -7,8 +7,8 @@
  *
  *   RNND_CUDASIM_DEVICES     "4G,1G,512M": one fake GPU per entry with that
  *                            much memory (K, M, G suffixes; bytes without);
- *                            a bare count "2" gives that many of 4 GiB.
- *                            Default: one GPU of 4 GiB.  CUDA_VISIBLE_DEVICES
+ *                            a bare count "2" gives that many of 80 GiB.
+ *                            Default: one GPU of 80 GiB.  CUDA_VISIBLE_DEVICES
  *                            then picks among them as it does on real GPUs.
  *   RNND_CUDASIM_OOM         "D:N": the Nth cudaMalloc (1-based, counted
  *                            from the start of the process) on device D

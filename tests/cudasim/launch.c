@@ -221,6 +221,16 @@ static void run_block(size_t n)
         }
 }
 
+void sim_kernel_thread_done(void)
+{
+        if (K.stacks != NULL)
+                munmap(K.stacks, K.n_max * STACK_SIZE);
+        free(K.f);
+        K.stacks = NULL;
+        K.f = NULL;
+        K.n_max = 0;
+}
+
 cudaError_t sim_run_kernel(dim3 grid, dim3 block, void (*thread_fn)(void *), void *args)
 {
         size_t n = (size_t)block.x * block.y * block.z;

@@ -959,6 +959,7 @@ static void *stream_main(void *arg)
                 pthread_cond_broadcast(&s->cv);
         }
         pthread_mutex_unlock(&s->mu);
+        sim_kernel_thread_done();
         return NULL;
 }
 

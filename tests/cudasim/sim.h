@@ -96,6 +96,9 @@ void sim_grant_all(void);
  */
 cudaError_t sim_run_kernel(dim3 grid, dim3 block, void (*thread_fn)(void *), void *args);
 
+/* Frees the calling stream thread's fibres (it is ending). */
+void sim_kernel_thread_done(void);
+
 /* IEEE half <-> float, round to nearest even. */
 float sim_h2f(uint16_t h);
 uint16_t sim_f2h(float f);

@@ -10,7 +10,9 @@
 #   3. makes BUILD's recorded source path reach this checkout (a symlink when
 #      the checkout moved), since meson's test setup names absolute paths;
 #   4. prints nvidia-smi and `rnnd --backends`;
-#   5. runs `meson test -C BUILD --suite gpu --no-rebuild`;
+#   5. runs `meson test -C BUILD --suite gpu --suite cudasim --no-rebuild` (the
+#      cudasim suite checks the real cuDNN against the goldens, as it checks the
+#      CPU stand-in in `make test`: tests/cudasim/README.md);
 #   6. runs the GPU benchmark (tests/bench/gpu_vs_torch.py).
 # Every log goes under $OUT (./gpu-out when OUT is unset).  Exits non-zero
 # when a step failed; the later steps still run.
@@ -65,8 +67,8 @@ ldd "$build/daemon/rnnd" > "$out/ldd.txt" 2>&1
 "$build/daemon/rnnd" --backends > "$out/backends.txt" 2>&1 || rc=1
 cat "$out/backends.txt"
 
-# 5. The GPU suite.
-meson test -C "$build" --suite gpu --no-rebuild --print-errorlogs > "$out/meson-test.txt" 2>&1 || rc=1
+# 5. The GPU suites.
+meson test -C "$build" --suite gpu --suite cudasim --no-rebuild --print-errorlogs > "$out/meson-test.txt" 2>&1 || rc=1
 tail -n 30 "$out/meson-test.txt"
 cp "$build/meson-logs/testlog.txt" "$out/testlog.txt" 2>/dev/null
 

@@ -45,7 +45,7 @@
 #include "alloc.h"
 #include "http-int.h"
 #include "log.h"
-#include "placement.h"
+#include "backends.h"
 #include "rnnd-config.h"
 #include "reload.h"
 #include "server.h"
@@ -221,8 +221,8 @@ void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer
 /* What placement sees under options o: this build, this machine, o's backend setting. */
 static void placement_env(const struct rnnd_options *o, struct rnnd_placement_env *env)
 {
-        rnnd_placement_env_default(env, o->backend == RNND_BACKEND_CPU, o->backend_from,
-                                   rnnd_options_cpu_threads(o));
+        rnnd_backends_env(env, o->backend == RNND_BACKEND_CPU, o->backend_from,
+                          rnnd_options_cpu_threads(o));
 }
 
 /* Logs where plans can go, for every model: the setting, the build or the machine. */

@@ -34,7 +34,10 @@
  * leaves the device unusable (a sticky CUDA error) marks the plan lost, and
  * run() returns RNND_EDEVLOST from then on.
  */
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,7 +47,6 @@
 
 #include "alloc.h"
 #include "backend.h"
-#include "placement.h"
 #include "cudnn/cudnn-int.h"
 #include "cudnn/cudnn.h"
 
@@ -64,6 +66,8 @@ struct rnn {
         int dyn_batch;             /* PERSIST_DYNAMIC: the batch size it was built for */
         double ms;                 /* time of the probe batch at open */
 };
+
+struct choice;
 
 struct plan {
         rnnd_model_t *m;      /* a reference; immutable after open */
@@ -102,6 +106,7 @@ struct plan {
         bool lost;                       /* the device failed; worker thread only */
         char lost_msg[160];              /* why */
         bool fail_next;                  /* test hook: fail the next run (non-sticky) */
+        struct choice *choice;           /* the model's algorithm on this GPU; a reference */
 };
 
 /* Where this run's outputs lie in the output region, in floats. */
@@ -151,6 +156,24 @@ static void call_name(const char *call, char *buf, size_t cap)
         snprintf(buf, cap, "%.*s", (int)n, call);
 }
 
+/*
+ * A device fault is process-wide: a sticky error leaves the process's CUDA
+ * context unusable (cuda_runtime_api.h: the process must be restarted), so
+ * the first plan that sees one marks every plan of the process, on every
+ * GPU, out of service.  fault_msg is written once, before fault is set.
+ */
+static atomic_bool fault;
+static atomic_flag fault_claimed = ATOMIC_FLAG_INIT;
+static char fault_msg[256];
+
+static void process_fault(int device, const char *fn, const char *what)
+{
+        if (atomic_flag_test_and_set(&fault_claimed))
+                return;
+        snprintf(fault_msg, sizeof(fault_msg), "GPU %d: %s: %.100s", device, fn, what);
+        atomic_store(&fault, true);
+}
+
 static int fail(struct plan *p, bool dead, const char *call, const char *what, rnnd_error_t *reterr)
 {
         char fn[64];
@@ -160,6 +183,8 @@ static int fail(struct plan *p, bool dead, const char *call, const char *what, r
                 p->lost = true;
                 snprintf(p->lost_msg, sizeof(p->lost_msg), "%s: %.90s", fn, what);
         }
+        if (dead)
+                process_fault(p != NULL ? p->device : -1, fn, what);
         return rnnd_error_set(reterr, dead ? RNND_EDEVLOST : RNND_EGPU, "GPU %d: %s: %s",
                               p != NULL ? p->device : -1, fn, what);
 }
@@ -172,6 +197,17 @@ static int check_cuda(struct plan *p, cudaError_t e, const char *call, rnnd_erro
         return fail(p, sticky(e), call, cudaGetErrorString(e), reterr);
 }
 
+/*
+ * Whether a failed cuDNN or cuBLAS call left the device faulted.  Those
+ * libraries carry their own CUDA runtime, so their errors never reach this
+ * runtime's cudaPeekAtLastError(); a fault on the device does show in the
+ * plan's stream, which they run on.
+ */
+static bool lib_fault(const struct plan *p)
+{
+        return p != NULL && p->stream != NULL && sticky(cudaStreamQuery(p->stream));
+}
+
 static int check_cudnn(struct plan *p, cudnnStatus_t s, const char *call, rnnd_error_t *reterr)
 {
         char detail[128] = "", what[200];
@@ -181,14 +217,14 @@ static int check_cudnn(struct plan *p, cudnnStatus_t s, const char *call, rnnd_e
         cudnnGetLastErrorString(detail, sizeof(detail));
         snprintf(what, sizeof(what), "%s%s%s%s", cudnnGetErrorString(s),
                  detail[0] != '\0' ? " (" : "", detail, detail[0] != '\0' ? ")" : "");
-        return fail(p, sticky(cudaPeekAtLastError()), call, what, reterr);
+        return fail(p, lib_fault(p), call, what, reterr);
 }
 
 static int check_cublas(struct plan *p, cublasStatus_t s, const char *call, rnnd_error_t *reterr)
 {
         if (s == CUBLAS_STATUS_SUCCESS)
                 return 0;
-        return fail(p, sticky(cudaPeekAtLastError()), call, cublasGetStatusString(s), reterr);
+        return fail(p, lib_fault(p), call, cublasGetStatusString(s), reterr);
 }
 
 /*
@@ -281,19 +317,43 @@ static cudnnRNNMode_t cell_mode(rnnd_cell_t c)
         }
 }
 
-/* Elements of a weight or bias tensor descriptor. */
-static size_t tensor_numel(cudnnTensorDescriptor_t d)
+/*
+ * Whether weight or bias descriptor d has the shape [rows, cols] (cuDNN
+ * reports {1, rows, cols}, and {1, rows, 1} for a bias): its dimensions
+ * other than 1, in order, are those of [rows, cols].  So a matrix of the
+ * right size but transposed is caught, not only a wrong element count.
+ * Writes the descriptor's dimensions to got ("[1, 16, 8]").
+ */
+static bool tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got, size_t cap)
 {
         cudnnDataType_t dt;
-        int nd = 0, dims[8], strides[8];
-        size_t n = 1;
+        int nd = 0, dims[8], strides[8], k = 0;
+        const size_t want[2] = {rows, cols};
+        size_t at = 0, w = 0;
+        bool ok = true;
 
+        if (cap > 0)
+                got[0] = '\0';
         if (cudnnGetTensorNdDescriptor(d, 8, &dt, &nd, dims, strides) != CUDNN_STATUS_SUCCESS ||
-            nd <= 0)
-                return 0;
-        for (int i = 0; i < nd; i++)
-                n *= (size_t)dims[i];
-        return n;
+            nd <= 0 || nd > 8) {
+                snprintf(got, cap, "no shape");
+                return false;
+        }
+        for (int i = 0; i < nd; i++) {
+                at += (size_t)snprintf(got + at, at < cap ? cap - at : 0, "%s%d",
+                                       i == 0 ? "[" : ", ", dims[i]);
+                if (dims[i] == 1)
+                        continue;
+                while (w < 2 && want[w] == 1)
+                        w++;
+                ok = ok && w < 2 && (size_t)dims[i] == want[w];
+                w++;
+                k++;
+        }
+        snprintf(got + (at < cap ? at : cap - 1), at < cap ? cap - at : 1, "]");
+        while (w < 2 && want[w] == 1)
+                w++;
+        return ok && w == 2 && k > 0;
 }
 
 /*
@@ -336,34 +396,43 @@ static int fill_weights(struct plan *p, struct rnn *rn, rnnd_error_t *reterr)
                         const bool proj = k == (int)(2 * G);
                         const int id = proj ? 8 : k;
                         const float *w, *b;
-                        size_t wn;
+                        size_t wn, rows, cols;
+                        char mgot[64] = "", bgot[64] = "";
                         void *maddr = NULL, *baddr = NULL;
 
                         if (k < (int)G) {
                                 w = lw->w_ih + (size_t)k * H * lw->in;
-                                wn = H * lw->in;
+                                rows = H;
+                                cols = lw->in;
                                 b = lw->b_ih + (size_t)k * H;
                         } else if (!proj) {
                                 w = lw->w_hh + (size_t)(k - G) * H * P;
-                                wn = H * P;
+                                rows = H;
+                                cols = P;
                                 b = lw->b_hh + (size_t)(k - G) * H;
                         } else {
                                 w = lw->w_hr;
-                                wn = P * H;
+                                rows = P;
+                                cols = H;
                                 b = NULL;
                         }
                         GPU_CK(cudnnGetRNNWeightParams(
                                 p->handle, rn->desc, ld, rn->wsize, rn->wspace, id, p->mdesc,
                                 &maddr, b != NULL ? p->bdesc : NULL, b != NULL ? &baddr : NULL));
-                        if (maddr == NULL || tensor_numel(p->mdesc) != wn ||
-                            (b != NULL && (baddr == NULL || tensor_numel(p->bdesc) != H)))
+                        wn = rows * cols;
+                        if (maddr == NULL || !tensor_is(p->mdesc, rows, cols, mgot, sizeof(mgot)) ||
+                            (b != NULL &&
+                             (baddr == NULL || !tensor_is(p->bdesc, H, 1, bgot, sizeof(bgot)))))
                                 return rnnd_error_set(
                                         reterr, RNND_EGPU,
-                                        "GPU %d: cuDNN's weight %d of layer %d is not the "
-                                        "expected [%zu] (matrix %zu elements, bias %zu)",
-                                        p->device, id, ld, wn,
-                                        maddr != NULL ? tensor_numel(p->mdesc) : 0,
-                                        baddr != NULL ? tensor_numel(p->bdesc) : 0);
+                                        "GPU %d: cuDNN's weight %d of layer-direction %d is not "
+                                        "the expected matrix [%zu, %zu] and bias [%zu] (matrix "
+                                        "%s, bias %s)",
+                                        p->device, id, ld, rows, cols, H,
+                                        maddr != NULL ? mgot : "absent",
+                                        b == NULL       ? "none"
+                                        : baddr != NULL ? bgot
+                                                        : "absent");
                         r = put_weights(p, w, wn, maddr, reterr);
                         if (r == 0 && b != NULL)
                                 r = put_weights(p, b, H, baddr, reterr);
@@ -385,6 +454,61 @@ static void rnn_free(struct rnn *rn)
         memset(rn, 0, sizeof(*rn));
 }
 
+/*
+ * Grows the workspace at open to what rn needs for any batch shape: every
+ * batch size and, per size, the longest lengths (powers of two and the
+ * largest the size allows), since cuDNN's sizes are not monotonic in the
+ * shape (cudnnGetRNNTempSpaceSizes).  run() then allocates nothing.
+ */
+static int size_workspace(struct plan *p, struct rnn *rn, rnnd_error_t *reterr)
+{
+        const rnnd_model_t *m = p->m;
+        const uint32_t maxlen = m->cfg.max_sequence_length;
+        int32_t *lens = rnnd_mallocarray(p->max_n, sizeof(*lens));
+        size_t need = 0;
+        int r = 0;
+
+        if (lens == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory sizing a workspace");
+        for (uint32_t n = 1; n <= p->max_n; n++) {
+                uint64_t tm = p->max_rows / n;
+                const uint32_t Tmax = (uint32_t)(tm < maxlen ? tm : maxlen);
+
+                if (Tmax == 0 ||
+                    (rn->algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC && (int)n != rn->dyn_batch))
+                        continue;
+                for (uint32_t T = 1;; T *= 2) { /* Tmax <= 65535: no overflow */
+                        size_t ws = 0;
+
+                        T = T < Tmax ? T : Tmax;
+                        for (uint32_t i = 0; i < n; i++)
+                                lens[i] = (int32_t)T;
+                        GPU_CK(cudnnSetRNNDataDescriptor(
+                                p->xdesc, p->cdt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, (int)T,
+                                (int)n, (int)m->cfg.input_size, lens, (void *)&zero_fill));
+                        GPU_CK(cudnnGetRNNTempSpaceSizes(p->handle, rn->desc,
+                                                         CUDNN_FWD_MODE_INFERENCE, p->xdesc, &ws,
+                                                         NULL));
+                        need = ws > need ? ws : need;
+                        if (T == Tmax)
+                                break;
+                }
+        }
+        if (need > p->work_size) {
+                void *w = NULL;
+
+                GPU_CK(cudaStreamSynchronize(p->stream));
+                GPU_CK(cudaMalloc(&w, need));
+                if (p->work != NULL)
+                        cudaFree(p->work);
+                p->work = w;
+                p->work_size = need;
+        }
+out:
+        rnnd_free(lens);
+        return r;
+}
+
 /* Creates rn with algorithm algo and fills its weights. */
 static int rnn_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, rnnd_error_t *reterr)
 {
@@ -401,6 +525,8 @@ static int rnn_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, rnnd_er
                 (int32_t)cfg->input_size, (int32_t)cfg->hidden_size, (int32_t)p->m->out_size,
                 (int32_t)cfg->num_layers, p->dropout, CUDNN_RNN_PADDED_IO_ENABLED));
         r = fill_weights(p, rn, reterr);
+        if (r == 0 && algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
+                r = size_workspace(p, rn, reterr);
 out:
         return r;
 }
@@ -434,7 +560,8 @@ out:
 /*
  * cudnnRNNForward with rn on the shapes set_shapes() set; d_lens is the
  * device copy of the lengths, which stays unchanged until the stream drains.
- * hx, cx may be NULL (zero state).  Grows the workspace when needed.
+ * hx, cx may be NULL (zero state).  The workspace was sized at open
+ * (size_workspace): nothing is allocated while serving.
  */
 static int forward(struct plan *p, struct rnn *rn, const int32_t *d_lens, const void *hx,
                    const void *cx, rnnd_error_t *reterr)
@@ -445,15 +572,11 @@ static int forward(struct plan *p, struct rnn *rn, const int32_t *d_lens, const 
 
         GPU_CK(cudnnGetRNNTempSpaceSizes(p->handle, rn->desc, CUDNN_FWD_MODE_INFERENCE, p->xdesc,
                                          &ws, NULL));
-        if (ws > p->work_size) {
-                void *w = NULL;
-
-                GPU_CK(cudaStreamSynchronize(p->stream));
-                GPU_CK(cudaMalloc(&w, ws));
-                cudaFree(p->work);
-                p->work = w;
-                p->work_size = ws;
-        }
+        if (ws > p->work_size) /* sized at open for every shape: not expected */
+                return rnnd_error_set(reterr, RNND_EGPU,
+                                      "GPU %d: cuDNN asks for a %zu-byte workspace, more than the "
+                                      "%zu bytes sized at open",
+                                      p->device, ws, p->work_size);
         GPU_CK(cudnnRNNForward(p->handle, rn->desc, CUDNN_FWD_MODE_INFERENCE, d_lens, p->xdesc,
                                p->d_x, p->ydesc, p->d_y, p->hdesc, hx, p->d_hy, p->cdesc,
                                lstm ? cx : NULL, lstm ? p->d_cy : NULL, rn->wsize, rn->wspace,
@@ -479,6 +602,13 @@ static void plan_sizes(struct plan *p)
         p->max_rows = rows;
         T = (uint32_t)((rows + n - 1) / n);
         p->in_elems = rnnd__cudnn_in_size(m, p->max_n, T > 0 ? T : 1);
+        {
+                /* The probe batch (probe_algos) stages x even for a model with an embedding. */
+                const uint64_t pt = T < PROBE_STEPS ? T : PROBE_STEPS;
+                const uint64_t probe = ((n + 15) & ~15u) + n * (pt > 0 ? pt : 1) * cfg->input_size;
+
+                p->in_elems = p->in_elems > probe ? p->in_elems : probe;
+        }
         rows = (uint64_t)p->max_n * (T > 0 ? T : 1);
         p->out_elems = rows * DP + n * LD * (m->out_size + cfg->hidden_size) +
                        (cfg->head.apply == RNND_HEAD_ALL ? rows : n) * U + 64;
@@ -572,8 +702,9 @@ out:
 
 /*
  * The persistent algorithms the model may use, fastest first to try.  None
- * supports a projection, and all need compute capability 6.0 (research
- * cudnn-rnn.md §2); SMALL_H has hidden-size guards.
+ * supports a projection or half math, all need compute capability 6.0 and
+ * DOUBLE_BIAS (which every plan uses), and run equal lengths only (run()
+ * uses them for those alone); SMALL_H has hidden-size guards.
  */
 static unsigned persist_candidates(const struct plan *p, cudnnRNNAlgo_t *out)
 {
@@ -581,7 +712,8 @@ static unsigned persist_candidates(const struct plan *p, cudnnRNNAlgo_t *out)
         const bool rnn = cfg->cell == RNND_CELL_RNN_TANH || cfg->cell == RNND_CELL_RNN_RELU;
         unsigned n = 0;
 
-        if (cfg->proj_size != 0 || p->cc < 60)
+        /* Nor half math: fp16 data runs on tensor ops, which they do not take. */
+        if (cfg->proj_size != 0 || p->cc < 60 || p->half)
                 return 0;
         if (cfg->hidden_size <= (rnn ? 384u : 192u))
                 out[n++] = CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
@@ -591,12 +723,35 @@ static unsigned persist_candidates(const struct plan *p, cudnnRNNAlgo_t *out)
 }
 
 /*
+ * Creates rn with persistent algorithm algo; PERSIST_DYNAMIC is built for
+ * batches of n sequences (cudnnBuildRNNDynamic, which compiles per batch
+ * size), so run() uses it for those only.
+ */
+static int fast_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, int n,
+                     rnnd_error_t *reterr)
+{
+        int r = rnn_init(p, rn, algo, reterr);
+
+        if (r == 0 && algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) {
+                r = check_cudnn(p, cudnnBuildRNNDynamic(p->handle, rn->desc, n),
+                                "cudnnBuildRNNDynamic", reterr);
+                rn->dyn_batch = n;
+                if (r == 0)
+                        r = size_workspace(p, rn, reterr);
+        }
+        if (r < 0)
+                rnn_free(rn);
+        return r;
+}
+
+/*
  * Times STANDARD and each persistent candidate on an equal-length batch of
  * the largest size, and keeps the fastest candidate in p->fast when it beats
- * STANDARD by PROBE_GAIN and agrees with it.  A candidate cuDNN refuses is
- * skipped; only a lost device fails the open.
+ * STANDARD by PROBE_GAIN and agrees with it (PERSIST_DYNAMIC thus only when
+ * it pays, at the one batch size it is built for).  A candidate cuDNN
+ * refuses is skipped; only a lost device fails the open.
  */
-static int choose_algo(struct plan *p, rnnd_error_t *reterr)
+static int probe_algos(struct plan *p, rnnd_error_t *reterr)
 {
         const rnnd_model_t *m = p->m;
         const uint32_t in = m->cfg.input_size, DP = m->dirs * m->out_size;
@@ -646,14 +801,8 @@ static int choose_algo(struct plan *p, rnnd_error_t *reterr)
         for (unsigned i = 0; i < nc; i++) {
                 struct rnn c;
                 rnnd_error_t ignored;
-                int rc = rnn_init(p, &c, cand[i], &ignored);
+                int rc = fast_init(p, &c, cand[i], (int)n, &ignored);
 
-                if (rc == 0 && cand[i] == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) {
-                        cudnnStatus_t s = cudnnBuildRNNDynamic(p->handle, c.desc, (int)n);
-
-                        rc = check_cudnn(p, s, "cudnnBuildRNNDynamic", &ignored);
-                        c.dyn_batch = (int)n;
-                }
                 if (rc == 0)
                         rc = probe_run(p, &c, d_lens, rows, got, &ignored);
                 if (rc == 0 && max_rel_diff(got, ref, rows * DP) > (p->half ? 1e-2 : 1e-4))
@@ -677,6 +826,157 @@ out:
         return r;
 }
 
+/*
+ * The algorithm choice of one model on one GPU, made by the first plan
+ * that opens there and reused by the others: timed once per model and
+ * device.  Probes on one GPU take turns (probe_mu), so that no timing runs
+ * beside another plan's.  An entry lives while a plan holds it (refs), and
+ * each plan holds its model, so the model pointer names one model.
+ */
+struct choice {
+        const rnnd_model_t *m;
+        int device;
+        unsigned refs;
+        bool fast;           /* a persistent algorithm won */
+        cudnnRNNAlgo_t algo; /* which */
+        int dyn_batch;       /* PERSIST_DYNAMIC's batch size */
+        struct choice *next;
+};
+
+static pthread_mutex_t probe_mu[RNND_CUDNN_MAX_DEVICES] = {[0 ... RNND_CUDNN_MAX_DEVICES - 1] =
+                                                                   PTHREAD_MUTEX_INITIALIZER};
+static pthread_mutex_t choices_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct choice *choices; /* guarded by choices_mu */
+
+static struct choice *choice_find(const rnnd_model_t *m, int device)
+{
+        struct choice *c;
+
+        pthread_mutex_lock(&choices_mu);
+        for (c = choices; c != NULL && (c->m != m || c->device != device); c = c->next)
+                ;
+        if (c != NULL)
+                c->refs++;
+        pthread_mutex_unlock(&choices_mu);
+        return c;
+}
+
+static void choice_drop(struct choice *c)
+{
+        struct choice **at;
+
+        if (c == NULL)
+                return;
+        pthread_mutex_lock(&choices_mu);
+        if (--c->refs == 0) {
+                for (at = &choices; *at != c; at = &(*at)->next)
+                        ;
+                *at = c->next;
+                rnnd_free(c);
+        }
+        pthread_mutex_unlock(&choices_mu);
+}
+
+/*
+ * p->fast from the choice made for p's model on p's GPU, probing first if
+ * none was made.  Keeps a reference on the choice in p->choice.
+ */
+static int choose_algo(struct plan *p, rnnd_error_t *reterr)
+{
+        pthread_mutex_t *mu = &probe_mu[p->device % RNND_CUDNN_MAX_DEVICES];
+        struct choice *c;
+        int r = 0;
+
+        pthread_mutex_lock(mu);
+        c = choice_find(p->m, p->device);
+        if (c == NULL) {
+                r = probe_algos(p, reterr);
+                c = r == 0 ? rnnd_calloc(1, sizeof(*c)) : NULL;
+                if (r == 0 && c == NULL)
+                        r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+                if (c != NULL) {
+                        *c = (struct choice){.m = p->m,
+                                             .device = p->device,
+                                             .refs = 1,
+                                             .fast = p->fast.desc != NULL,
+                                             .algo = p->fast.algo,
+                                             .dyn_batch = p->fast.dyn_batch};
+                        pthread_mutex_lock(&choices_mu);
+                        c->next = choices;
+                        choices = c;
+                        pthread_mutex_unlock(&choices_mu);
+                }
+        }
+        pthread_mutex_unlock(mu);
+        p->choice = c;
+        if (r == 0 && c->fast && p->fast.desc == NULL) {
+                rnnd_error_t ignored;
+
+                /* Refused here after all (it was not at the probe): STANDARD serves. */
+                if (fast_init(p, &p->fast, c->algo, c->dyn_batch, &ignored) < 0 && p->lost)
+                        r = rnnd_error_set(reterr, RNND_EDEVLOST, "GPU %d: %s", p->device,
+                                           p->lost_msg);
+        }
+        return r;
+}
+
+/* cuDNN's limit on maxSeqLength in cudnnSetRNNDataDescriptor. */
+#define CUDNN_MAX_SEQ_LEN 65535u
+
+static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
+{
+        const uint64_t H = cfg->hidden_size, in = cfg->input_size,
+                       dirs = cfg->bidirectional ? 2 : 1;
+        const uint64_t P = cfg->proj_size != 0 ? cfg->proj_size : H;
+        const uint64_t B = cfg->batching.max_batch_size;
+        const uint64_t rows_all = B * cfg->max_sequence_length;
+        const uint64_t rows =
+                cfg->batching.max_batch_steps < rows_all ? cfg->batching.max_batch_steps : rows_all;
+        /*
+         * The 32-bit arguments sizes reach: batch rows (B x longest) are
+         * cuBLAS's int m/n, cuDNN's int batch and the gather's int32
+         * indexes; a matrix's elements are the weight copy's uint32 count.
+         */
+        const struct {
+                const char *field;
+                uint64_t value, max;
+        } lim[] = {
+                {"batching.max_batch_steps", rows, INT32_MAX},
+                {"batching.max_batch_size", B, INT32_MAX},
+                {"input_size", H * in, UINT32_MAX},
+                {"hidden_size", H * P, UINT32_MAX},
+                {"head.units", cfg->head.present ? cfg->head.units * dirs * P : 0, UINT32_MAX},
+                {"embedding.num_embeddings",
+                 cfg->embedding.present ? (uint64_t)cfg->embedding.num_embeddings * in : 0,
+                 UINT32_MAX},
+        };
+
+        if (cfg->cell == RNND_CELL_GRU && !cfg->gru_linear_before_reset) {
+                snprintf(why, cap,
+                         "GRU with gru_linear_before_reset=false (Keras reset_after=False) has no "
+                         "cuDNN equivalent");
+                return false;
+        }
+        if (cfg->max_sequence_length > CUDNN_MAX_SEQ_LEN) {
+                snprintf(why, cap, "max_sequence_length %u is above cuDNN's limit of %u",
+                         cfg->max_sequence_length, CUDNN_MAX_SEQ_LEN);
+                return false;
+        }
+        for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++)
+                if (lim[i].value > lim[i].max) {
+                        snprintf(why, cap,
+                                 "%s: %llu elements or rows would truncate a 32-bit argument of "
+                                 "cuDNN or cuBLAS (at most %llu)",
+                                 lim[i].field, (unsigned long long)lim[i].value,
+                                 (unsigned long long)lim[i].max);
+                        return false;
+                }
+        /* A projection (LSTM proj_size) runs with the STANDARD algorithm only. */
+        if (cap > 0)
+                why[0] = '\0';
+        return true;
+}
+
 static void cudnn_close(void *plan);
 
 static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
@@ -691,8 +991,14 @@ static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, vo
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a cuDNN plan");
         p->m = rnnd_model_ref(m);
         p->device = opts != NULL ? opts->device : 0;
-        if (!rnnd_placement_cudnn_qualifies(&m->cfg, why, sizeof(why))) {
+        if (!cudnn_qualifies(&m->cfg, why, sizeof(why))) {
                 r = rnnd_error_set(reterr, RNND_EUNSUPPORTED, "not on cuDNN: %s", why);
+                goto out;
+        }
+        if (atomic_load(&fault)) {
+                r = rnnd_error_set(reterr, RNND_EGPU,
+                                   "GPU %d: a device fault in this process (%s); restart it",
+                                   p->device, fault_msg);
                 goto out;
         }
         GPU_CK(cudaGetDeviceCount(&count));
@@ -758,6 +1064,7 @@ static void cudnn_close(void *plan)
         }
         rnn_free(&p->std);
         rnn_free(&p->fast);
+        choice_drop(p->choice);
         if (p->dropout != NULL)
                 cudnnDestroyDropoutDescriptor(p->dropout);
         if (p->xdesc != NULL)
@@ -934,6 +1241,11 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         if (p->lost)
                 return rnnd_error_set(reterr, RNND_EDEVLOST, "GPU %d is out of service: %s",
                                       p->device, p->lost_msg);
+        if (atomic_load(&fault))
+                return rnnd_error_set(reterr, RNND_EDEVLOST,
+                                      "GPU %d is out of service: a device fault in this process "
+                                      "(%s)",
+                                      p->device, fault_msg);
         r = rnnd__cudnn_check(m, b, p->max_n, p->max_rows, &T, reterr);
         if (r < 0)
                 return r;
@@ -1011,4 +1323,5 @@ const struct rnnd_backend_ops rnnd_cudnn_backend = {
         .run = cudnn_run,
         .close = cudnn_close,
         .describe = cudnn_describe,
+        .qualifies = cudnn_qualifies,
 };

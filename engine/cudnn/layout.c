@@ -51,7 +51,7 @@ size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T)
 {
         struct rnnd__cudnn_layout o;
 
-        offsets(m, n, T, true, true, true, &o);
+        offsets(m, n, T, m->embedding == NULL, true, true, &o); /* tokens need no x */
         return o.end;
 }
 

@@ -7,7 +7,6 @@
  */
 #include "golden-io.h"
 #include "gpu-main.h"
-#include "placement.h"
 
 #define TOL_FP32 1e-5
 #define TOL_FP16 2e-3
@@ -62,7 +61,7 @@ START_TEST(test_case)
 
         snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), cases[_i]);
         ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
-        if (!rnnd_placement_cudnn_qualifies(&cfg, why, sizeof(why))) {
+        if (!rnnd_cudnn_backend.qualifies(&cfg, why, sizeof(why))) {
                 printf("%s: not on cuDNN: %s\n", cases[_i], why);
                 return;
         }

@@ -178,6 +178,49 @@ START_TEST(test_open_without_gpu)
 }
 END_TEST
 
+/* Which configs the backend takes, and a refusal names the config field. */
+START_TEST(test_qualifies)
+{
+        const struct rnnd_backend_ops *ops = &rnnd_cudnn_backend;
+        struct rnnd_model_config c;
+        char why[256];
+
+        rnnd_model_config_defaults(&c);
+        c.cell = RNND_CELL_LSTM;
+        c.input_size = 8;
+        c.hidden_size = 16;
+        c.proj_size = 8; /* STANDARD runs it; no persistent algorithm is tried */
+        ck_assert(ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_str_eq(why, "");
+
+        c.max_sequence_length = 70000;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_str_eq(why, "max_sequence_length 70000 is above cuDNN's limit of 65535");
+        c.max_sequence_length = 4096;
+
+        /* 2^20 x 4096 rows are more than cuBLAS's int m can hold. */
+        c.batching.max_batch_size = 1u << 20;
+        c.batching.max_batch_steps = UINT64_MAX;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_str_eq(why, "batching.max_batch_steps: 4294967296 elements or rows would "
+                              "truncate a 32-bit argument of cuDNN or cuBLAS (at most 2147483647)");
+        c.batching.max_batch_steps = 1u << 20; /* the smaller of the two bounds counts */
+        ck_assert(ops->qualifies(&c, why, sizeof(why)));
+
+        /* A 65536 x 65536 matrix has 2^32 elements: one more than a uint32 count. */
+        c.hidden_size = c.input_size = 65536;
+        c.proj_size = 0;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_msg(strncmp(why, "input_size: 4294967296 elements", 31) == 0, "%s", why);
+
+        c.hidden_size = c.input_size = 16;
+        c.cell = RNND_CELL_GRU;
+        c.gru_linear_before_reset = false;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_msg(strstr(why, "gru_linear_before_reset=false") != NULL, "%s", why);
+}
+END_TEST
+
 static Suite *cudnn_build_suite(void)
 {
         Suite *s = suite_create("cudnn_build");
@@ -192,6 +235,7 @@ static Suite *cudnn_build_suite(void)
         suite_add_tcase(s, tc);
         tc = tcase_create("open");
         tcase_add_test(tc, test_open_without_gpu);
+        tcase_add_test(tc, test_qualifies);
         suite_add_tcase(s, tc);
         return s;
 }

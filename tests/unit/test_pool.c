@@ -241,8 +241,8 @@ static void script_describe(const void *plan, struct rnnd_backend_desc *d)
         snprintf(d->device, sizeof(d->device), "dev %d", *(const int *)plan);
 }
 
-static const struct rnnd_backend_ops script = {"script", script_open, script_run, script_close,
-                                               script_describe};
+static const struct rnnd_backend_ops script = {"script",     script_open,     script_run,
+                                               script_close, script_describe, NULL};
 
 static void reset_script(int gate_on)
 {

@@ -47,6 +47,8 @@ cudaError_t rnnd__cuda_fault(cudaStream_t s);
 
 #else
 
+#include <cudnn.h>
+
 #include "backend.h"
 
 /*
@@ -94,6 +96,14 @@ void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *
  */
 int rnnd__cudnn_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint32_t max_n,
                       uint64_t max_rows, uint32_t *T, rnnd_error_t *reterr);
+
+/*
+ * Whether weight or bias descriptor d has the shape [rows, cols] (cuDNN
+ * reports {1, rows, cols}; a bias is [rows, 1]); got receives its
+ * dimensions ("[1, 16, 8]").  The weight check of open().
+ */
+bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got,
+                           size_t cap);
 
 /* Test hook: kind 0 makes the plan's device fail (sticky); kind 1 fails its next run. */
 int rnnd__cudnn_inject_fault(void *plan, int kind);

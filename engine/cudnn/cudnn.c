@@ -318,13 +318,12 @@ static cudnnRNNMode_t cell_mode(rnnd_cell_t c)
 }
 
 /*
- * Whether weight or bias descriptor d has the shape [rows, cols] (cuDNN
- * reports {1, rows, cols}, and {1, rows, 1} for a bias): its dimensions
- * other than 1, in order, are those of [rows, cols].  So a matrix of the
- * right size but transposed is caught, not only a wrong element count.
- * Writes the descriptor's dimensions to got ("[1, 16, 8]").
+ * Its dimensions other than 1, in order, are those of [rows, cols]
+ * (cudnn-int.h), so a matrix of the right size but transposed is caught,
+ * not only a wrong element count.
  */
-static bool tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got, size_t cap)
+bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got,
+                           size_t cap)
 {
         cudnnDataType_t dt;
         int nd = 0, dims[8], strides[8], k = 0;
@@ -420,9 +419,11 @@ static int fill_weights(struct plan *p, struct rnn *rn, rnnd_error_t *reterr)
                                 p->handle, rn->desc, ld, rn->wsize, rn->wspace, id, p->mdesc,
                                 &maddr, b != NULL ? p->bdesc : NULL, b != NULL ? &baddr : NULL));
                         wn = rows * cols;
-                        if (maddr == NULL || !tensor_is(p->mdesc, rows, cols, mgot, sizeof(mgot)) ||
+                        if (maddr == NULL ||
+                            !rnnd__cudnn_tensor_is(p->mdesc, rows, cols, mgot, sizeof(mgot)) ||
                             (b != NULL &&
-                             (baddr == NULL || !tensor_is(p->bdesc, H, 1, bgot, sizeof(bgot)))))
+                             (baddr == NULL ||
+                              !rnnd__cudnn_tensor_is(p->bdesc, H, 1, bgot, sizeof(bgot)))))
                                 return rnnd_error_set(
                                         reterr, RNND_EGPU,
                                         "GPU %d: cuDNN's weight %d of layer-direction %d is not "

@@ -178,6 +178,29 @@ START_TEST(test_open_without_gpu)
 }
 END_TEST
 
+/* The weight check reads shapes, not element counts: a transposed matrix is refused. */
+START_TEST(test_weight_shape)
+{
+        cudnnTensorDescriptor_t d;
+        const int mat[3] = {1, 16, 8}, mstr[3] = {128, 8, 1};
+        const int bias[3] = {1, 16, 1}, bstr[3] = {16, 1, 1};
+        char got[64];
+
+        ck_assert_int_eq(cudnnCreateTensorDescriptor(&d), CUDNN_STATUS_SUCCESS);
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, mat, mstr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 16, 8, got, sizeof(got)));
+        ck_assert_str_eq(got, "[1, 16, 8]");
+        ck_assert(!rnnd__cudnn_tensor_is(d, 8, 16, got, sizeof(got))); /* same count */
+        ck_assert(!rnnd__cudnn_tensor_is(d, 16, 16, got, sizeof(got)));
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, bias, bstr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 16, 1, got, sizeof(got)));
+        ck_assert(!rnnd__cudnn_tensor_is(d, 8, 1, got, sizeof(got)));
+        cudnnDestroyTensorDescriptor(d);
+}
+END_TEST
+
 /* Which configs the backend takes, and a refusal names the config field. */
 START_TEST(test_qualifies)
 {
@@ -236,6 +259,7 @@ static Suite *cudnn_build_suite(void)
         tc = tcase_create("open");
         tcase_add_test(tc, test_open_without_gpu);
         tcase_add_test(tc, test_qualifies);
+        tcase_add_test(tc, test_weight_shape);
         suite_add_tcase(s, tc);
         return s;
 }

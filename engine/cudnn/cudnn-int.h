@@ -105,6 +105,12 @@ int rnnd__cudnn_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint32_
 bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got,
                            size_t cap);
 
+/*
+ * Test hook: how many algorithm probes (timings) ran in this process, and
+ * the most that ever ran at once on one GPU.
+ */
+void rnnd__cudnn_probe_stats(unsigned *probes, unsigned *most_at_once);
+
 /* Test hook: kind 0 makes the plan's device fail (sticky); kind 1 fails its next run. */
 int rnnd__cudnn_inject_fault(void *plan, int kind);
 

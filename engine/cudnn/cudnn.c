@@ -7,17 +7,20 @@
  * thread, and kept.  It owns a stream, a cuDNN handle and a cuBLAS handle
  * bound to that stream, so plans on one GPU overlap (one worker's copy-in
  * with another's compute) and never share a handle (cuDNN's threading rule).
- * It holds:
+ * The plans of one model on one GPU share (struct shared, built by the
+ * first, immutable after):
  *   - the RNN descriptor (cudnnSetRNNDescriptor_v8, DOUBLE_BIAS, PADDED_IO,
  *     fp32 data with FMA math, or fp16 data with fp32 math on tensor ops),
  *     with the weights laid into its weight space through
  *     cudnnGetRNNWeightParams from the canonical layout (model.h, already in
  *     cuDNN's gate order), and maybe a second descriptor with a persistent
- *     algorithm for equal-length batches, chosen by timing at open;
+ *     algorithm for equal-length batches, chosen by timing once per model
+ *     and GPU, never beside another plan's timing on that GPU.
+ * Each plan holds:
  *   - one pinned input region and one pinned output region, and their device
  *     mirrors, sized for the largest batch (max_batch_size sequences,
- *     max_batch_steps = n x longest), so run() allocates nothing but a
- *     workspace that outgrew its first size.
+ *     max_batch_steps = n x longest; no x region for token inputs), and a
+ *     workspace sized for every batch shape, so run() allocates nothing.
  * run() lays the batch into the input region (layout.c: lengths, gather
  * indexes, x per sequence, h0/c0), copies it with one cudaMemcpyAsync, and
  * on the stream: gathers x (or the embedding rows) into cuDNN's
@@ -67,7 +70,7 @@ struct rnn {
         double ms;                 /* time of the probe batch at open */
 };
 
-struct choice;
+struct shared;
 
 struct plan {
         rnnd_model_t *m;      /* a reference; immutable after open */
@@ -87,8 +90,8 @@ struct plan {
         cudnnRNNDataDescriptor_t xdesc, ydesc;
         cudnnTensorDescriptor_t hdesc, cdesc;
         cudnnTensorDescriptor_t mdesc, bdesc; /* for cudnnGetRNNWeightParams */
-        struct rnn std;                       /* STANDARD: every batch */
-        struct rnn fast;  /* a persistent algorithm for equal lengths, or desc NULL */
+        struct rnn std;                       /* STANDARD: every batch; sh's */
+        struct rnn fast;  /* a persistent algorithm for equal lengths, or desc NULL; sh's */
         double std_ms;    /* STANDARD's probe time, 0 when not probed */
         void *work;       /* cuDNN workspace */
         size_t work_size; /* bytes */
@@ -101,12 +104,12 @@ struct plan {
         void *d_x, *d_y;  /* cuDNN x [T, n, in] and y [T, n, D*H'] */
         void *d_hx, *d_cx, *d_hy, *d_cy; /* cuDNN states [LD, n, H'] / [LD, n, H] */
         float *d_head;                   /* head rows before the gather (apply all) */
-        float *d_w;                      /* the model's fp32 weights; embedding and head point in */
-        void *d_head_w16;                /* fp16 head weights, or NULL */
-        bool lost;                       /* the device failed; worker thread only */
-        char lost_msg[160];              /* why */
-        bool fail_next;                  /* test hook: fail the next run (non-sticky) */
-        struct choice *choice;           /* the model's algorithm on this GPU; a reference */
+        float *d_w;         /* the model's fp32 weights (embedding and head point in); sh's */
+        void *d_head_w16;   /* fp16 head weights, or NULL; sh's */
+        bool lost;          /* the device failed; worker thread only */
+        char lost_msg[160]; /* why */
+        bool fail_next;     /* test hook: fail the next run (non-sticky) */
+        struct shared *sh; /* the weights of the model on this GPU, a reference; NULL until taken */
 };
 
 /* Where this run's outputs lie in the output region, in floats. */
@@ -637,6 +640,17 @@ static int alloc_buffers(struct plan *p, rnnd_error_t *reterr)
         GPU_CK(cudaMalloc(&p->d_cy, LD * n * cfg->hidden_size * p->esz));
         if (U > 0 && cfg->head.apply == RNND_HEAD_ALL)
                 GPU_CK(cudaMalloc((void **)&p->d_head, rows * U * sizeof(float)));
+out:
+        return r;
+}
+
+/* The model's fp32 weights on the device, and the fp16 head for fp16 data. */
+static int upload_weights(struct plan *p, rnnd_error_t *reterr)
+{
+        const rnnd_model_t *m = p->m;
+        const size_t U = m->cfg.head.present ? m->cfg.head.units : 0;
+        int r = 0;
+
         GPU_CK(cudaMalloc((void **)&p->d_w, m->wlen * sizeof(float)));
         GPU_CK(cudaMemcpyAsync(p->d_w, m->wbuf, m->wlen * sizeof(float), cudaMemcpyHostToDevice,
                                p->stream));
@@ -752,7 +766,32 @@ static int fast_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, int n,
  * it pays, at the one batch size it is built for).  A candidate cuDNN
  * refuses is skipped; only a lost device fails the open.
  */
+static atomic_uint probes, probing[RNND_CUDNN_MAX_DEVICES], probing_most;
+
+void rnnd__cudnn_probe_stats(unsigned *n, unsigned *most_at_once)
+{
+        *n = atomic_load(&probes);
+        *most_at_once = atomic_load(&probing_most);
+}
+
+static int probe_algos_timed(struct plan *p, rnnd_error_t *reterr);
+
+/* probe_algos_timed, counted for the test hook. */
 static int probe_algos(struct plan *p, rnnd_error_t *reterr)
+{
+        atomic_uint *now = &probing[p->device % RNND_CUDNN_MAX_DEVICES];
+        unsigned at_once = atomic_fetch_add(now, 1) + 1, most = atomic_load(&probing_most);
+        int r;
+
+        while (at_once > most && !atomic_compare_exchange_weak(&probing_most, &most, at_once))
+                ;
+        atomic_fetch_add(&probes, 1);
+        r = probe_algos_timed(p, reterr);
+        atomic_fetch_sub(now, 1);
+        return r;
+}
+
+static int probe_algos_timed(struct plan *p, rnnd_error_t *reterr)
 {
         const rnnd_model_t *m = p->m;
         const uint32_t in = m->cfg.input_size, DP = m->dirs * m->out_size;
@@ -828,96 +867,142 @@ out:
 }
 
 /*
- * The algorithm choice of one model on one GPU, made by the first plan
- * that opens there and reused by the others: timed once per model and
- * device.  Probes on one GPU take turns (probe_mu), so that no timing runs
- * beside another plan's.  An entry lives while a plan holds it (refs), and
- * each plan holds its model, so the model pointer names one model.
+ * What the plans of one model on one GPU share: the immutable weights (the
+ * fp32 copy that the embedding and head read, the fp16 head, the RNN
+ * descriptors with their weight spaces) and the algorithm choice.  The
+ * first plan to open there builds them and times the algorithms; the others
+ * take them, so the weights are on each GPU once and the timing is done
+ * once per model and GPU.  Builds on one GPU take turns (probe_mu), so that
+ * no timing runs beside another plan's probe.  An entry lives while a plan
+ * holds it (refs); each plan holds its model, so the model pointer names
+ * one model.
  */
-struct choice {
-        const rnnd_model_t *m;
-        int device;
-        unsigned refs;
-        bool fast;           /* a persistent algorithm won */
-        cudnnRNNAlgo_t algo; /* which */
-        int dyn_batch;       /* PERSIST_DYNAMIC's batch size */
-        struct choice *next;
+struct shared {
+        const rnnd_model_t *m; /* immutable */
+        int device;            /* immutable */
+        unsigned refs;         /* guarded by shared_mu */
+        cudnnDropoutDescriptor_t dropout;
+        struct rnn std, fast; /* fast.desc NULL: no persistent algorithm won */
+        float *d_w;
+        void *d_head_w16;
+        struct shared *next; /* guarded by shared_mu */
 };
 
 static pthread_mutex_t probe_mu[RNND_CUDNN_MAX_DEVICES] = {[0 ... RNND_CUDNN_MAX_DEVICES - 1] =
                                                                    PTHREAD_MUTEX_INITIALIZER};
-static pthread_mutex_t choices_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct choice *choices; /* guarded by choices_mu */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shared *shareds; /* guarded by shared_mu */
 
-static struct choice *choice_find(const rnnd_model_t *m, int device)
+static struct shared *shared_find(const rnnd_model_t *m, int device)
 {
-        struct choice *c;
+        struct shared *sh;
 
-        pthread_mutex_lock(&choices_mu);
-        for (c = choices; c != NULL && (c->m != m || c->device != device); c = c->next)
+        pthread_mutex_lock(&shared_mu);
+        for (sh = shareds; sh != NULL && (sh->m != m || sh->device != device); sh = sh->next)
                 ;
-        if (c != NULL)
-                c->refs++;
-        pthread_mutex_unlock(&choices_mu);
-        return c;
+        if (sh != NULL)
+                sh->refs++;
+        pthread_mutex_unlock(&shared_mu);
+        return sh;
 }
 
-static void choice_drop(struct choice *c)
+/* Frees what a plan built and did not hand over, or what the last plan left. */
+static void weights_free(cudnnDropoutDescriptor_t dropout, struct rnn *std, struct rnn *fast,
+                         float *d_w, void *d_head_w16)
 {
-        struct choice **at;
+        rnn_free(std);
+        rnn_free(fast);
+        if (dropout != NULL)
+                cudnnDestroyDropoutDescriptor(dropout);
+        if (d_w != NULL)
+                cudaFree(d_w);
+        if (d_head_w16 != NULL)
+                cudaFree(d_head_w16);
+}
 
-        if (c == NULL)
+/* Drops a reference; the last frees the weights (its GPU is the current device). */
+static void shared_drop(struct shared *sh)
+{
+        struct shared **at;
+        bool last;
+
+        if (sh == NULL)
                 return;
-        pthread_mutex_lock(&choices_mu);
-        if (--c->refs == 0) {
-                for (at = &choices; *at != c; at = &(*at)->next)
+        pthread_mutex_lock(&shared_mu);
+        last = --sh->refs == 0;
+        if (last) {
+                for (at = &shareds; *at != sh; at = &(*at)->next)
                         ;
-                *at = c->next;
-                rnnd_free(c);
+                *at = sh->next;
         }
-        pthread_mutex_unlock(&choices_mu);
+        pthread_mutex_unlock(&shared_mu);
+        if (last) {
+                weights_free(sh->dropout, &sh->std, &sh->fast, sh->d_w, sh->d_head_w16);
+                rnnd_free(sh);
+        }
+}
+
+/* The plan's own build of what plans share: weights, STANDARD, the probe. */
+static int weights_build(struct plan *p, rnnd_error_t *reterr)
+{
+        int r = 0;
+
+        /* No dropout: what PyTorch passes for inference (p = 0, no states). */
+        GPU_CK(cudnnCreateDropoutDescriptor(&p->dropout));
+        GPU_CK(cudnnSetDropoutDescriptor(p->dropout, p->handle, 0.0f, NULL, 0, 0));
+        r = upload_weights(p, reterr);
+        if (r == 0)
+                r = rnn_init(p, &p->std, CUDNN_RNN_ALGO_STANDARD, reterr);
+        if (r == 0)
+                r = probe_algos(p, reterr);
+out:
+        return r;
 }
 
 /*
- * p->fast from the choice made for p's model on p's GPU, probing first if
- * none was made.  Keeps a reference on the choice in p->choice.
+ * Takes the weights and algorithm of p's model on p's GPU (p->sh), building
+ * them first when no plan has; then sizes p's own workspace for them.
  */
-static int choose_algo(struct plan *p, rnnd_error_t *reterr)
+static int shared_take(struct plan *p, rnnd_error_t *reterr)
 {
         pthread_mutex_t *mu = &probe_mu[p->device % RNND_CUDNN_MAX_DEVICES];
-        struct choice *c;
+        struct shared *sh;
         int r = 0;
 
         pthread_mutex_lock(mu);
-        c = choice_find(p->m, p->device);
-        if (c == NULL) {
-                r = probe_algos(p, reterr);
-                c = r == 0 ? rnnd_calloc(1, sizeof(*c)) : NULL;
-                if (r == 0 && c == NULL)
+        sh = shared_find(p->m, p->device);
+        if (sh == NULL) {
+                r = weights_build(p, reterr);
+                sh = r == 0 ? rnnd_calloc(1, sizeof(*sh)) : NULL;
+                if (r == 0 && sh == NULL)
                         r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-                if (c != NULL) {
-                        *c = (struct choice){.m = p->m,
-                                             .device = p->device,
-                                             .refs = 1,
-                                             .fast = p->fast.desc != NULL,
-                                             .algo = p->fast.algo,
-                                             .dyn_batch = p->fast.dyn_batch};
-                        pthread_mutex_lock(&choices_mu);
-                        c->next = choices;
-                        choices = c;
-                        pthread_mutex_unlock(&choices_mu);
+                if (sh != NULL) {
+                        *sh = (struct shared){.m = p->m,
+                                              .device = p->device,
+                                              .refs = 1,
+                                              .dropout = p->dropout,
+                                              .std = p->std,
+                                              .fast = p->fast,
+                                              .d_w = p->d_w,
+                                              .d_head_w16 = p->d_head_w16};
+                        pthread_mutex_lock(&shared_mu);
+                        sh->next = shareds;
+                        shareds = sh;
+                        pthread_mutex_unlock(&shared_mu);
                 }
         }
         pthread_mutex_unlock(mu);
-        p->choice = c;
-        if (r == 0 && c->fast && p->fast.desc == NULL) {
-                rnnd_error_t ignored;
-
-                /* Refused here after all (it was not at the probe): STANDARD serves. */
-                if (fast_init(p, &p->fast, c->algo, c->dyn_batch, &ignored) < 0 && p->lost)
-                        r = rnnd_error_set(reterr, RNND_EDEVLOST, "GPU %d: %s", p->device,
-                                           p->lost_msg);
-        }
+        if (sh == NULL)
+                return r; /* the plan frees its partial build */
+        p->sh = sh;
+        p->dropout = NULL;
+        p->std = sh->std;
+        p->fast = sh->fast;
+        p->d_w = sh->d_w;
+        p->d_head_w16 = sh->d_head_w16;
+        r = size_workspace(p, &p->std, reterr);
+        if (r == 0 && p->fast.desc != NULL)
+                r = size_workspace(p, &p->fast, reterr);
         return r;
 }
 
@@ -1025,9 +1110,6 @@ static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, vo
         GPU_CK(cublasSetStream(p->blas, p->stream));
         /* No TF32 in the head's fp32 GEMM: fp32 results must match the CPU engine. */
         GPU_CK(cublasSetMathMode(p->blas, CUBLAS_DEFAULT_MATH));
-        /* No dropout: what PyTorch passes for inference (p = 0, no states). */
-        GPU_CK(cudnnCreateDropoutDescriptor(&p->dropout));
-        GPU_CK(cudnnSetDropoutDescriptor(p->dropout, p->handle, 0.0f, NULL, 0, 0));
         GPU_CK(cudnnCreateRNNDataDescriptor(&p->xdesc));
         GPU_CK(cudnnCreateRNNDataDescriptor(&p->ydesc));
         GPU_CK(cudnnCreateTensorDescriptor(&p->hdesc));
@@ -1036,9 +1118,7 @@ static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, vo
         GPU_CK(cudnnCreateTensorDescriptor(&p->bdesc));
         r = alloc_buffers(p, reterr);
         if (r == 0)
-                r = rnn_init(p, &p->std, CUDNN_RNN_ALGO_STANDARD, reterr);
-        if (r == 0)
-                r = choose_algo(p, reterr);
+                r = shared_take(p, reterr);
         if (r < 0)
                 goto out;
         GPU_CK(cudaStreamSynchronize(p->stream));
@@ -1063,11 +1143,10 @@ static void cudnn_close(void *plan)
                 cudaSetDevice(p->device);
                 cudaStreamSynchronize(p->stream);
         }
-        rnn_free(&p->std);
-        rnn_free(&p->fast);
-        choice_drop(p->choice);
-        if (p->dropout != NULL)
-                cudnnDestroyDropoutDescriptor(p->dropout);
+        if (p->sh != NULL)
+                shared_drop(p->sh);
+        else /* a build that failed half-way */
+                weights_free(p->dropout, &p->std, &p->fast, p->d_w, p->d_head_w16);
         if (p->xdesc != NULL)
                 cudnnDestroyRNNDataDescriptor(p->xdesc);
         if (p->ydesc != NULL)
@@ -1076,8 +1155,8 @@ static void cudnn_close(void *plan)
         for (size_t i = 0; i < sizeof(tds) / sizeof(tds[0]); i++)
                 if (*tds[i] != NULL)
                         cudnnDestroyTensorDescriptor(*tds[i]);
-        void *const bufs[] = {p->work, p->d_in, p->d_out, p->d_x,    p->d_y, p->d_hx,
-                              p->d_cx, p->d_hy, p->d_cy,  p->d_head, p->d_w, p->d_head_w16};
+        void *const bufs[] = {p->work, p->d_in, p->d_out, p->d_x,  p->d_y,
+                              p->d_hx, p->d_cx, p->d_hy,  p->d_cy, p->d_head};
         for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
                 if (bufs[i] != NULL)
                         cudaFree(bufs[i]);

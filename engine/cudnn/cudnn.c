@@ -57,6 +57,12 @@
 #define PROBE_RUNS 5
 /* Longest sequences of the probe batch. */
 #define PROBE_STEPS 64u
+/*
+ * Floats of the pinned window that a batch's inputs go through (4 MiB): the
+ * pinned staging is this plus the indexes and states of the largest batch,
+ * not max_batch_steps x input_size.
+ */
+#define X_WINDOW ((size_t)1 << 20)
 /* A persistent algorithm is kept when at least this much faster than STANDARD. */
 #define PROBE_GAIN 0.9
 
@@ -95,11 +101,14 @@ struct plan {
         double std_ms;    /* STANDARD's probe time, 0 when not probed */
         void *work;       /* cuDNN workspace */
         size_t work_size; /* bytes */
-        void *h_in;       /* pinned input region */
-        size_t in_elems;  /* its 4-byte elements */
+        void *h_in;       /* pinned: the input region up to x, then a window of x */
+        size_t h_elems;   /* its 4-byte elements */
+        size_t h_head;    /* where the window starts: the largest batch's part before x */
+        size_t x_win;     /* the window's floats */
+        size_t in_elems;  /* the device input region's 4-byte elements */
         float *h_out;     /* pinned output region */
         size_t out_elems; /* its floats */
-        void *d_in;       /* device mirror of h_in */
+        void *d_in;       /* the device input region (layout.c) */
         float *d_out;     /* device mirror of h_out */
         void *d_x, *d_y;  /* cuDNN x [T, n, in] and y [T, n, D*H'] */
         void *d_hx, *d_cx, *d_hy, *d_cy; /* cuDNN states [LD, n, H'] / [LD, n, H] */
@@ -605,13 +614,18 @@ static void plan_sizes(struct plan *p)
         p->max_n = (uint32_t)n;
         p->max_rows = rows;
         T = (uint32_t)((rows + n - 1) / n);
-        p->in_elems = rnnd__cudnn_in_size(m, p->max_n, T > 0 ? T : 1);
+        p->in_elems = rnnd__cudnn_in_size(m, p->max_n, T > 0 ? T : 1, true);
+        p->h_head = rnnd__cudnn_in_size(m, p->max_n, T > 0 ? T : 1, false);
+        p->x_win = p->in_elems - p->h_head;
+        p->x_win = p->x_win < rnnd__cudnn_x_window ? p->x_win : rnnd__cudnn_x_window;
+        p->h_elems = p->h_head + p->x_win;
         {
                 /* The probe batch (probe_algos) stages x even for a model with an embedding. */
                 const uint64_t pt = T < PROBE_STEPS ? T : PROBE_STEPS;
                 const uint64_t probe = ((n + 15) & ~15u) + n * (pt > 0 ? pt : 1) * cfg->input_size;
 
                 p->in_elems = p->in_elems > probe ? p->in_elems : probe;
+                p->h_elems = p->h_elems > probe ? p->h_elems : probe;
         }
         rows = (uint64_t)p->max_n * (T > 0 ? T : 1);
         p->out_elems = rows * DP + n * LD * (m->out_size + cfg->hidden_size) +
@@ -628,7 +642,7 @@ static int alloc_buffers(struct plan *p, rnnd_error_t *reterr)
         const size_t U = cfg->head.present ? cfg->head.units : 0;
         int r = 0;
 
-        GPU_CK(cudaMallocHost(&p->h_in, p->in_elems * 4));
+        GPU_CK(cudaMallocHost(&p->h_in, p->h_elems * 4));
         GPU_CK(cudaMallocHost((void **)&p->h_out, p->out_elems * sizeof(float)));
         GPU_CK(cudaMalloc(&p->d_in, p->in_elems * 4));
         GPU_CK(cudaMalloc((void **)&p->d_out, p->out_elems * sizeof(float)));
@@ -1305,6 +1319,33 @@ static void scatter(const struct plan *p, const struct rnnd_batch *b,
         }
 }
 
+size_t rnnd__cudnn_x_window = X_WINDOW;
+
+/*
+ * Copies the batch's inputs into the device input region's x, through the
+ * pinned window after the part before x: fill, copy, and wait for the copy
+ * to have read the window before filling it again.
+ */
+static int copy_x(struct plan *p, const struct rnnd_batch *b, const struct rnnd__cudnn_layout *o,
+                  rnnd_error_t *reterr)
+{
+        const size_t total = o->end - o->x;
+        float *win = (float *)p->h_in + p->h_head;
+        int r = 0;
+
+        for (size_t from = 0; from < total; from += p->x_win) {
+                const size_t count = total - from < p->x_win ? total - from : p->x_win;
+
+                if (from > 0)
+                        GPU_CK(cudaStreamSynchronize(p->stream));
+                rnnd__cudnn_stage_x(p->m, b, o, from, count, win);
+                GPU_CK(cudaMemcpyAsync((float *)p->d_in + o->x + from, win, count * 4,
+                                       cudaMemcpyHostToDevice, p->stream));
+        }
+out:
+        return r;
+}
+
 static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
 {
         struct plan *p = plan;
@@ -1333,7 +1374,12 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         rnnd__cudnn_stage(m, b, p->h_in, &o);
         out_layout(p, b, &o, &ol);
         din = p->d_in;
-        GPU_CK(cudaMemcpyAsync(p->d_in, p->h_in, o.end * 4, cudaMemcpyHostToDevice, p->stream));
+        GPU_CK(cudaMemcpyAsync(p->d_in, p->h_in, o.x * 4, cudaMemcpyHostToDevice, p->stream));
+        if (m->embedding == NULL) {
+                r = copy_x(p, b, &o, reterr);
+                if (r < 0)
+                        goto out;
+        }
         GPU_CK(rnnd__cuda_gather(
                 m->embedding != NULL ? (const void *)(p->d_w + (m->embedding - m->wbuf))
                                      : (const void *)((const float *)din + o.x),

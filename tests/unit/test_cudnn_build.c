@@ -1,7 +1,8 @@
 /*
  * test_cudnn_build.c: the cuDNN backend as far as it goes without a GPU:
- * the library reports cuDNN 9; a batch's staging layout and the gather
- * indexes the kernels follow (checked by running the gathers on the host);
+ * the library reports cuDNN 9; a batch's staging layout, its inputs staged
+ * window by window, and the gather indexes the kernels follow (checked by
+ * running the gathers on the host);
  * batch validation; and open() failing cleanly where no GPU is visible.
  * The GPU suite (tests/gpu/) runs the rest.
  */
@@ -52,7 +53,7 @@ START_TEST(test_stage_ragged)
         struct rnnd_batch b = {seqs, 3};
         struct rnnd__cudnn_layout o;
         float x[3][3 * 5], h0[LD * 48], xs[9 * 5], back[9 * 5];
-        void *buf = calloc(rnnd__cudnn_in_size(m, 3, 3), 4);
+        void *buf = calloc(rnnd__cudnn_in_size(m, 3, 3, true), 4);
         const int32_t *ib = buf;
         const float *fb = buf;
 
@@ -75,9 +76,21 @@ START_TEST(test_stage_ragged)
         ck_assert(!o.equal);
         ck_assert(o.any_h0);
         ck_assert(!o.any_c0);
-        ck_assert_uint_le(o.end, rnnd__cudnn_in_size(m, 3, 3));
+        ck_assert_uint_le(o.end, rnnd__cudnn_in_size(m, 3, 3, true));
         for (uint32_t s = 0; s < 3; s++)
                 ck_assert_int_eq(ib[o.len + s], (int)lens[s]);
+        ck_assert_uint_le(o.x, rnnd__cudnn_in_size(m, 3, 3, false));
+
+        /* x goes in windows (7 floats: a window ends inside a sequence's row), to the same place.
+         */
+        for (size_t from = 0; from < o.end - o.x; from += 7) {
+                float win[7];
+                const size_t count = o.end - o.x - from < 7 ? o.end - o.x - from : 7;
+
+                memcpy(win, fb + o.x + from, count * sizeof(float));
+                rnnd__cudnn_stage_x(m, &b, &o, from, count, win);
+                memcpy((float *)buf + o.x + from, win, count * sizeof(float));
+        }
 
         /* x in cuDNN's [T, n, in]: step t of sequence s at row t * n + s, zeros past its length. */
         host_gather(fb + o.x, ib + o.idx_x, 9, in, xs);
@@ -116,7 +129,7 @@ START_TEST(test_stage_tokens_equal)
         struct rnnd_seq seqs[2] = {{.len = 2, .tokens = tok[0]}, {.len = 2, .tokens = tok[1]}};
         struct rnnd_batch b = {seqs, 2};
         struct rnnd__cudnn_layout o;
-        void *buf = calloc(rnnd__cudnn_in_size(m, 2, 2), 4);
+        void *buf = calloc(rnnd__cudnn_in_size(m, 2, 2, true), 4);
         const int32_t *ib = buf;
 
         rnnd__cudnn_stage(m, &b, buf, &o);

@@ -1322,6 +1322,32 @@ static void scatter(const struct plan *p, const struct rnnd_batch *b,
 size_t rnnd__cudnn_x_window = X_WINDOW;
 
 /*
+ * When STANDARD asks for more workspace for this batch's exact shape than
+ * size_workspace() found (its sizes are not monotonic in the length): the
+ * shape with the next longest length it did ask about, which holds the
+ * same rows at the same places (padding after).
+ */
+static int fit_workspace(struct plan *p, const struct rnnd__cudnn_layout *o, rnnd_error_t *reterr)
+{
+        const uint64_t tm = p->max_rows / o->n;
+        const uint32_t Tmax =
+                (uint32_t)(tm < p->m->cfg.max_sequence_length ? tm : p->m->cfg.max_sequence_length);
+        size_t ws = 0;
+        uint32_t T2 = 1;
+        int r = 0;
+
+        GPU_CK(cudnnGetRNNTempSpaceSizes(p->handle, p->std.desc, CUDNN_FWD_MODE_INFERENCE, p->xdesc,
+                                         &ws, NULL));
+        if (ws <= p->work_size)
+                return 0;
+        while (T2 < o->T)
+                T2 *= 2;
+        r = set_shapes(p, o->n, T2 < Tmax ? T2 : Tmax, (const int32_t *)p->h_in + o->len, reterr);
+out:
+        return r;
+}
+
+/*
  * Copies the batch's inputs into the device input region's x, through the
  * pinned window after the part before x: fill, copy, and wait for the copy
  * to have read the window before filling it again.
@@ -1400,8 +1426,13 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         r = forward(p, rn, din + o.len, o.any_h0 ? p->d_hx : NULL, o.any_c0 ? p->d_cx : NULL,
                     reterr);
         if (r < 0 && r != RNND_EDEVLOST && rn != &p->std) /* refused this shape: STANDARD */
-                r = forward(p, &p->std, din + o.len, o.any_h0 ? p->d_hx : NULL,
-                            o.any_c0 ? p->d_cx : NULL, reterr);
+                rn = &p->std;
+        if (r < 0 && r != RNND_EDEVLOST && rn == &p->std) {
+                r = fit_workspace(p, &o, reterr);
+                if (r == 0)
+                        r = forward(p, &p->std, din + o.len, o.any_h0 ? p->d_hx : NULL,
+                                    o.any_c0 ? p->d_cx : NULL, reterr);
+        }
         if (r == 0 && ol.want_s)
                 r = run_head(p, &o, &ol, reterr);
         if (r < 0)

@@ -91,6 +91,14 @@ void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *
                        struct rnnd__cudnn_layout *ret);
 
 /*
+ * Where a region's elements [at, at + n), held in buf, overlap a window
+ * [from, from + count) held in win: copies that overlap into win (to_win)
+ * or out of it into buf.  Pure.
+ */
+void rnnd__cudnn_window(float *buf, size_t at, size_t n, float *win, size_t from, size_t count,
+                        bool to_win);
+
+/*
  * Copies elements [from, from + count) of the x region of layout o (a model
  * without an embedding) to dst: each sequence's inputs where they lie,
  * padding left as it is (the gather reads zeros there).  Pure.
@@ -115,10 +123,10 @@ bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, 
                            size_t cap);
 
 /*
- * Floats of the pinned window a batch's inputs are staged through, read at
- * open (a test sets it small to exercise the windows).
+ * Floats of the pinned windows a batch's inputs and outputs go through,
+ * read at open (a test sets it small to exercise the windows).
  */
-extern size_t rnnd__cudnn_x_window;
+extern size_t rnnd__cudnn_staging_window;
 
 /*
  * Test hook: how many algorithm probes (timings) ran in this process, and

@@ -58,11 +58,11 @@
 /* Longest sequences of the probe batch. */
 #define PROBE_STEPS 64u
 /*
- * Floats of the pinned window that a batch's inputs go through (4 MiB): the
- * pinned staging is this plus the indexes and states of the largest batch,
- * not max_batch_steps x input_size.
+ * Floats of the pinned windows that a batch's inputs and outputs go through
+ * (4 MiB each): the pinned staging is these plus the indexes and states of
+ * the largest batch, not max_batch_steps x input_size and x outputs.
  */
-#define X_WINDOW ((size_t)1 << 20)
+#define STAGING_WINDOW ((size_t)1 << 20)
 /* A persistent algorithm is kept when at least this much faster than STANDARD. */
 #define PROBE_GAIN 0.9
 
@@ -106,10 +106,11 @@ struct plan {
         size_t h_head;    /* where the window starts: the largest batch's part before x */
         size_t x_win;     /* the window's floats */
         size_t in_elems;  /* the device input region's 4-byte elements */
-        float *h_out;     /* pinned output region */
-        size_t out_elems; /* its floats */
+        float *h_out;     /* pinned: a window of the output region */
+        size_t out_win;   /* its floats */
+        size_t out_elems; /* the device output region's floats */
         void *d_in;       /* the device input region (layout.c) */
-        float *d_out;     /* device mirror of h_out */
+        float *d_out;     /* the device output region */
         void *d_x, *d_y;  /* cuDNN x [T, n, in] and y [T, n, D*H'] */
         void *d_hx, *d_cx, *d_hy, *d_cy; /* cuDNN states [LD, n, H'] / [LD, n, H] */
         float *d_head;                   /* head rows before the gather (apply all) */
@@ -617,7 +618,7 @@ static void plan_sizes(struct plan *p)
         p->in_elems = rnnd__cudnn_in_size(m, p->max_n, T > 0 ? T : 1, true);
         p->h_head = rnnd__cudnn_in_size(m, p->max_n, T > 0 ? T : 1, false);
         p->x_win = p->in_elems - p->h_head;
-        p->x_win = p->x_win < rnnd__cudnn_x_window ? p->x_win : rnnd__cudnn_x_window;
+        p->x_win = p->x_win < rnnd__cudnn_staging_window ? p->x_win : rnnd__cudnn_staging_window;
         p->h_elems = p->h_head + p->x_win;
         {
                 /* The probe batch (probe_algos) stages x even for a model with an embedding. */
@@ -631,6 +632,8 @@ static void plan_sizes(struct plan *p)
         p->out_elems = rows * DP + n * LD * (m->out_size + cfg->hidden_size) +
                        (cfg->head.apply == RNND_HEAD_ALL ? rows : n) * U + 64;
         p->max_rows = p->max_rows < rows ? p->max_rows : rows;
+        p->out_win = p->out_elems < rnnd__cudnn_staging_window ? p->out_elems
+                                                               : rnnd__cudnn_staging_window;
 }
 
 static int alloc_buffers(struct plan *p, rnnd_error_t *reterr)
@@ -643,7 +646,7 @@ static int alloc_buffers(struct plan *p, rnnd_error_t *reterr)
         int r = 0;
 
         GPU_CK(cudaMallocHost(&p->h_in, p->h_elems * 4));
-        GPU_CK(cudaMallocHost((void **)&p->h_out, p->out_elems * sizeof(float)));
+        GPU_CK(cudaMallocHost((void **)&p->h_out, p->out_win * sizeof(float)));
         GPU_CK(cudaMalloc(&p->d_in, p->in_elems * 4));
         GPU_CK(cudaMalloc((void **)&p->d_out, p->out_elems * sizeof(float)));
         GPU_CK(cudaMalloc(&p->d_x, rows * cfg->input_size * p->esz));
@@ -1295,9 +1298,13 @@ out:
         return r;
 }
 
-/* Copies each sequence's outputs from the pinned output region to its buffers. */
+/*
+ * Copies the part [from, from + count) of the output region, which the
+ * pinned window h_out holds, to each sequence's buffers.
+ */
 static void scatter(const struct plan *p, const struct rnnd_batch *b,
-                    const struct rnnd__cudnn_layout *o, const struct out_layout *ol)
+                    const struct rnnd__cudnn_layout *o, const struct out_layout *ol, size_t from,
+                    size_t count)
 {
         const rnnd_model_t *m = p->m;
         const size_t DP = (size_t)m->dirs * m->out_size, T = o->T, LD = o->LD;
@@ -1308,18 +1315,21 @@ static void scatter(const struct plan *p, const struct rnnd_batch *b,
                 const struct rnnd_seq *q = &b->seqs[i];
 
                 if (q->y != NULL)
-                        memcpy(q->y, p->h_out + ol->y + i * T * DP, q->len * DP * sizeof(float));
+                        rnnd__cudnn_window(q->y, ol->y + i * T * DP, q->len * DP, p->h_out, from,
+                                           count, false);
                 if (q->h_n != NULL)
-                        memcpy(q->h_n, p->h_out + ol->hn + i * LD * P, LD * P * sizeof(float));
+                        rnnd__cudnn_window(q->h_n, ol->hn + i * LD * P, LD * P, p->h_out, from,
+                                           count, false);
                 if (q->c_n != NULL && ol->want_c)
-                        memcpy(q->c_n, p->h_out + ol->cn + i * LD * H, LD * H * sizeof(float));
+                        rnnd__cudnn_window(q->c_n, ol->cn + i * LD * H, LD * H, p->h_out, from,
+                                           count, false);
                 if (q->scores != NULL && ol->want_s)
-                        memcpy(q->scores, p->h_out + ol->sc + i * (all ? T : 1) * U,
-                               (all ? q->len : 1) * U * sizeof(float));
+                        rnnd__cudnn_window(q->scores, ol->sc + i * (all ? T : 1) * U,
+                                           (all ? q->len : 1) * U, p->h_out, from, count, false);
         }
 }
 
-size_t rnnd__cudnn_x_window = X_WINDOW;
+size_t rnnd__cudnn_staging_window = STAGING_WINDOW;
 
 /*
  * When STANDARD asks for more workspace for this batch's exact shape than
@@ -1446,11 +1456,17 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         if (ol.want_c)
                 GPU_CK(rnnd__cuda_gather(p->d_cy, p->dt, din + o.idx_hout, o.n * o.LD, H,
                                          p->d_out + ol.cn, RNND__F32, p->stream));
-        if (ol.end > 0)
-                GPU_CK(cudaMemcpyAsync(p->h_out, p->d_out, ol.end * sizeof(float),
+        /* The outputs come back through the pinned window: copy, wait, hand out. */
+        for (size_t from = 0; from < ol.end; from += p->out_win) {
+                const size_t count = ol.end - from < p->out_win ? ol.end - from : p->out_win;
+
+                GPU_CK(cudaMemcpyAsync(p->h_out, p->d_out + from, count * sizeof(float),
                                        cudaMemcpyDeviceToHost, p->stream));
-        GPU_CK(cudaStreamSynchronize(p->stream));
-        scatter(p, b, &o, &ol);
+                GPU_CK(cudaStreamSynchronize(p->stream));
+                scatter(p, b, &o, &ol, from, count);
+        }
+        if (ol.end == 0)
+                GPU_CK(cudaStreamSynchronize(p->stream));
 out:
         if (r < 0 && !p->lost) {
                 /* Drain what was queued, so the next batch starts clean; it may reveal a fault. */

@@ -57,19 +57,28 @@ size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T, bool w
         return with_x ? o.end : o.x;
 }
 
+void rnnd__cudnn_window(float *buf, size_t at, size_t n, float *win, size_t from, size_t count,
+                        bool to_win)
+{
+        const size_t a = at > from ? at : from, z = at + n < from + count ? at + n : from + count;
+
+        if (a >= z)
+                return;
+        if (to_win)
+                memcpy(win + (a - from), buf + (a - at), (z - a) * sizeof(float));
+        else
+                memcpy(buf + (a - at), win + (a - from), (z - a) * sizeof(float));
+}
+
 void rnnd__cudnn_stage_x(const rnnd_model_t *m, const struct rnnd_batch *b,
                          const struct rnnd__cudnn_layout *o, size_t from, size_t count, float *dst)
 {
         const size_t in = m->cfg.input_size, per = (size_t)o->T * in;
 
-        for (uint32_t i = 0; i < b->n; i++) {
-                /* Sequence i's rows are [i * per, i * per + len * in) of the x region. */
-                const size_t s0 = (size_t)i * per, s1 = s0 + (size_t)b->seqs[i].len * in;
-                const size_t a = s0 > from ? s0 : from, z = s1 < from + count ? s1 : from + count;
-
-                if (a < z)
-                        memcpy(dst + (a - from), b->seqs[i].x + (a - s0), (z - a) * sizeof(float));
-        }
+        /* Sequence i's rows are [i * per, i * per + len * in) of the x region. */
+        for (uint32_t i = 0; i < b->n; i++)
+                rnnd__cudnn_window((float *)b->seqs[i].x, (size_t)i * per,
+                                   (size_t)b->seqs[i].len * in, dst, from, count, true);
 }
 
 /* Stages one state (h0 or c0) of every sequence: [n, LD, width], zeros where absent. */

@@ -237,7 +237,7 @@ START_TEST(test_no_allocation_serving)
 END_TEST
 
 /*
- * Inputs staged through a 37-float pinned window (windows end inside
+ * Inputs and outputs through 37-float pinned windows (windows end inside
  * sequences' rows; each refill waits for the last copy): the same answers
  * as the CPU engine.  A missing wait shows on the stand-in, whose copies run
  * late.
@@ -247,7 +247,7 @@ START_TEST(test_small_window)
         static const char *const names[] = {"lstm_l3_bi_ragged_h0", "gru_l3_bi_ragged_h0",
                                             "lstm_h48_l2_bi_ragged_h0"};
 
-        rnnd__cudnn_x_window = 37;
+        rnnd__cudnn_staging_window = 37;
         for (unsigned i = 0; i < 3; i++) {
                 rnnd_model_t *m = rnnd_test_load_golden(names[i]);
                 void *plan = open_on(m, 0);
@@ -257,7 +257,7 @@ START_TEST(test_small_window)
                 rnnd_cudnn_backend.close(plan);
                 rnnd_model_unref(m);
         }
-        rnnd__cudnn_x_window = (size_t)1 << 20;
+        rnnd__cudnn_staging_window = (size_t)1 << 20;
 }
 END_TEST
 

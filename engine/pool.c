@@ -322,7 +322,7 @@ static void ran_locked(rnnd_pool_t *p, struct worker *w, uint32_t n, int r, cons
                        rnnd_job_t **done)
 {
         if (r == RNND_EDEVLOST) {
-                if (w->in_service) { /* a CPU instance reporting a lost device: only itself */
+                if (w->in_service) { /* the reporting instance, whatever its kind */
                         w->in_service = false;
                         p->st.in_service--;
                 }

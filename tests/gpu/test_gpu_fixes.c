@@ -21,6 +21,10 @@
 #include "golden-model.h"
 #include "gpu-main.h"
 #include "random-model.h"
+#include "rnnd-config.h"
+#if RNND_CUDA_SIM
+#include "cudasim.h"
+#endif
 
 #define TOL   1e-4
 #define SLACK (4u << 20)
@@ -213,6 +217,9 @@ START_TEST(test_no_allocation_serving)
         void *plan = open_on(m, 0);
         size_t before = free_mem(0);
         unsigned s = 5;
+#if RNND_CUDA_SIM /* the stand-in counts the calls themselves, not only the bytes */
+        const uint64_t mallocs = cudasim_malloc_count(0), frees = cudasim_free_count(0);
+#endif
 
         for (uint32_t n = 1; n <= N; n++)
                 for (uint32_t T = 1; T <= Tm; T += 1 + T / 3) {
@@ -230,6 +237,11 @@ START_TEST(test_no_allocation_serving)
                         ck_assert_msg(free_mem(0) == before,
                                       "n %u T %u: device memory moved by %zd bytes", n, T,
                                       (ssize_t)(before - free_mem(0)));
+#if RNND_CUDA_SIM
+                        ck_assert_msg(cudasim_malloc_count(0) == mallocs &&
+                                              cudasim_free_count(0) == frees,
+                                      "n %u T %u: cudaMalloc or cudaFree while serving", n, T);
+#endif
                 }
         rnnd_cudnn_backend.close(plan);
         rnnd_model_unref(m);

@@ -13,6 +13,16 @@
 
 #include "cudnn-int.h"
 
+/*
+ * RNND_LAUNCH(grid, block, smem, stream, kernel)(args...) is the launch
+ * <<<grid, block, smem, stream>>> under nvcc; the CPU stand-in
+ * (tests/cudasim, -Dcuda=sim) compiles this file as host C++ and defines it
+ * as its own launcher.
+ */
+#ifdef __CUDACC__
+#define RNND_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#endif
+
 namespace
 {
 
@@ -62,8 +72,8 @@ cudaError_t launch_gather(const void *src, const int32_t *idx, uint32_t rows, ui
                 return cudaSuccess;
         if (blocks > 65535u * 16u)
                 blocks = 65535u * 16u; /* the loop strides over the rest */
-        gather<S, D><<<(unsigned)blocks, threads, 0, s>>>(static_cast<const S *>(src), idx, rows,
-                                                          width, static_cast<D *>(dst));
+        RNND_LAUNCH((unsigned)blocks, threads, 0, s, gather<S, D>)
+        (static_cast<const S *>(src), idx, rows, width, static_cast<D *>(dst));
         return cudaGetLastError();
 }
 
@@ -147,12 +157,12 @@ extern "C" cudaError_t rnnd__cuda_head_finish(float *v, const float *bias, uint3
                 return cudaSuccess;
         while (threads < 256 && threads < units)
                 threads *= 2;
-        head_finish<<<rows, threads, 0, s>>>(v, bias, units, act);
+        RNND_LAUNCH(rows, threads, 0, s, head_finish)(v, bias, units, act);
         return cudaGetLastError();
 }
 
 extern "C" cudaError_t rnnd__cuda_fault(cudaStream_t s)
 {
-        fault<<<1, 1, 0, s>>>();
+        RNND_LAUNCH(1, 1, 0, s, fault)();
         return cudaGetLastError();
 }

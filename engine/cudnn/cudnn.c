@@ -339,7 +339,7 @@ bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, 
                            size_t cap)
 {
         cudnnDataType_t dt;
-        int nd = 0, dims[8], strides[8], k = 0;
+        int nd = 0, dims[8], strides[8];
         const size_t want[2] = {rows, cols};
         size_t at = 0, w = 0;
         bool ok = true;
@@ -360,12 +360,11 @@ bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, 
                         w++;
                 ok = ok && w < 2 && (size_t)dims[i] == want[w];
                 w++;
-                k++;
         }
         snprintf(got + (at < cap ? at : cap - 1), at < cap ? cap - at : 1, "]");
         while (w < 2 && want[w] == 1)
                 w++;
-        return ok && w == 2 && k > 0;
+        return ok && w == 2; /* every dimension of [rows, cols] other than 1 was met */
 }
 
 /*

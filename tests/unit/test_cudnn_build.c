@@ -197,6 +197,8 @@ START_TEST(test_weight_shape)
         cudnnTensorDescriptor_t d;
         const int mat[3] = {1, 16, 8}, mstr[3] = {128, 8, 1};
         const int bias[3] = {1, 16, 1}, bstr[3] = {16, 1, 1};
+        const int one[3] = {1, 1, 1}, ostr[3] = {1, 1, 1};
+        const int row[3] = {1, 1, 35}, rstr[3] = {35, 35, 1};
         char got[64];
 
         ck_assert_int_eq(cudnnCreateTensorDescriptor(&d), CUDNN_STATUS_SUCCESS);
@@ -210,6 +212,18 @@ START_TEST(test_weight_shape)
                          CUDNN_STATUS_SUCCESS);
         ck_assert(rnnd__cudnn_tensor_is(d, 16, 1, got, sizeof(got)));
         ck_assert(!rnnd__cudnn_tensor_is(d, 8, 1, got, sizeof(got)));
+        /*
+         * Hidden size 1 (a random model had it): the bias is {1, 1, 1}, a matrix {1, 1, 35}
+         * (a vector: its orientation does not change where its elements lie).
+         */
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, one, ostr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 1, 1, got, sizeof(got)));
+        ck_assert(!rnnd__cudnn_tensor_is(d, 2, 1, got, sizeof(got)));
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, row, rstr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 1, 35, got, sizeof(got)));
+        ck_assert(!rnnd__cudnn_tensor_is(d, 1, 34, got, sizeof(got)));
         cudnnDestroyTensorDescriptor(d);
 }
 END_TEST

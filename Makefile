@@ -2,15 +2,17 @@
 # sure the Debian packages it needs are installed, then builds.
 #
 #   make run     build and serve config/models on 127.0.0.1:8000
-#   make test    build, run every suite (plus a sanitizer build), print a summary
+#   make test    build, run every suite (plus a sanitizer build, and the GPU
+#                suites on the CPU stand-in of tests/cudasim), print a summary
 #   make bench   build and run the benchmarks (tests/bench)
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+SIM_BUILD  ?= build-sim
 MESON_ARGS ?=
 
-DEB_PKGS = gcc libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
+DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
 
@@ -48,7 +50,7 @@ run: build
 	$(BUILD)/daemon/rnnd --config config/rnnd.conf
 
 test: deps
-	@sh tests/run.sh $(BUILD) $(ASAN_BUILD)
+	@sh tests/run.sh $(BUILD) $(ASAN_BUILD) $(SIM_BUILD)
 
 bench: build
 	@sh tests/bench/run.sh $(BUILD)

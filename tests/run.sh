@@ -1,10 +1,14 @@
 #!/bin/sh
-# run.sh BUILD ASAN_BUILD: what `make test` does.  Builds and runs every suite
-# in BUILD, then every suite again (but the lint) in an address+undefined
-# sanitizer build, and ends with one line "N passed, N failed, N skipped".
+# run.sh BUILD ASAN_BUILD SIM_BUILD: what `make test` does.  Builds and runs
+# every suite in BUILD, then every suite again (but the lint) in an
+# address+undefined sanitizer build, then the GPU and cudasim suites in
+# SIM_BUILD, where the cuDNN backend runs on the CPU stand-in for CUDA
+# (-Dcuda=sim, tests/cudasim/README.md; it needs the CUDA and cuDNN headers),
+# and ends with one line "N passed, N failed, N skipped" over all three.
 set -u
 build=${1:-build}
 asan=${2:-build-asan}
+sim=${3:-build-sim}
 rc=0
 
 # The interop suite (tests/interop) needs tritonclient[http] and numpy: a venv
@@ -32,9 +36,21 @@ ninja -C "$asan" || exit 1
 meson test -C "$asan" --print-errorlogs --num-processes 2 --no-suite lint \
   --timeout-multiplier 4 || rc=1
 
-# Count the results of both runs from meson's JSON log.
-count() { cat "$build/meson-logs/testlog.json" "$asan/meson-logs/testlog.json" |
-          grep -Ec "\"result\": \"($1)\""; }
+# The GPU suites on the stand-in, where NVIDIA's headers are installed.
+logs="$build/meson-logs/testlog.json $asan/meson-logs/testlog.json"
+cuda_inc=/usr/local/cuda/include
+if [ -f "$cuda_inc/cudnn.h" ] && [ -f "$cuda_inc/cuda_runtime_api.h" ]; then
+  [ -f "$sim/build.ninja" ] || meson setup "$sim" -Dcuda=sim || exit 1
+  ninja -C "$sim" || exit 1
+  meson test -C "$sim" --print-errorlogs --suite gpu --suite cudasim || rc=1
+  logs="$logs $sim/meson-logs/testlog.json"
+else
+  echo "WARNING: no CUDA/cuDNN headers in $cuda_inc: the GPU suites on the stand-in do not run"
+fi
+
+# Count the results of every run from meson's JSON logs.
+# shellcheck disable=SC2086
+count() { cat $logs | grep -Ec "\"result\": \"($1)\""; }
 passed=$(count 'OK|EXPECTEDFAIL')
 failed=$(count 'FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS')
 skipped=$(count 'SKIP')

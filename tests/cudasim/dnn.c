@@ -231,12 +231,15 @@ cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataTyp
             type != CUDNN_DATA_UINT8 && type != CUDNN_DATA_INT64)
                 return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetTensorNdDescriptor: dataType %d",
                            (int)type);
-        if (nb <= 0 || nb > CUDNN_DIM_MAX)
+        /* What the real cuDNN 9 answers (the conformance transcript, README.md). */
+        if (nb < 2)
                 return err(CUDNN_STATUS_BAD_PARAM,
-                           "cudnnSetTensorNdDescriptor: nbDims %d outside [1, %d]", nb,
-                           CUDNN_DIM_MAX);
+                           "cudnnSetTensorNdDescriptor: nbDims %d is less than 2", nb);
+        if (nb > CUDNN_DIM_MAX)
+                return err(CUDNN_STATUS_NOT_SUPPORTED,
+                           "cudnnSetTensorNdDescriptor: nbDims %d over CUDNN_DIM_MAX", nb);
         for (int i = 0; i < nb; i++)
-                if (dim[i] <= 0 || stride[i] <= 0)
+                if (dim[i] <= 0 || stride[i] == 0)
                         return err(CUDNN_STATUS_BAD_PARAM,
                                    "cudnnSetTensorNdDescriptor: dimA[%d] = %d, strideA[%d] = %d", i,
                                    dim[i], i, stride[i]);
@@ -385,17 +388,20 @@ cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t al
                            "cudnnSetRNNDescriptor_v8: inputSize %d, hiddenSize %d, numLayers %d "
                            "must be positive",
                            in, hid, layers);
-        if (proj <= 0 || proj > hid)
-                return err(CUDNN_STATUS_BAD_PARAM,
-                           "cudnnSetRNNDescriptor_v8: projSize %d outside [1, hiddenSize %d]", proj,
-                           hid);
+        /* The order of these checks is the real library's (the transcript). */
+        if (persist && bias != CUDNN_RNN_DOUBLE_BIAS)
+                return err(CUDNN_STATUS_NOT_SUPPORTED,
+                           "cudnnSetRNNDescriptor_v8: the persistent algorithms need "
+                           "CUDNN_RNN_DOUBLE_BIAS");
+        if (proj <= 0)
+                return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetRNNDescriptor_v8: projSize %d", proj);
+        if (proj > hid || (proj < hid && (cell != CUDNN_LSTM || persist)))
+                return err(CUDNN_STATUS_NOT_SUPPORTED,
+                           "cudnnSetRNNDescriptor_v8: projSize %d: a projection is smaller than "
+                           "hiddenSize %d and only for CUDNN_LSTM with CUDNN_RNN_ALGO_STANDARD",
+                           proj, hid);
         if (aux & ~(uint32_t)CUDNN_RNN_PADDED_IO_ENABLED)
                 return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetRNNDescriptor_v8: auxFlags 0x%x", aux);
-        if (input == CUDNN_SKIP_INPUT && in != hid)
-                return err(CUDNN_STATUS_BAD_PARAM,
-                           "cudnnSetRNNDescriptor_v8: CUDNN_SKIP_INPUT needs inputSize %d == "
-                           "hiddenSize %d",
-                           in, hid);
         if (dropout != NULL && dropout->magic != MAGIC_DROPOUT)
                 return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetRNNDescriptor_v8: dropoutDesc");
         if (!((type == CUDNN_DATA_FLOAT && math_prec == CUDNN_DATA_FLOAT) ||
@@ -406,18 +412,9 @@ cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t al
                 return err(CUDNN_STATUS_NOT_SUPPORTED,
                            "cudnnSetRNNDescriptor_v8: dataType %d with mathPrec %d", type,
                            math_prec);
-        if (proj < hid && (cell != CUDNN_LSTM || persist))
-                return err(CUDNN_STATUS_NOT_SUPPORTED,
-                           "cudnnSetRNNDescriptor_v8: a projection (projSize %d < hiddenSize %d) "
-                           "needs CUDNN_LSTM with CUDNN_RNN_ALGO_STANDARD",
-                           proj, hid);
         if (persist && math_prec == CUDNN_DATA_HALF)
                 return err(CUDNN_STATUS_NOT_SUPPORTED,
                            "cudnnSetRNNDescriptor_v8: half math needs CUDNN_RNN_ALGO_STANDARD");
-        if (persist && bias != CUDNN_RNN_DOUBLE_BIAS)
-                return err(CUDNN_STATUS_NOT_SUPPORTED,
-                           "cudnnSetRNNDescriptor_v8: the persistent algorithms need "
-                           "CUDNN_RNN_DOUBLE_BIAS");
         if ((algo == CUDNN_RNN_ALGO_PERSIST_STATIC ||
              algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H) &&
             type == CUDNN_DATA_DOUBLE)
@@ -498,7 +495,8 @@ cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataTyp
                 return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetRNNDataDescriptor: no descriptor");
         if (type != CUDNN_DATA_HALF && type != CUDNN_DATA_FLOAT && type != CUDNN_DATA_DOUBLE &&
             type != CUDNN_DATA_BFLOAT16)
-                return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetRNNDataDescriptor: dataType %d", type);
+                return err(CUDNN_STATUS_NOT_SUPPORTED, "cudnnSetRNNDataDescriptor: dataType %d",
+                           type);
         if ((unsigned)layout > CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED)
                 return err(CUDNN_STATUS_BAD_PARAM, "cudnnSetRNNDataDescriptor: layout %d", layout);
         if (T <= 0 || B <= 0 || V <= 0)
@@ -542,6 +540,8 @@ cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataTyp
         d->B = B;
         d->V = V;
         d->has_fill = fill != NULL;
+        if (fill != NULL)
+                memcpy(d->fill_raw, fill, sim_dtype_size(type));
         if (fill != NULL) {
                 if (type == CUDNN_DATA_DOUBLE)
                         d->fill = *(const double *)fill;
@@ -577,14 +577,8 @@ cudnnStatus_t cudnnGetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataTyp
         *V = d->V;
         for (int b = 0; b < arrayLengthRequested && b < d->B; b++)
                 len[b] = d->len[b];
-        if (fill != NULL && d->has_fill) {
-                if (d->type == CUDNN_DATA_DOUBLE)
-                        *(double *)fill = d->fill;
-                else if (d->type == CUDNN_DATA_FLOAT)
-                        *(float *)fill = (float)d->fill;
-                else
-                        *(uint16_t *)fill = sim_f2h((float)d->fill);
-        }
+        if (fill != NULL && d->has_fill)
+                memcpy(fill, d->fill_raw, sim_dtype_size(d->type));
         return CUDNN_STATUS_SUCCESS;
 }
 
@@ -844,6 +838,10 @@ static cudnnStatus_t shape_ok(const struct rnn_cfg *c, cudnnRNNDataDescriptor_t 
         if (x->type != c->type)
                 return err(CUDNN_STATUS_BAD_PARAM, "%s: xDesc's dataType %d is not the RNN's %d",
                            fn, x->type, c->type);
+        if (c->input == CUDNN_SKIP_INPUT && c->in != c->hid)
+                return err(CUDNN_STATUS_BAD_PARAM,
+                           "%s: CUDNN_SKIP_INPUT needs inputSize %d == hiddenSize %d", fn, c->in,
+                           c->hid);
         if (x->V != c->in)
                 return err(CUDNN_STATUS_BAD_PARAM, "%s: xDesc's vectorSize %d is not inputSize %d",
                            fn, x->V, c->in);
@@ -1137,6 +1135,10 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
         }
         if (fate == 2)
                 op->fault = true;
+        if (getenv("RNND_CUDASIM_TRACE") != NULL)
+                fprintf(stderr,
+                        "cudasim: cudnnRNNForward algo %d layout %d maxSeqLength %d batch %d\n",
+                        c->algo, xDesc->layout, xDesc->T, xDesc->B);
         op->fn = sim_rnn_forward_run;
         op->free = sim_rnn_forward_free;
         op->arg = f;

@@ -60,6 +60,7 @@ struct cudnnRNNDataStruct {
         int *len;
         bool has_fill;
         double fill;
+        unsigned char fill_raw[8]; /* as given, for cudnnGetRNNDataDescriptor */
 };
 
 /* One matrix or bias in the weight space. */

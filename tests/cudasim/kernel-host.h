@@ -21,7 +21,8 @@
 #include <tuple>
 
 extern "C" {
-extern __thread uint3 cudasim_threadIdx, cudasim_blockIdx, cudasim_blockDim, cudasim_gridDim;
+#define CUDASIM_TLS __thread __attribute__((tls_model("initial-exec")))
+extern CUDASIM_TLS uint3 cudasim_threadIdx, cudasim_blockIdx, cudasim_blockDim, cudasim_gridDim;
 void cudasim_syncthreads(void);
 void cudasim_trap(void) __attribute__((noreturn));
 cudaError_t cudasim_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t s,

@@ -1,7 +1,7 @@
 /*
  * launch.c: runs the stand-in's kernels (kernels.cu compiled as host C++,
  * kernel-host.h) on a stream's thread.  Each block's threads are fibres
- * (ucontext) on that thread with their own threadIdx; __syncthreads() is a
+ * on that thread with their own threadIdx; __syncthreads() is a
  * counting barrier: a fibre waits there until every thread of its block has
  * arrived.  A barrier some threads of a block skip (they returned) is the
  * undefined behaviour CUDA documents, and here a sticky device fault.
@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include "sim.h"
 
@@ -23,15 +22,50 @@
 
 enum { F_RUN, F_BARRIER, F_DONE };
 
+/*
+ * A fibre switch: saves the callee-saved registers on the current stack,
+ * stores its pointer in *save and continues on stack next.  ucontext's
+ * swapcontext would do, but makes two system calls per switch (the signal
+ * mask), and a 256-thread block switches 256 times per barrier.
+ */
+#if defined(__x86_64__)
+void sim_fibre_switch(void **save, void *next);
+__asm__(".text\n"
+        ".globl sim_fibre_switch\n"
+        ".type sim_fibre_switch,@function\n"
+        "sim_fibre_switch:\n"
+        "        pushq %rbp\n"
+        "        pushq %rbx\n"
+        "        pushq %r12\n"
+        "        pushq %r13\n"
+        "        pushq %r14\n"
+        "        pushq %r15\n"
+        "        movq %rsp, (%rdi)\n"
+        "        movq %rsi, %rsp\n"
+        "        popq %r15\n"
+        "        popq %r14\n"
+        "        popq %r13\n"
+        "        popq %r12\n"
+        "        popq %rbx\n"
+        "        popq %rbp\n"
+        "        ret\n"
+        ".size sim_fibre_switch, .-sim_fibre_switch\n");
+#else
+#error "cudasim's fibres need x86-64 (launch.c)"
+#endif
+
 struct fibre {
-        ucontext_t uc;
+        void *sp;
         int state;
 };
 
-__thread uint3 cudasim_threadIdx, cudasim_blockIdx, cudasim_blockDim, cudasim_gridDim;
+__thread uint3 cudasim_threadIdx __attribute__((tls_model("initial-exec")));
+__thread uint3 cudasim_blockIdx __attribute__((tls_model("initial-exec")));
+__thread uint3 cudasim_blockDim __attribute__((tls_model("initial-exec")));
+__thread uint3 cudasim_gridDim __attribute__((tls_model("initial-exec")));
 
-static __thread struct {
-        ucontext_t sched;
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+        void *sched_sp;
         struct fibre *f;
         char *stacks;
         size_t n_max;
@@ -41,6 +75,7 @@ static __thread struct {
         void *fake_stack;
         const void *sched_bottom;
         size_t sched_size;
+        bool direct; /* threads run as plain calls: a barrier is a divergent one */
 } K;
 
 /* ASan needs to know which stack the thread is on (no-ops without it). */
@@ -49,7 +84,7 @@ static void to_fibre(size_t i)
 #if defined(__SANITIZE_ADDRESS__)
         __sanitizer_start_switch_fiber(&K.fake_stack, K.stacks + i * STACK_SIZE, STACK_SIZE);
 #endif
-        swapcontext(&K.sched, &K.f[i].uc);
+        sim_fibre_switch(&K.sched_sp, K.f[i].sp);
 #if defined(__SANITIZE_ADDRESS__)
         __sanitizer_finish_switch_fiber(K.fake_stack, NULL, NULL);
 #endif
@@ -66,7 +101,7 @@ static void to_sched(int state)
         __sanitizer_start_switch_fiber(state == F_DONE ? NULL : &fake, K.sched_bottom,
                                        K.sched_size);
 #endif
-        swapcontext(&f->uc, &K.sched);
+        sim_fibre_switch(&f->sp, K.sched_sp);
 #if defined(__SANITIZE_ADDRESS__)
         __sanitizer_finish_switch_fiber(fake, &K.sched_bottom, &K.sched_size);
 #endif
@@ -84,6 +119,14 @@ static void fibre_main(void)
 
 void cudasim_syncthreads(void)
 {
+        if (K.direct) {
+                fprintf(stderr,
+                        "cudasim: block (%u,%u,%u): thread %u reaches a __syncthreads() that "
+                        "thread 0 never reached\n",
+                        cudasim_blockIdx.x, cudasim_blockIdx.y, cudasim_blockIdx.z,
+                        cudasim_threadIdx.x);
+                sim_fault_jump(cudaErrorIllegalInstruction);
+        }
         to_sched(F_BARRIER);
 }
 
@@ -120,13 +163,34 @@ static bool grow(size_t n)
 
 static void run_block(size_t n)
 {
+        /* A fresh stack per thread: six zero registers, then fibre_main as the return address. */
         for (size_t i = 0; i < n; i++) {
-                getcontext(&K.f[i].uc);
-                K.f[i].uc.uc_stack.ss_sp = K.stacks + i * STACK_SIZE;
-                K.f[i].uc.uc_stack.ss_size = STACK_SIZE;
-                K.f[i].uc.uc_link = NULL;
-                makecontext(&K.f[i].uc, fibre_main, 0);
+                void **top = (void **)(K.stacks + (i + 1) * STACK_SIZE);
+
+                top -= 8;
+                for (int r = 0; r < 6; r++)
+                        top[r] = NULL;
+                top[6] = (void *)(uintptr_t)fibre_main;
+                top[7] = NULL;
+                K.f[i].sp = top;
                 K.f[i].state = F_RUN;
+        }
+        /*
+         * Thread 0 first: when it ends without a barrier, every other thread
+         * must too (anything else is a divergent barrier), so they run as
+         * plain calls, without a fibre each.
+         */
+        K.cur = 0;
+        set_tid(0);
+        to_fibre(0);
+        if (K.f[0].state == F_DONE) {
+                K.direct = true;
+                for (size_t i = 1; i < n; i++) {
+                        set_tid(i);
+                        K.fn(K.args);
+                }
+                K.direct = false;
+                return;
         }
         for (;;) {
                 size_t done = 0, waiting = 0;
@@ -165,6 +229,7 @@ cudaError_t sim_run_kernel(dim3 grid, dim3 block, void (*thread_fn)(void *), voi
                 return cudaErrorLaunchOutOfResources;
         K.fn = thread_fn;
         K.args = args;
+        K.direct = false;
         cudasim_gridDim = (uint3){grid.x, grid.y, grid.z};
         cudasim_blockDim = (uint3){block.x, block.y, block.z};
         for (unsigned z = 0; z < grid.z; z++)

@@ -32,64 +32,96 @@ static float sigm(float x)
         return 1.0f / (1.0f + expf(-x));
 }
 
-/* The row of (step t, sequence b) in x or y, in its layout. */
-static size_t row_of(const struct rnn_fwd *f, const int *len, int t, int b)
+/* The row of (step t, sequence b) in x or y, in its layout; step_off: rows before each step
+ * (packed). */
+static size_t row_of(const struct rnn_fwd *f, const size_t *step_off, int t, int b)
 {
-        size_t r = 0;
-
         switch (f->layout) {
         case CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED:
                 return (size_t)t * f->B + b;
         case CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED:
                 return (size_t)b * f->T + t;
         default:
-                /* Packed: step t holds the sequences longer than t, longest first. */
-                for (int s = 0; s < t; s++)
-                        for (int k = 0; k < f->B && len[k] > s; k++)
-                                r++;
-                return r + b;
+                return step_off[t] +
+                       b; /* step t holds the sequences longer than t, longest first */
         }
 }
 
-/* One matrix (or bias) of the weight space as fp32, or NULL where absent. */
-static float *fetch(const struct rnn_fwd *f, const struct wblock *blk, bool half)
-{
-        size_t n = (size_t)blk->rows * blk->cols;
-        float *m;
+/*
+ * One pseudo-layer's weights as fp32, transposed so that every product is a
+ * sum of contiguous rows (which the compiler vectorises): WT [in][G*H] (NULL
+ * with CUDNN_SKIP_INPUT's identity), RT [P][G*H], the biases [G*H] (zeros
+ * where the bias mode has none), projT [H][P] (NULL without a projection).
+ */
+struct layer_w {
+        float *WT, *RT, *bW, *bR, *projT;
+};
 
-        if (blk->rows == 0)
-                return NULL;
-        m = malloc(sizeof(float) * n);
-        if (m == NULL)
-                return NULL;
-        for (size_t i = 0; i < n; i++)
-                m[i] = rd((const char *)f->wspace + blk->off, i, half);
-        return m;
+/* Adds block blk (rows x cols, row-major in the weight space) transposed into dst [cols][ld] at
+ * column c0. */
+static void fetch_t(const struct rnn_fwd *f, const struct wblock *blk, bool half, float *dst,
+                    int ld, int c0)
+{
+        const char *src = (const char *)f->wspace + blk->off;
+
+        for (int r = 0; r < blk->rows; r++)
+                for (int k = 0; k < blk->cols; k++)
+                        dst[(size_t)k * ld + c0 + r] = rd(src, (size_t)r * blk->cols + k, half);
 }
 
-struct layer_w {
-        float *W[4], *R[4], *bW[4], *bR[4], *proj;
-};
+static bool layer_fetch(const struct rnn_fwd *f, int pl, int in, struct layer_w *lw)
+{
+        const struct rnn_cfg *c = &f->c;
+        const bool half = c->type == CUDNN_DATA_HALF;
+        const int G = sim_rnn_gates(c->cell), H = c->hid, P = c->proj, GH = G * H;
+        const struct wblock *mb = &f->w.mat[pl * f->w.n_lin], *bb = &f->w.bias[pl * f->w.n_lin];
+
+        memset(lw, 0, sizeof(*lw));
+        lw->RT = calloc((size_t)P * GH, sizeof(float));
+        lw->bW = calloc((size_t)GH, sizeof(float));
+        lw->bR = calloc((size_t)GH, sizeof(float));
+        if (mb[0].rows != 0)
+                lw->WT = calloc((size_t)in * GH, sizeof(float));
+        if (c->cell == CUDNN_LSTM && mb[2 * G].rows != 0)
+                lw->projT = calloc((size_t)H * P, sizeof(float));
+        if (lw->RT == NULL || lw->bW == NULL || lw->bR == NULL ||
+            (mb[0].rows != 0 && lw->WT == NULL) ||
+            (c->cell == CUDNN_LSTM && mb[2 * G].rows != 0 && lw->projT == NULL))
+                return false;
+        for (int g = 0; g < G; g++) {
+                if (lw->WT != NULL)
+                        fetch_t(f, &mb[g], half, lw->WT, GH, g * H);
+                fetch_t(f, &mb[G + g], half, lw->RT, GH, g * H);
+                if (bb[g].rows != 0)
+                        fetch_t(f, &bb[g], half, lw->bW, GH, g * H);
+                if (bb[G + g].rows != 0)
+                        fetch_t(f, &bb[G + g], half, lw->bR, GH, g * H);
+        }
+        if (lw->projT != NULL)
+                fetch_t(f, &mb[2 * G], half, lw->projT, P, 0);
+        return true;
+}
 
 static void layer_free(struct layer_w *lw)
 {
-        for (int g = 0; g < 4; g++) {
-                free(lw->W[g]);
-                free(lw->R[g]);
-                free(lw->bW[g]);
-                free(lw->bR[g]);
-        }
-        free(lw->proj);
+        free(lw->WT);
+        free(lw->RT);
+        free(lw->bW);
+        free(lw->bR);
+        free(lw->projT);
         memset(lw, 0, sizeof(*lw));
 }
 
-static float dot(const float *a, const float *b, int n)
+/* y[0..n) = b + sum_k x[k] * M[k][0..n) */
+static void gemv_t(float *y, const float *b, const float *M, const float *x, int k_n, int n)
 {
-        float s = 0.0f;
+        memcpy(y, b, sizeof(float) * (size_t)n);
+        for (int k = 0; k < k_n; k++) {
+                const float xk = x[k], *row = M + (size_t)k * n;
 
-        for (int k = 0; k < n; k++)
-                s += a[k] * b[k];
-        return s;
+                for (int j = 0; j < n; j++)
+                        y[j] += xk * row[j];
+        }
 }
 
 cudaError_t sim_rnn_forward_run(struct sim_op *op)
@@ -98,10 +130,12 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
         const struct rnn_cfg *c = &f->c;
         const bool half = c->type == CUDNN_DATA_HALF;
         const int dirs = c->dir == CUDNN_BIDIRECTIONAL ? 2 : 1, G = sim_rnn_gates(c->cell);
-        const int H = c->hid, P = c->proj, B = f->B, T = f->T, W = dirs * P;
+        const int H = c->hid, P = c->proj, B = f->B, T = f->T, W = dirs * P, GH = G * H;
         const size_t rows = (size_t)T * B;
-        float *buf[2], *gx, *h, *cst, *rec, *hh;
-        int *len = f->len;
+        float *buf[2], *gx, *h, *cst, *rec, *hh, *xin;
+        size_t *step_off;
+        const int *len = f->len;
+        const int in_max = c->in > W ? c->in : W;
         struct layer_w lw = {0};
 
         /* devSeqLengths is read by the device now: it must still hold the lengths. */
@@ -120,46 +154,51 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
         buf[0] = f->work;
         buf[1] = buf[0] + rows * W;
         gx = buf[1] + rows * W;
-        h = gx + rows * G * H;
+        h = gx + rows * GH;
         cst = h + (size_t)B * dirs * (H + P);
         if ((char *)(cst + (size_t)B * dirs * (H + P)) > (char *)f->work + f->work_size)
                 abort(); /* work_size and this carving disagree: a stand-in bug */
-        rec = malloc(sizeof(float) * (size_t)(G * H + H));
-        if (rec == NULL)
+        rec = malloc(sizeof(float) * (size_t)(GH + H + in_max));
+        step_off = malloc(sizeof(size_t) * ((size_t)T + 1));
+        if (rec == NULL || step_off == NULL) {
+                free(rec);
+                free(step_off);
                 return cudaErrorMemoryAllocation;
-        hh = rec + G * H;
+        }
+        step_off[0] = 0;
+        for (int t = 0; t < T; t++) {
+                size_t n = 0;
+
+                while (n < (size_t)B && len[n] > t)
+                        n++;
+                step_off[t + 1] = step_off[t] + n;
+        }
+        hh = rec + GH;
+        xin = hh + H;
 
         for (int l = 0; l < c->layers; l++) {
                 float *out = buf[l % 2];
                 const float *prev = buf[(l + 1) % 2];
                 const int in = l == 0 ? c->in : W;
 
-                for (size_t i = 0; i < rows * W; i++)
-                        out[i] = 0.0f;
+                memset(out, 0, sizeof(float) * rows * W);
                 for (int d = 0; d < dirs; d++) {
                         const int pl = l * dirs + d;
-                        const struct wblock *mb = &f->w.mat[pl * f->w.n_lin];
-                        const struct wblock *bb = &f->w.bias[pl * f->w.n_lin];
 
-                        for (int g = 0; g < G; g++) {
-                                lw.W[g] = fetch(f, &mb[g], half);
-                                lw.R[g] = fetch(f, &mb[G + g], half);
-                                lw.bW[g] = fetch(f, &bb[g], half);
-                                lw.bR[g] = fetch(f, &bb[G + g], half);
+                        if (!layer_fetch(f, pl, in, &lw)) {
+                                layer_free(&lw);
+                                free(rec);
+                                free(step_off);
+                                return cudaErrorMemoryAllocation;
                         }
-                        if (c->cell == CUDNN_LSTM)
-                                lw.proj = fetch(f, &mb[2 * G], half);
 
                         /* The input GEMM of every step: gx = W x + bW. */
                         for (int b = 0; b < B; b++) {
                                 for (int t = 0; t < len[b]; t++) {
-                                        float xin_buf[4096], *xin = xin_buf;
-                                        float *o = gx + ((size_t)t * B + b) * G * H;
+                                        float *o = gx + ((size_t)t * B + b) * GH;
 
-                                        if (in > 4096 && (xin = malloc(sizeof(float) * in)) == NULL)
-                                                abort();
                                         if (l == 0) {
-                                                size_t r = row_of(f, len, t, b);
+                                                size_t r = row_of(f, step_off, t, b);
 
                                                 for (int k = 0; k < in; k++)
                                                         xin[k] = rd(f->x, r * in + k, half);
@@ -167,18 +206,14 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
                                                 memcpy(xin, prev + ((size_t)t * B + b) * W,
                                                        sizeof(float) * in);
                                         }
-                                        for (int g = 0; g < G; g++)
-                                                for (int j = 0; j < H; j++)
-                                                        o[g * H + j] =
-                                                                (lw.W[g] != NULL
-                                                                         ? dot(lw.W[g] + (size_t)j *
-                                                                                                 in,
-                                                                               xin, in)
-                                                                         : xin[j]) +
-                                                                (lw.bW[g] != NULL ? lw.bW[g][j]
-                                                                                  : 0.0f);
-                                        if (xin != xin_buf)
-                                                free(xin);
+                                        if (lw.WT != NULL) {
+                                                gemv_t(o, lw.bW, lw.WT, xin, in, GH);
+                                        } else { /* CUDNN_SKIP_INPUT: x into every gate */
+                                                for (int g = 0; g < G; g++)
+                                                        for (int j = 0; j < H; j++)
+                                                                o[g * H + j] =
+                                                                        xin[j] + lw.bW[g * H + j];
+                                        }
                                 }
                         }
 
@@ -194,15 +229,9 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
                                         cb[k] = f->cx != NULL ? rd(f->cx, so * H + k, half) : 0.0f;
                                 for (int s = 0; s < len[b]; s++) {
                                         const int t = d == 0 ? s : len[b] - 1 - s;
-                                        const float *gt = gx + ((size_t)t * B + b) * G * H;
+                                        const float *gt = gx + ((size_t)t * B + b) * GH;
 
-                                        for (int g = 0; g < G; g++)
-                                                for (int j = 0; j < H; j++)
-                                                        rec[g * H + j] =
-                                                                dot(lw.R[g] + (size_t)j * P, hb,
-                                                                    P) +
-                                                                (lw.bR[g] != NULL ? lw.bR[g][j]
-                                                                                  : 0.0f);
+                                        gemv_t(rec, lw.bR, lw.RT, hb, P, GH);
                                         switch (c->cell) {
                                         case CUDNN_RNN_RELU:
                                                 for (int j = 0; j < H; j++) {
@@ -227,12 +256,18 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
                                                         cb[j] = fg * cb[j] + ig * cg;
                                                         hh[j] = og * tanhf(cb[j]);
                                                 }
-                                                for (int k = 0; k < P; k++)
-                                                        hb[k] = lw.proj != NULL
-                                                                        ? dot(lw.proj +
-                                                                                      (size_t)k * H,
-                                                                              hh, H)
-                                                                        : hh[k];
+                                                if (lw.projT != NULL) {
+                                                        memset(hb, 0, sizeof(float) * P);
+                                                        for (int j = 0; j < H; j++)
+                                                                for (int k = 0; k < P; k++)
+                                                                        hb[k] +=
+                                                                                hh[j] *
+                                                                                lw.projT[(size_t)j *
+                                                                                                 P +
+                                                                                         k];
+                                                } else {
+                                                        memcpy(hb, hh, sizeof(float) * H);
+                                                }
                                                 break;
                                         case CUDNN_GRU:
                                                 for (int j = 0; j < H; j++) {
@@ -279,7 +314,7 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
                                 if (t >= len[b] &&
                                     f->layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
                                         break;
-                                r = row_of(f, len, t, b);
+                                r = row_of(f, step_off, t, b);
                                 for (int k = 0; k < W; k++)
                                         wr(f->y, r * W + k,
                                            t < len[b] ? out[((size_t)t * B + b) * W + k] : pad,
@@ -288,6 +323,7 @@ cudaError_t sim_rnn_forward_run(struct sim_op *op)
                 }
         }
         free(rec);
+        free(step_off);
         return cudaSuccess;
 }
 

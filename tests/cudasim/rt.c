@@ -69,6 +69,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct device devs[SIM_MAX_DEVICES];
 static int n_devs;
 static int64_t delay_ns = 20 * 1000 * 1000;
+static bool trace; /* RNND_CUDASIM_TRACE: say when work ran without a synchronisation */
 static bool have_pku;
 static pthread_mutex_t pinned_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct pinned pinned[MAX_PINNED];
@@ -231,6 +232,7 @@ static void init(void)
                         init_device(&devs[n_devs++], phys[i]);
         }
 
+        trace = getenv("RNND_CUDASIM_TRACE") != NULL;
         env = getenv("RNND_CUDASIM_DELAY_US");
         if (env != NULL)
                 delay_ns = (int64_t)strtoll(env, NULL, 10) * 1000;
@@ -886,6 +888,9 @@ static void *stream_main(void *arg)
                                 continue;
                         }
                 }
+                if (trace && op->seq > s->released)
+                        fprintf(stderr, "cudasim: %s ran %lld us late without a synchronisation\n",
+                                op->what, (long long)(delay_ns / 1000));
                 s->head = op->next;
                 if (s->head == NULL)
                         s->tail = NULL;

@@ -208,41 +208,66 @@ END_TEST
  * memory does not move by a byte once the plan is open (the workspace was
  * sized for all of them; nothing is allocated, not even to be freed).
  */
+/* Device memory and (on the stand-in) allocation calls when a plan opened. */
+struct alloc_mark {
+        size_t free_b;
+        uint64_t mallocs, frees;
+};
+
+static struct alloc_mark alloc_mark(void)
+{
+        struct alloc_mark a = {.free_b = free_mem(0)};
+
+#if RNND_CUDA_SIM /* the stand-in counts the calls themselves, not only the bytes */
+        a.mallocs = cudasim_malloc_count(0);
+        a.frees = cudasim_free_count(0);
+#endif
+        return a;
+}
+
+/* Runs a batch of n sequences, the first T long, and checks nothing was allocated. */
+static void run_shape(rnnd_model_t *m, void *plan, uint32_t n, uint32_t T, unsigned *s,
+                      const struct alloc_mark *at_open)
+{
+        uint32_t lens[64];
+        struct rm_batch rb;
+        rnnd_error_t err = {0};
+        struct alloc_mark now;
+
+        for (uint32_t i = 0; i < n; i++)
+                lens[i] = i == 0 ? T : rm_int(s, 1, T);
+        rm_batch_init(&rb, m, n, lens, n * 100 + T);
+        rm_batch_target(&rb, m, 0);
+        ck_assert_msg(rnnd_cudnn_backend.run(plan, &rb.b, &err) == 0, "n %u T %u: %s", n, T,
+                      err.msg);
+        rm_batch_done(&rb);
+        now = alloc_mark();
+        ck_assert_msg(now.free_b == at_open->free_b, "n %u T %u: device memory moved by %zd bytes",
+                      n, T, (ssize_t)(at_open->free_b - now.free_b));
+        ck_assert_msg(now.mallocs == at_open->mallocs && now.frees == at_open->frees,
+                      "n %u T %u: cudaMalloc or cudaFree while serving", n, T);
+}
+
 START_TEST(test_no_allocation_serving)
 {
-        rnnd_model_t *m = rnnd_test_load_golden("lstm_l3_bi_ragged_h0");
+        /* A projection: STANDARD alone, so no algorithm probe ran a batch at open. */
+        rnnd_model_t *m = rnnd_test_load_golden("lstm_proj_l3_bi_ragged_h0");
         const uint32_t N =
                 m->cfg.batching.max_batch_size < 16 ? m->cfg.batching.max_batch_size : 16;
         const uint32_t Tm = m->cfg.max_sequence_length < 40 ? m->cfg.max_sequence_length : 40;
+        /* Bigger than the algorithm probe's batch (64 x 64): the longest and the fullest. */
+        static const uint32_t big[][2] = {{64, 100}, {1, 4096}, {3, 1500}, {64, 64}, {37, 111}};
         void *plan = open_on(m, 0);
-        size_t before = free_mem(0);
+        const struct alloc_mark at_open = alloc_mark();
         unsigned s = 5;
-#if RNND_CUDA_SIM /* the stand-in counts the calls themselves, not only the bytes */
-        const uint64_t mallocs = cudasim_malloc_count(0), frees = cudasim_free_count(0);
-#endif
 
         for (uint32_t n = 1; n <= N; n++)
-                for (uint32_t T = 1; T <= Tm; T += 1 + T / 3) {
-                        uint32_t lens[16];
-                        struct rm_batch rb;
-                        rnnd_error_t err = {0};
-
-                        for (uint32_t i = 0; i < n; i++)
-                                lens[i] = i == 0 ? T : rm_int(&s, 1, T);
-                        rm_batch_init(&rb, m, n, lens, n * 100 + T);
-                        rm_batch_target(&rb, m, 0);
-                        ck_assert_msg(rnnd_cudnn_backend.run(plan, &rb.b, &err) == 0,
-                                      "n %u T %u: %s", n, T, err.msg);
-                        rm_batch_done(&rb);
-                        ck_assert_msg(free_mem(0) == before,
-                                      "n %u T %u: device memory moved by %zd bytes", n, T,
-                                      (ssize_t)(before - free_mem(0)));
-#if RNND_CUDA_SIM
-                        ck_assert_msg(cudasim_malloc_count(0) == mallocs &&
-                                              cudasim_free_count(0) == frees,
-                                      "n %u T %u: cudaMalloc or cudaFree while serving", n, T);
-#endif
-                }
+                for (uint32_t T = 1; T <= Tm; T += 1 + T / 3)
+                        run_shape(m, plan, n, T, &s, &at_open);
+        ck_assert_uint_ge(m->cfg.batching.max_batch_size, 64);
+        ck_assert_uint_ge(m->cfg.max_sequence_length, 4096);
+        for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+                run_shape(m, plan, big[i][0], big[i][1], &s, &at_open);
         rnnd_cudnn_backend.close(plan);
         rnnd_model_unref(m);
 }

@@ -1,7 +1,8 @@
 /*
  * main.c: rnnd's entry point, in systemd's run() shape: read the settings,
  * build everything (models, plans, the HTTP server), send READY=1, run the
- * loop until SIGTERM, free everything, and exit 0.
+ * loop until SIGTERM, free everything, and exit 0 (or RNND_EXIT_DEVICE_FAULT
+ * after a GPU device fault, for systemd to restart the daemon).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 #include "rnnd-config.h"
 #include "server.h"
 
-static int run(int argc, char **argv)
+static int run(int argc, char **argv, int *status)
 {
         struct rnnd_server *srv = NULL;
         struct rnnd_infer_hook hook;
@@ -76,6 +77,7 @@ static int run(int argc, char **argv)
         r = rnnd_server_run(srv, &err);
         if (r < 0)
                 goto fail;
+        *status = rnnd_server_exit_status(srv);
         goto out;
 fail:
         rnnd_log(RNND_LOG_ERR, "%s", err.msg[0] != '\0' ? err.msg : rnnd_strerror(r));
@@ -88,5 +90,7 @@ out:
 
 int main(int argc, char **argv)
 {
-        return run(argc, argv) < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        int status = EXIT_SUCCESS;
+
+        return run(argc, argv, &status) < 0 ? EXIT_FAILURE : status;
 }

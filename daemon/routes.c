@@ -732,6 +732,11 @@ static void serve_server_ready(struct rnnd_http_request *r)
 
         if (rnnd_server_ready(srv))
                 respond_empty(r, 200);
+        else if (atomic_load(&srv->device_fault))
+                rnnd_http_respond_error(r, NOT_READY,
+                                        "a GPU device fault (%s): every GPU instance is out of "
+                                        "service; the server is restarting",
+                                        srv->fault_msg);
         else if (atomic_load(&srv->stopping))
                 rnnd_http_respond_error(r, NOT_READY, "the server is shutting down");
         else

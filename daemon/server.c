@@ -45,7 +45,7 @@
 #include "alloc.h"
 #include "http-int.h"
 #include "log.h"
-#include "placement.h"
+#include "backends.h"
 #include "rnnd-config.h"
 #include "reload.h"
 #include "server.h"
@@ -140,7 +140,8 @@ struct rnnd_served_version *rnnd_server_latest(struct rnnd_served_model *m)
 
 bool rnnd_server_ready(const struct rnnd_server *srv)
 {
-        return atomic_load(&srv->all_loaded) && srv->mhd != NULL && !atomic_load(&srv->stopping);
+        return atomic_load(&srv->all_loaded) && srv->mhd != NULL && !atomic_load(&srv->stopping) &&
+               !atomic_load(&srv->device_fault);
 }
 
 const char *rnnd_server_platform(const struct rnnd_served_version *sv)
@@ -192,8 +193,8 @@ void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_han
 /* What placement sees under options o: this build, this machine, o's backend setting. */
 static void placement_env(const struct rnnd_options *o, struct rnnd_placement_env *env)
 {
-        rnnd_placement_env_default(env, o->backend == RNND_BACKEND_CPU, o->backend_from,
-                                   rnnd_options_cpu_threads(o));
+        rnnd_backends_env(env, o->backend == RNND_BACKEND_CPU, o->backend_from,
+                          rnnd_options_cpu_threads(o));
 }
 
 /* Logs where plans can go, for every model: the setting, the build or the machine. */
@@ -225,6 +226,21 @@ static void pool_wakeup(void *arg)
                 uv_async_send(&srv->sweep_async);
 }
 
+/*
+ * A worker thread: an instance reported a device fault.  The first report
+ * is kept and the loop woken to act on it (device_fault_stop).
+ */
+static void pool_fault(void *arg, const rnnd_error_t *err)
+{
+        struct rnnd_server *srv = arg;
+
+        if (atomic_flag_test_and_set(&srv->fault_claimed))
+                return;
+        snprintf(srv->fault_msg, sizeof(srv->fault_msg), "%s", err->msg);
+        atomic_store(&srv->device_fault, true);
+        pool_wakeup(srv);
+}
+
 /* The pool options of a version: its placed instances and its batching settings. */
 static void pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *cfg,
                       const struct rnnd_placement *pl, struct rnnd_pool_opts *po)
@@ -240,6 +256,8 @@ static void pool_opts(struct rnnd_server *srv, const struct rnnd_model_config *c
                 .levels = cfg->batching.priority_levels,
                 .wakeup = pool_wakeup,
                 .wakeup_arg = srv,
+                .fault = pool_fault,
+                .fault_arg = srv,
         };
 }
 
@@ -280,6 +298,11 @@ static void load_version(struct rnnd_server *srv, const struct rnnd_options *o,
         }
         for (unsigned i = 0; i < sv->instances; i++) {
                 rnnd_pool_describe(sv->pool, i, &sv->descs[i]);
+                if (strncmp(sv->descs[i].why_not_cudnn, "out of service", 14) == 0)
+                        rnnd_log(RNND_LOG_WARNING,
+                                 "model %s version %" PRIu64 ": instance %u: %s; serving on the "
+                                 "others",
+                                 m->entry->name, sv->version, i, sv->descs[i].why_not_cudnn);
                 if (sv->descs[i].why_not_cudnn[0] == '\0')
                         snprintf(sv->descs[i].why_not_cudnn, sizeof(sv->descs[i].why_not_cudnn),
                                  "%s", pl.why_not_cudnn);
@@ -835,8 +858,36 @@ static void sweep_tick(uv_timer_t *t)
         sweep(t->data);
 }
 
+static void gpus_lost_cb(rnnd_pool_t *p, void *arg)
+{
+        rnnd_pool_gpus_lost(p, arg);
+}
+
+/*
+ * After a device fault: every GPU instance of every pool goes out of
+ * service (their queued work goes to CPU instances, or is answered 503 with
+ * Retry-After where a model has none), and the daemon drains and exits
+ * with RNND_EXIT_DEVICE_FAULT for systemd to restart it.  Loop thread.
+ */
+static void device_fault_stop(struct rnnd_server *srv)
+{
+        if (srv->fault_handled || !atomic_load(&srv->device_fault))
+                return;
+        srv->fault_handled = true;
+        srv->exit_status = RNND_EXIT_DEVICE_FAULT;
+        rnnd_log(RNND_LOG_ERR,
+                 "device fault: %s; every GPU instance is out of service, queued work goes to "
+                 "CPU instances or is answered 503; draining, then exiting with status %d for "
+                 "a restart",
+                 srv->fault_msg, RNND_EXIT_DEVICE_FAULT);
+        each_pool(srv, gpus_lost_cb, srv->fault_msg);
+        sd_notifyf(0, "STATUS=Device fault: %s", srv->fault_msg);
+        begin_stop(srv, "device fault");
+}
+
 static void sweep_wake(uv_async_t *a)
 {
+        device_fault_stop(a->data);
         sweep(a->data);
 }
 
@@ -990,12 +1041,18 @@ int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr)
                  atomic_load(&srv->all_loaded)
                          ? ""
                          : " (not every model loaded: /v2/health/ready says 400)");
+        device_fault_stop(srv); /* one while loading: no loop to wake then */
         uv_run(&srv->loop, UV_RUN_DEFAULT);
         r = uv_loop_close(&srv->loop);
         srv->loop_ready = false;
         if (r < 0)
                 return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_loop_close: %s", uv_strerror(r));
         return 0;
+}
+
+int rnnd_server_exit_status(const struct rnnd_server *srv)
+{
+        return srv->exit_status;
 }
 
 struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)

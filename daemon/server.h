@@ -183,6 +183,13 @@ struct rnnd_server {
         uv_async_t sweep_async;     /* a pool has a new earliest queue deadline */
         uv_timer_t sweep_timer;     /* the earliest queue deadline of every pool; loop thread */
         atomic_bool sweep_ready;    /* sweep_async may be sent; atomic */
+
+        /* A device fault (DESIGN.md §7): process-wide; the daemon drains and exits. */
+        atomic_flag fault_claimed; /* the first pool to report one writes fault_msg */
+        atomic_bool device_fault;  /* set after fault_msg is written */
+        char fault_msg[256];       /* immutable once device_fault is set */
+        bool fault_handled;        /* loop thread only */
+        int exit_status;           /* main()'s, 0 or RNND_EXIT_DEVICE_FAULT; loop thread only */
 };
 
 /*
@@ -216,6 +223,17 @@ int rnnd_server_start(struct rnnd_server *srv, rnnd_error_t *reterr);
  * main thread).
  */
 int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr);
+
+/*
+ * The exit status after a device fault (docs/OPERATIONS.md): the GPU
+ * context is unusable until the process ends, so rnnd drains, exits with
+ * this status (EX_TEMPFAIL) and systemd's Restart=on-failure starts it again
+ * while rnnd.socket keeps the listening socket.
+ */
+#define RNND_EXIT_DEVICE_FAULT 75
+
+/* The status main() should exit with once rnnd_server_run() returned 0.  Main thread. */
+int rnnd_server_exit_status(const struct rnnd_server *srv);
 
 /* Stops MHD if running and frees everything; accepts NULL; returns NULL.  Main thread. */
 struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);

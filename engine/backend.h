@@ -16,6 +16,8 @@
 #ifndef RNND_ENGINE_BACKEND_H
 #define RNND_ENGINE_BACKEND_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -88,6 +90,15 @@ struct rnnd_backend_ops {
 
         /* Describes the plan (which engine, device, algorithm, and why). */
         void (*describe)(const void *plan, struct rnnd_backend_desc *ret);
+
+        /*
+         * Optional (NULL: every model): whether this backend computes model
+         * config cfg exactly and within its argument types; false with a
+         * reason naming the config field in why[0..cap) when not.  Pure;
+         * thread-safe.  Placement asks it; the backend's open() refuses what
+         * it refuses.
+         */
+        bool (*qualifies)(const struct rnnd_model_config *cfg, char *why, size_t cap);
 };
 
 /* The CPU engine (engine/cpu/). */

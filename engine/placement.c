@@ -1,58 +1,13 @@
 /*
- * placement.c: the placement decision of placement.h, plus the one impure
- * helper that reads this build and machine into a placement env.
+ * placement.c: the placement decision of placement.h.  Pure: what the
+ * machine has and which models a backend takes come in through the env
+ * (engine/backends.c fills it), so the policy never reaches into a backend.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "placement.h"
-#include "rnnd-config.h"
-#if RNND_HAVE_CUDA
-#include "cudnn/cudnn.h"
-#endif
-
-/* cuDNN's limit on maxSeqLength in cudnnSetRNNDataDescriptor. */
-#define CUDNN_MAX_SEQ_LEN 65535u
-
-void rnnd_placement_env_default(struct rnnd_placement_env *env, bool backend_cpu,
-                                const char *backend_from, unsigned cpu_threads)
-{
-        memset(env, 0, sizeof(*env));
-        env->cpu_ops = &rnnd_cpu_backend;
-        env->backend_cpu = backend_cpu;
-        env->backend_from = backend_from;
-        env->cpu_threads = cpu_threads;
-#if RNND_HAVE_CUDA
-        {
-                struct rnnd_cudnn_info info;
-
-                rnnd_cudnn_info(&info);
-                env->gpu_ops = &rnnd_cudnn_backend;
-                env->device_count = info.device_count;
-                snprintf(env->why_no_gpu, sizeof(env->why_no_gpu), "%s", info.why_no_gpu);
-        }
-#endif
-}
-
-bool rnnd_placement_cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
-{
-        if (cfg->cell == RNND_CELL_GRU && !cfg->gru_linear_before_reset) {
-                snprintf(why, cap,
-                         "GRU with gru_linear_before_reset=false (Keras reset_after=False) has no "
-                         "cuDNN equivalent");
-                return false;
-        }
-        if (cfg->max_sequence_length > CUDNN_MAX_SEQ_LEN) {
-                snprintf(why, cap, "max_sequence_length %u is above cuDNN's limit of %u",
-                         cfg->max_sequence_length, CUDNN_MAX_SEQ_LEN);
-                return false;
-        }
-        /* A projection (LSTM proj_size) runs with the STANDARD algorithm only. */
-        if (cap > 0)
-                why[0] = '\0';
-        return true;
-}
 
 /* Why cuDNN cannot be used for this model at all, or "" when it can. */
 static bool cudnn_usable(const struct rnnd_model_config *cfg, const struct rnnd_placement_env *env,
@@ -72,7 +27,11 @@ static bool cudnn_usable(const struct rnnd_model_config *cfg, const struct rnnd_
                          env->why_no_gpu[0] != '\0' ? env->why_no_gpu : "none is visible");
                 return false;
         }
-        return rnnd_placement_cudnn_qualifies(cfg, why, cap);
+        if (env->gpu_ops->qualifies != NULL && !env->gpu_ops->qualifies(cfg, why, cap))
+                return false;
+        if (cap > 0)
+                why[0] = '\0';
+        return true;
 }
 
 /* The visible GPUs group g runs on, into gpus; returns how many. */

@@ -9,7 +9,7 @@
  *   - kind cpu: count CPU instances;
  *   - kind auto or gpu: when cuDNN is usable for the model (built in, not
  *     switched off by backend = cpu, a GPU visible, the model qualifies:
- *     rnnd_placement_cudnn_qualifies()), count instances on each GPU of the
+ *     gpu_ops->qualifies()), count instances on each GPU of the
  *     group's gpus (every visible GPU when none is listed), 2 per GPU when the
  *     group gives no count, so that one worker's copy-in overlaps the other's
  *     compute; otherwise count CPU instances, and the reason is kept.
@@ -36,7 +36,7 @@ struct rnnd_placement_env {
         const struct rnnd_backend_ops *gpu_ops; /* the cuDNN backend, NULL when not built */
         bool backend_cpu;                       /* backend = cpu: cuDNN switched off */
         const char *backend_from;               /* where that was set ("rnnd.conf", ...) */
-        int device_count;                       /* visible GPUs (rnnd_cudnn_info) */
+        int device_count;                       /* visible GPUs */
         char why_no_gpu[128];                   /* when device_count is 0 */
         unsigned cpu_threads;                   /* threads of each CPU instance */
 };
@@ -50,22 +50,6 @@ struct rnnd_placement {
         unsigned n_groups;
         char why_not_cudnn[256]; /* "" when every instance is on cuDNN */
 };
-
-/*
- * Fills *env from this build and machine: the CPU ops, the cuDNN ops when
- * built, rnnd_cudnn_info()'s device count and reason.  backend_from is
- * borrowed and must outlive env.  Initializes CUDA when built with it.
- * Thread-safe.
- */
-void rnnd_placement_env_default(struct rnnd_placement_env *env, bool backend_cpu,
-                                const char *backend_from, unsigned cpu_threads);
-
-/*
- * Whether the cuDNN backend can compute model config cfg exactly (DESIGN.md
- * §4).  false with a reason in why[0..cap) when not (e.g. a GRU with
- * gru_linear_before_reset = false).  Pure; thread-safe.
- */
-bool rnnd_placement_cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap);
 
 /*
  * Decides the instances of model config cfg under env (rules above) into

@@ -26,12 +26,17 @@
  * submit finds the queue full (at most every REAP_INTERVAL_NS), so that the
  * sequences of clients that left neither run nor hold the room of live ones.
  * done() is always called without the mutex, from a list collected under
- * it.  A run that returns RNND_EDEVLOST takes its worker out of service and
- * pushes the batch back at its old place in the queue.
+ * it.  A run that returns RNND_EDEVLOST means a device fault, which is
+ * process-wide: every GPU instance of the pool goes out of service (the
+ * owner is told through opts.fault, to do the same to its other pools), the
+ * batch is pushed back at its old place in the queue for the CPU instances,
+ * and when none is left every queued job fails RNND_EUNAVAIL.  An instance
+ * on a GPU that fails to open stays out of service while the others serve.
  * Lock order: only pool->mu, never nested.
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -90,6 +95,8 @@ struct rnnd_pool {
         unsigned waiting;      /* workers in cond_wait; guarded by mu */
         int open_status;       /* first failing open; guarded by mu */
         rnnd_error_t open_err; /* guarded by mu */
+        unsigned n_failed_gpu; /* GPU instances whose open failed; guarded by mu */
+        bool gpus_lost;        /* a device fault took the GPU instances; guarded by mu */
         bool closed;           /* guarded by mu */
         bool stopping;         /* guarded by mu */
 };
@@ -316,24 +323,43 @@ static void fail_queued_locked(rnnd_pool_t *p, const rnnd_error_t *err, rnnd_job
                 fail_job(p, jobseq(node)->job, err, done);
 }
 
+/*
+ * Takes every GPU instance out of service after a device fault (why); with
+ * none left in service, fails every queued job.  Called with mu held.
+ */
+static void gpus_lost_locked(rnnd_pool_t *p, const char *why, rnnd_job_t **done)
+{
+        p->gpus_lost = true;
+        for (unsigned i = 0; i < p->started; i++) {
+                struct worker *w = &p->workers[i];
+
+                if (w->inst.opts.device >= 0 && w->in_service) {
+                        w->in_service = false;
+                        p->st.in_service--;
+                }
+        }
+        if (p->st.in_service == 0) {
+                rnnd_error_t e;
+
+                rnnd_error_set(&e, RNND_EUNAVAIL, "model '%s': no instance in service (%s)",
+                               p->m->name, why);
+                fail_queued_locked(p, &e, done);
+        }
+        pthread_cond_broadcast(&p->work);
+}
+
 /* The run of w's batch ended with r.  Called with mu held. */
 static void ran_locked(rnnd_pool_t *p, struct worker *w, uint32_t n, int r, const rnnd_error_t *err,
                        rnnd_job_t **done)
 {
         if (r == RNND_EDEVLOST) {
-                w->in_service = false;
-                p->st.in_service--;
+                if (w->in_service) { /* the reporting instance, whatever its kind */
+                        w->in_service = false;
+                        p->st.in_service--;
+                }
                 for (uint32_t i = 0; i < n; i++)
                         rnnd_batcher_push(p->batcher, &w->picked[i]->node);
-                if (p->st.in_service == 0) {
-                        rnnd_error_t e;
-
-                        rnnd_error_set(&e, RNND_EUNAVAIL,
-                                       "model '%s': no instance in service (last: %s)", p->m->name,
-                                       err->msg);
-                        fail_queued_locked(p, &e, done);
-                }
-                pthread_cond_broadcast(&p->work);
+                gpus_lost_locked(p, err->msg, done);
                 return;
         }
         for (uint32_t i = 0; i < n; i++) {
@@ -399,13 +425,26 @@ static void *worker_main(void *arg)
         struct worker *w = arg;
         rnnd_pool_t *p = w->pool;
         rnnd_error_t err = {0};
+        bool tell;
         int r;
 
         r = w->inst.ops->open(p->m, &w->inst.opts, &w->plan, &err);
-        if (r == 0)
+        if (r == 0) {
                 w->inst.ops->describe(w->plan, &w->desc);
+        } else if (w->inst.opts.device >= 0) {
+                /* Out of service; the pool serves on its other instances (rnnd_pool_new). */
+                snprintf(w->desc.backend, sizeof(w->desc.backend), "%s", w->inst.ops->name);
+                snprintf(w->desc.device, sizeof(w->desc.device), "GPU %d", w->inst.opts.device);
+                snprintf(w->desc.why_not_cudnn, sizeof(w->desc.why_not_cudnn),
+                         "out of service: GPU %d failed to open: %.200s", w->inst.opts.device,
+                         err.msg);
+        }
         pthread_mutex_lock(&p->mu);
-        if (r < 0 && p->open_status == 0) {
+        if (r < 0 && w->inst.opts.device >= 0) {
+                w->in_service = false;
+                if (p->n_failed_gpu++ == 0)
+                        p->open_err = err; /* reported if no instance opens */
+        } else if (r < 0 && p->open_status == 0) {
                 p->open_status = r;
                 p->open_err = err;
         }
@@ -465,11 +504,14 @@ static void *worker_main(void *arg)
                         p->backlog += (1024 - p->backlog) / 8;
                 else
                         p->backlog -= p->backlog / 8;
+                tell = r == RNND_EDEVLOST && !p->gpus_lost;
                 ran_locked(p, w, n, r, &err, &done);
                 if (--p->st.running == 0)
                         pthread_cond_broadcast(&p->idle);
-                if (done != NULL) {
+                if (done != NULL || tell) {
                         pthread_mutex_unlock(&p->mu);
+                        if (tell && p->opts.fault != NULL)
+                                p->opts.fault(p->opts.fault_arg, &err);
                         complete(done);
                         pthread_mutex_lock(&p->mu);
                 }
@@ -565,12 +607,14 @@ int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_
         pthread_mutex_lock(&p->mu);
         while (p->n_open < p->started)
                 pthread_cond_wait(&p->opened, &p->mu);
-        if (r == 0 && p->open_status < 0) {
-                r = p->open_status;
+        /* A GPU that failed to open leaves the model on the others; a CPU failure fails it. */
+        if (r == 0 && (p->open_status < 0 || p->n_failed_gpu == p->started)) {
+                r = p->open_status < 0 ? p->open_status : p->open_err.code;
+                r = r < 0 ? r : RNND_EGPU;
                 if (reterr != NULL)
                         *reterr = p->open_err;
         }
-        p->st.in_service = p->started;
+        p->st.in_service = p->started - p->n_failed_gpu;
         pthread_mutex_unlock(&p->mu);
         if (r < 0) {
                 rnnd_pool_free(p);
@@ -729,6 +773,17 @@ uint64_t rnnd_pool_sweep(rnnd_pool_t *p)
         pthread_mutex_unlock(&p->mu);
         complete(done);
         return next;
+}
+
+void rnnd_pool_gpus_lost(rnnd_pool_t *p, const char *why)
+{
+        rnnd_job_t *done = NULL;
+
+        pthread_mutex_lock(&p->mu);
+        if (!p->gpus_lost)
+                gpus_lost_locked(p, why, &done);
+        pthread_mutex_unlock(&p->mu);
+        complete(done);
 }
 
 void rnnd_pool_describe(const rnnd_pool_t *p, unsigned i, struct rnnd_backend_desc *ret)

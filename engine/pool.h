@@ -96,6 +96,16 @@ struct rnnd_pool_opts {
          */
         void (*wakeup)(void *arg);
         void *wakeup_arg;
+
+        /*
+         * Optional: an instance's run reported a device fault (RNND_EDEVLOST),
+         * which is process-wide; the pool has taken its own GPU instances out
+         * of service, and the owner should do the same to its other pools
+         * (rnnd_pool_gpus_lost).  Called once per pool, on a worker thread,
+         * without the lock; must not block.
+         */
+        void (*fault)(void *arg, const rnnd_error_t *err);
+        void *fault_arg;
 };
 
 /* Counters since the pool started.  Histograms count batches. */
@@ -125,9 +135,12 @@ extern const double rnnd_pool_padding_bounds[RNND_POOL_PADDING_BUCKETS];
 
 /*
  * Starts a worker per instance for model m; each opens its plan on its own
- * thread, and this waits until all did.  On success *ret is a new pool that
- * holds references on m.  Errors: RNND_EINVAL for bad opts, the first failing
- * open's code and message, RNND_ENOMEM, RNND_EINTERNAL (no thread).  Never
+ * thread, and this waits until all did.  An instance on a GPU (device >= 0)
+ * that fails to open stays out of service, its description saying why, and
+ * the pool serves on the others.  On success *ret is a new pool that holds
+ * references on m.  Errors: RNND_EINVAL for bad opts, the failing open's
+ * code and message when a CPU instance or every instance fails,
+ * RNND_ENOMEM, RNND_EINTERNAL (no thread).  Never
  * writes *ret on failure.  Thread-safe.
  */
 int rnnd_pool_new(rnnd_model_t *m, const struct rnnd_pool_opts *opts, rnnd_pool_t **ret,
@@ -159,6 +172,14 @@ void rnnd_pool_expect(rnnd_pool_t *p, int delta);
  * UINT64_MAX when none waits.  Thread-safe; not from done().
  */
 uint64_t rnnd_pool_sweep(rnnd_pool_t *p);
+
+/*
+ * A device fault elsewhere in the process (why): takes every GPU instance
+ * out of service.  Queued work stays for the CPU instances; with none, every
+ * queued job fails RNND_EUNAVAIL, and so do later submits.  Idempotent.
+ * Thread-safe; not from done().
+ */
+void rnnd_pool_gpus_lost(rnnd_pool_t *p, const char *why);
 
 /* Describes instance i's plan (0 when i is out of range).  Thread-safe. */
 void rnnd_pool_describe(const rnnd_pool_t *p, unsigned i, struct rnnd_backend_desc *ret);

@@ -47,15 +47,16 @@ cudaError_t rnnd__cuda_fault(cudaStream_t s);
 
 #else
 
+#include <cudnn.h>
+
 #include "backend.h"
 
 /*
- * The layout of one batch in the staging buffers: int32 arrays then float32
- * arrays, each starting on 64 bytes.  Offsets are in 4-byte elements from
- * the start of the input region.  A sequence-major row of step t and
- * sequence b is t * n + b; a batch-major row is b * T + t; a state row of
- * layer-direction ld is ld * n + b in cuDNN's hx/hy and b * LD + ld in the
- * caller's h0/h_n.
+ * The layout of one batch in the input region: int32 arrays then float32
+ * arrays, each starting on 64 bytes, x last (staged a window at a time).  Offsets are in 4-byte
+ * elements from the start of the input region.  A sequence-major row of step t and sequence b is t
+ * * n + b; a batch-major row is b * T + t; a state row of layer-direction ld is ld * n + b in
+ * cuDNN's hx/hy and b * LD + ld in the caller's h0/h_n.
  */
 struct rnnd__cudnn_layout {
         uint32_t n, T;   /* sequences, longest length */
@@ -68,24 +69,42 @@ struct rnnd__cudnn_layout {
         size_t idx_y;    /* int32 [n * T]: batch-major row -> seq-major row, -1 pad */
         size_t idx_hin;  /* int32 [LD * n]: cuDNN state row -> caller row */
         size_t idx_hout; /* int32 [n * LD]: caller row -> cuDNN state row */
-        size_t x;        /* float [n * T * in] staged inputs, batch-major (no embedding) */
         size_t h0;       /* float [n * LD * H'] staged h0, zeros where absent */
         size_t c0;       /* float [n * LD * H] staged c0 */
+        size_t x;        /* float [n * T * in] inputs, batch-major (no embedding); the last */
         size_t end;      /* elements used */
 };
 
 /*
  * The input region's size in 4-byte elements for a batch of n sequences of
- * longest length T (an upper bound: every optional part counted).
+ * longest length T (an upper bound: every optional part counted), with x
+ * or up to x.
  */
-size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T);
+size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T, bool with_x);
 
 /*
- * Lays batch b (already validated) into buf, which holds
- * rnnd__cudnn_in_size(m, b->n, T) elements, and fills *ret.  Pure: no CUDA.
+ * Lays batch b (already validated) into buf up to x (ret->x elements, at
+ * most rnnd__cudnn_in_size(m, b->n, T, false)), and fills *ret.  Pure: no
+ * CUDA.
  */
 void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *buf,
                        struct rnnd__cudnn_layout *ret);
+
+/*
+ * Where a region's elements [at, at + n), held in buf, overlap a window
+ * [from, from + count) held in win: copies that overlap into win (to_win)
+ * or out of it into buf.  Pure.
+ */
+void rnnd__cudnn_window(float *buf, size_t at, size_t n, float *win, size_t from, size_t count,
+                        bool to_win);
+
+/*
+ * Copies elements [from, from + count) of the x region of layout o (a model
+ * without an embedding) to dst: each sequence's inputs where they lie,
+ * padding left as it is (the gather reads zeros there).  Pure.
+ */
+void rnnd__cudnn_stage_x(const rnnd_model_t *m, const struct rnnd_batch *b,
+                         const struct rnnd__cudnn_layout *o, size_t from, size_t count, float *dst);
 
 /*
  * Checks batch b against model m and the plan's bounds (at most max_n
@@ -94,6 +113,26 @@ void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *
  */
 int rnnd__cudnn_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint32_t max_n,
                       uint64_t max_rows, uint32_t *T, rnnd_error_t *reterr);
+
+/*
+ * Whether weight or bias descriptor d has the shape [rows, cols] (cuDNN
+ * reports {1, rows, cols}; a bias is [rows, 1]); got receives its
+ * dimensions ("[1, 16, 8]").  The weight check of open().
+ */
+bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got,
+                           size_t cap);
+
+/*
+ * Floats of the pinned windows a batch's inputs and outputs go through,
+ * read at open (a test sets it small to exercise the windows).
+ */
+extern size_t rnnd__cudnn_staging_window;
+
+/*
+ * Test hook: how many algorithm probes (timings) ran in this process, and
+ * the most that ever ran at once on one GPU.
+ */
+void rnnd__cudnn_probe_stats(unsigned *probes, unsigned *most_at_once);
 
 /* Test hook: kind 0 makes the plan's device fail (sticky); kind 1 fails its next run. */
 int rnnd__cudnn_inject_fault(void *plan, int kind);

@@ -2,10 +2,12 @@
  * layout.c: how a batch is laid into the cuDNN backend's staging buffer
  * (pure host code, no CUDA calls, so it is tested without a GPU).
  *
- * The input region is one block that a single copy moves to the device:
- * the lengths, four index arrays that drive the gather kernel, then the
- * caller's inputs and initial states packed per sequence.  Each sequence's
- * x is copied with one memcpy (batch-major); the transposes to cuDNN's
+ * The input region is one block on the device: the lengths, four index
+ * arrays that drive the gather kernel, the initial states, then the
+ * caller's inputs x, each sequence's rows at i x T (batch-major).  The part
+ * before x is staged whole (rnnd__cudnn_stage); x, the bulk, is staged a
+ * window at a time (rnnd__cudnn_stage_x), so the pinned host buffer need
+ * not hold a whole batch of inputs.  The transposes to cuDNN's
  * sequence-major layout happen on the device.
  */
 #include <string.h>
@@ -38,21 +40,45 @@ static void offsets(const rnnd_model_t *m, uint32_t n, uint32_t T, bool x, bool 
         at = align16(at + LD * n);
         o->idx_hout = at;
         at = align16(at + LD * n);
-        o->x = at;
-        at = align16(at + (x ? rows * m->cfg.input_size : 0));
         o->h0 = at;
         at = align16(at + (h0 ? LD * n * m->out_size : 0));
         o->c0 = at;
         at = align16(at + (c0 ? LD * n * m->cfg.hidden_size : 0));
+        o->x = at;
+        at = align16(at + (x ? rows * m->cfg.input_size : 0));
         o->end = at;
 }
 
-size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T)
+size_t rnnd__cudnn_in_size(const rnnd_model_t *m, uint32_t n, uint32_t T, bool with_x)
 {
         struct rnnd__cudnn_layout o;
 
-        offsets(m, n, T, true, true, true, &o);
-        return o.end;
+        offsets(m, n, T, m->embedding == NULL, true, true, &o); /* tokens need no x */
+        return with_x ? o.end : o.x;
+}
+
+void rnnd__cudnn_window(float *buf, size_t at, size_t n, float *win, size_t from, size_t count,
+                        bool to_win)
+{
+        const size_t a = at > from ? at : from, z = at + n < from + count ? at + n : from + count;
+
+        if (a >= z)
+                return;
+        if (to_win)
+                memcpy(win + (a - from), buf + (a - at), (z - a) * sizeof(float));
+        else
+                memcpy(buf + (a - at), win + (a - from), (z - a) * sizeof(float));
+}
+
+void rnnd__cudnn_stage_x(const rnnd_model_t *m, const struct rnnd_batch *b,
+                         const struct rnnd__cudnn_layout *o, size_t from, size_t count, float *dst)
+{
+        const size_t in = m->cfg.input_size, per = (size_t)o->T * in;
+
+        /* Sequence i's rows are [i * per, i * per + len * in) of the x region. */
+        for (uint32_t i = 0; i < b->n; i++)
+                rnnd__cudnn_window((float *)b->seqs[i].x, (size_t)i * per,
+                                   (size_t)b->seqs[i].len * in, dst, from, count, true);
 }
 
 /* Stages one state (h0 or c0) of every sequence: [n, LD, width], zeros where absent. */
@@ -73,7 +99,6 @@ void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *
                        struct rnnd__cudnn_layout *ret)
 {
         const bool emb = m->embedding != NULL, lstm = m->cfg.cell == RNND_CELL_LSTM;
-        const size_t in = m->cfg.input_size;
         struct rnnd__cudnn_layout o;
         int32_t *ib = buf;
         float *fb = buf;
@@ -100,9 +125,6 @@ void rnnd__cudnn_stage(const rnnd_model_t *m, const struct rnnd_batch *b, void *
                         ib[o.idx_x + sm] = src;
                         ib[o.idx_y + bm] = t < q->len ? (int32_t)sm : -1;
                 }
-                if (!emb)
-                        memcpy(fb + o.x + (size_t)i * T * in, q->x,
-                               (size_t)q->len * in * sizeof(float));
                 for (uint32_t ld = 0; ld < o.LD; ld++) {
                         ib[o.idx_hin + (size_t)ld * n + i] = (int32_t)((size_t)i * o.LD + ld);
                         ib[o.idx_hout + (size_t)i * o.LD + ld] = (int32_t)((size_t)ld * n + i);

@@ -7,12 +7,24 @@
  */
 #include "golden-io.h"
 #include "gpu-main.h"
-#include "placement.h"
 
 #define TOL_FP32 1e-5
 #define TOL_FP16 2e-3
 
 static unsigned n_run;
+/* The largest error against the golden per cell ([rnnd_cell_t]) and precision (fp16 1). */
+static double worst[8][2];
+static char worst_case[8][2][128];
+
+static void note_worst(const struct golden *g, const char *name, bool half, double e)
+{
+        const unsigned c = (unsigned)g->m->cfg.cell & 7;
+
+        if (e >= worst[c][half]) {
+                worst[c][half] = e;
+                snprintf(worst_case[c][half], sizeof(worst_case[c][half]), "%s", name);
+        }
+}
 
 static void run_case(const char *name, rnnd_precision_t prec)
 {
@@ -39,7 +51,7 @@ static void run_case(const char *name, rnnd_precision_t prec)
         batch.n = (uint32_t)g.B;
         ck_assert_msg(rnnd_cudnn_backend.run(plan, &batch, &err) == 0, "%s: %s", name, err.msg);
         snprintf(how, sizeof(how), "cudnn %s (%s), one batch", half ? "fp16" : "fp32", desc.algo);
-        compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+        note_worst(&g, name, half, compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half));
 
         clear_outputs(&g);
         for (uint64_t b = 0; b < g.B; b++) {
@@ -49,7 +61,7 @@ static void run_case(const char *name, rnnd_precision_t prec)
         }
         snprintf(how, sizeof(how), "cudnn %s (%s), one at a time", half ? "fp16" : "fp32",
                  desc.algo);
-        compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+        note_worst(&g, name, half, compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half));
         rnnd_cudnn_backend.close(plan);
         golden_done(&g);
 }
@@ -62,7 +74,7 @@ START_TEST(test_case)
 
         snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), cases[_i]);
         ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
-        if (!rnnd_placement_cudnn_qualifies(&cfg, why, sizeof(why))) {
+        if (!rnnd_cudnn_backend.qualifies(&cfg, why, sizeof(why))) {
                 printf("%s: not on cuDNN: %s\n", cases[_i], why);
                 return;
         }
@@ -75,6 +87,12 @@ END_TEST
 /* Every golden but the reset-before GRUs ran (this TCase runs after the cases). */
 START_TEST(test_coverage)
 {
+        for (int c = 0; c < 8; c++)
+                for (int h = 0; h < 2; h++)
+                        if (worst_case[c][h][0] != '\0')
+                                printf("largest error against PyTorch: %s %s: %.3g (%s)\n",
+                                       rnnd_cell_name((rnnd_cell_t)c), h ? "fp16 (rel)" : "fp32",
+                                       worst[c][h], worst_case[c][h]);
         ck_assert_uint_ge(n_cases, 80);
         ck_assert_msg(n_run + 3 >= n_cases, "only %u of %u goldens ran on cuDNN", n_run, n_cases);
 }

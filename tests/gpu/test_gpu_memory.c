@@ -4,7 +4,8 @@
  * sizes and lengths, and a plan's close gives back what its open took.
  * Also the faults: a failing cuDNN call is a request error (RNND_EGPU with
  * cuDNN's message) after which the plan still works; a sticky device error
- * makes run() return RNND_EDEVLOST from then on.  Skips (77) without a GPU.
+ * makes run() return RNND_EDEVLOST from then on, for every plan of the
+ * process, on any GPU.  Skips (77) without a GPU.
  */
 #include <string.h>
 
@@ -67,12 +68,20 @@ END_TEST
 START_TEST(test_faults)
 {
         rnnd_model_t *m = rnnd_test_load_golden("gru_l1_bi_ragged_h0");
-        struct rnnd_instance_opts opts = {0};
+        rnnd_model_t *m2 = rnnd_test_load_golden("lstm_l1_uni_equal_h0");
+        struct rnnd_instance_opts opts = {0}, opts2 = {0};
+        struct rnnd_cudnn_info info;
         rnnd_error_t err = {0};
-        struct rm_batch rb;
-        void *plan = NULL;
+        struct rm_batch rb, rb2;
+        void *plan = NULL, *other = NULL;
 
+        rnnd_cudnn_info(&info);
+        opts2.device = info.device_count > 1 ? 1 : 0; /* another GPU where there is one */
         ck_assert_msg(rnnd_cudnn_backend.open(m, &opts, &plan, &err) == 0, "%s", err.msg);
+        ck_assert_msg(rnnd_cudnn_backend.open(m2, &opts2, &other, &err) == 0, "%s", err.msg);
+        rm_batch_init(&rb2, m2, 2, NULL, 6);
+        rm_batch_target(&rb2, m2, 0);
+        ck_assert_msg(rnnd_cudnn_backend.run(other, &rb2.b, &err) == 0, "%s", err.msg);
         rm_batch_init(&rb, m, 3, NULL, 5);
         rm_batch_target(&rb, m, 0);
 
@@ -87,9 +96,15 @@ START_TEST(test_faults)
         ck_assert_int_eq(rnnd_cudnn_backend.run(plan, &rb.b, &err), RNND_EDEVLOST);
         ck_assert_int_eq(rnnd_cudnn_backend.run(plan, &rb.b, &err), RNND_EDEVLOST);
         ck_assert_msg(strstr(err.msg, "out of service") != NULL, "%s", err.msg);
+        /* Process-wide: the other model's plan, on another GPU, is out of service too. */
+        ck_assert_int_eq(rnnd_cudnn_backend.run(other, &rb2.b, &err), RNND_EDEVLOST);
+        ck_assert_msg(strstr(err.msg, "a device fault in this process") != NULL, "%s", err.msg);
         rm_batch_done(&rb);
+        rm_batch_done(&rb2);
         rnnd_cudnn_backend.close(plan);
+        rnnd_cudnn_backend.close(other);
         rnnd_model_unref(m);
+        rnnd_model_unref(m2);
 }
 END_TEST
 

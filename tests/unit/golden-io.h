@@ -162,9 +162,13 @@ static void seq_init(const struct golden *g, uint64_t b, struct rnnd_seq *q)
 /*
  * Fails unless every output is within tol of the golden: max abs error, or
  * with rel, max abs error over the output's largest magnitude (at least 1).
+ * Returns the largest error over the outputs.
  */
-static void compare(const struct golden *g, const char *name, const char *how, double tol, bool rel)
+static double compare(const struct golden *g, const char *name, const char *how, double tol,
+                      bool rel)
 {
+        double most = 0;
+
         for (int k = 0; k < 4; k++) {
                 double worst = 0;
                 uint64_t at = 0;
@@ -189,7 +193,9 @@ static void compare(const struct golden *g, const char *name, const char *how, d
                               "%s %s: %s max %s error %.3g at %llu (got %.9g, want %.9g)", name,
                               how, out_names[k], rel ? "rel" : "abs", worst, (unsigned long long)at,
                               (double)g->got[k][at], (double)g->want[k][at]);
+                most = fmax(most, worst);
         }
+        return most;
 }
 
 static void clear_outputs(struct golden *g)

@@ -1,7 +1,8 @@
 /*
  * test_cudnn_build.c: the cuDNN backend as far as it goes without a GPU:
- * the library reports cuDNN 9; a batch's staging layout and the gather
- * indexes the kernels follow (checked by running the gathers on the host);
+ * the library reports cuDNN 9; a batch's staging layout, its inputs staged
+ * window by window, and the gather indexes the kernels follow (checked by
+ * running the gathers on the host);
  * batch validation; and open() failing cleanly where no GPU is visible.
  * The GPU suite (tests/gpu/) runs the rest.
  */
@@ -52,7 +53,7 @@ START_TEST(test_stage_ragged)
         struct rnnd_batch b = {seqs, 3};
         struct rnnd__cudnn_layout o;
         float x[3][3 * 5], h0[LD * 48], xs[9 * 5], back[9 * 5];
-        void *buf = calloc(rnnd__cudnn_in_size(m, 3, 3), 4);
+        void *buf = calloc(rnnd__cudnn_in_size(m, 3, 3, true), 4);
         const int32_t *ib = buf;
         const float *fb = buf;
 
@@ -75,9 +76,21 @@ START_TEST(test_stage_ragged)
         ck_assert(!o.equal);
         ck_assert(o.any_h0);
         ck_assert(!o.any_c0);
-        ck_assert_uint_le(o.end, rnnd__cudnn_in_size(m, 3, 3));
+        ck_assert_uint_le(o.end, rnnd__cudnn_in_size(m, 3, 3, true));
         for (uint32_t s = 0; s < 3; s++)
                 ck_assert_int_eq(ib[o.len + s], (int)lens[s]);
+        ck_assert_uint_le(o.x, rnnd__cudnn_in_size(m, 3, 3, false));
+
+        /* x goes in windows (7 floats: a window ends inside a sequence's row), to the same place.
+         */
+        for (size_t from = 0; from < o.end - o.x; from += 7) {
+                float win[7];
+                const size_t count = o.end - o.x - from < 7 ? o.end - o.x - from : 7;
+
+                memcpy(win, fb + o.x + from, count * sizeof(float));
+                rnnd__cudnn_stage_x(m, &b, &o, from, count, win);
+                memcpy((float *)buf + o.x + from, win, count * sizeof(float));
+        }
 
         /* x in cuDNN's [T, n, in]: step t of sequence s at row t * n + s, zeros past its length. */
         host_gather(fb + o.x, ib + o.idx_x, 9, in, xs);
@@ -116,7 +129,7 @@ START_TEST(test_stage_tokens_equal)
         struct rnnd_seq seqs[2] = {{.len = 2, .tokens = tok[0]}, {.len = 2, .tokens = tok[1]}};
         struct rnnd_batch b = {seqs, 2};
         struct rnnd__cudnn_layout o;
-        void *buf = calloc(rnnd__cudnn_in_size(m, 2, 2), 4);
+        void *buf = calloc(rnnd__cudnn_in_size(m, 2, 2, true), 4);
         const int32_t *ib = buf;
 
         rnnd__cudnn_stage(m, &b, buf, &o);
@@ -178,6 +191,86 @@ START_TEST(test_open_without_gpu)
 }
 END_TEST
 
+/* The weight check reads shapes, not element counts: a transposed matrix is refused. */
+START_TEST(test_weight_shape)
+{
+        cudnnTensorDescriptor_t d;
+        const int mat[3] = {1, 16, 8}, mstr[3] = {128, 8, 1};
+        const int bias[3] = {1, 16, 1}, bstr[3] = {16, 1, 1};
+        const int one[3] = {1, 1, 1}, ostr[3] = {1, 1, 1};
+        const int row[3] = {1, 1, 35}, rstr[3] = {35, 35, 1};
+        char got[64];
+
+        ck_assert_int_eq(cudnnCreateTensorDescriptor(&d), CUDNN_STATUS_SUCCESS);
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, mat, mstr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 16, 8, got, sizeof(got)));
+        ck_assert_str_eq(got, "[1, 16, 8]");
+        ck_assert(!rnnd__cudnn_tensor_is(d, 8, 16, got, sizeof(got))); /* same count */
+        ck_assert(!rnnd__cudnn_tensor_is(d, 16, 16, got, sizeof(got)));
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, bias, bstr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 16, 1, got, sizeof(got)));
+        ck_assert(!rnnd__cudnn_tensor_is(d, 8, 1, got, sizeof(got)));
+        /*
+         * Hidden size 1 (a random model had it): the bias is {1, 1, 1}, a matrix {1, 1, 35}
+         * (a vector: its orientation does not change where its elements lie).
+         */
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, one, ostr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 1, 1, got, sizeof(got)));
+        ck_assert(!rnnd__cudnn_tensor_is(d, 2, 1, got, sizeof(got)));
+        ck_assert_int_eq(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, row, rstr),
+                         CUDNN_STATUS_SUCCESS);
+        ck_assert(rnnd__cudnn_tensor_is(d, 1, 35, got, sizeof(got)));
+        ck_assert(!rnnd__cudnn_tensor_is(d, 1, 34, got, sizeof(got)));
+        cudnnDestroyTensorDescriptor(d);
+}
+END_TEST
+
+/* Which configs the backend takes, and a refusal names the config field. */
+START_TEST(test_qualifies)
+{
+        const struct rnnd_backend_ops *ops = &rnnd_cudnn_backend;
+        struct rnnd_model_config c;
+        char why[256];
+
+        rnnd_model_config_defaults(&c);
+        c.cell = RNND_CELL_LSTM;
+        c.input_size = 8;
+        c.hidden_size = 16;
+        c.proj_size = 8; /* STANDARD runs it; no persistent algorithm is tried */
+        ck_assert(ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_str_eq(why, "");
+
+        c.max_sequence_length = 70000;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_str_eq(why, "max_sequence_length 70000 is above cuDNN's limit of 65535");
+        c.max_sequence_length = 4096;
+
+        /* 2^20 x 4096 rows are more than cuBLAS's int m can hold. */
+        c.batching.max_batch_size = 1u << 20;
+        c.batching.max_batch_steps = UINT64_MAX;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_str_eq(why, "batching.max_batch_steps: 4294967296 elements or rows would "
+                              "truncate a 32-bit argument of cuDNN or cuBLAS (at most 2147483647)");
+        c.batching.max_batch_steps = 1u << 20; /* the smaller of the two bounds counts */
+        ck_assert(ops->qualifies(&c, why, sizeof(why)));
+
+        /* A 65536 x 65536 matrix has 2^32 elements: one more than a uint32 count. */
+        c.hidden_size = c.input_size = 65536;
+        c.proj_size = 0;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_msg(strncmp(why, "input_size: 4294967296 elements", 31) == 0, "%s", why);
+
+        c.hidden_size = c.input_size = 16;
+        c.cell = RNND_CELL_GRU;
+        c.gru_linear_before_reset = false;
+        ck_assert(!ops->qualifies(&c, why, sizeof(why)));
+        ck_assert_msg(strstr(why, "gru_linear_before_reset=false") != NULL, "%s", why);
+}
+END_TEST
+
 static Suite *cudnn_build_suite(void)
 {
         Suite *s = suite_create("cudnn_build");
@@ -192,6 +285,8 @@ static Suite *cudnn_build_suite(void)
         suite_add_tcase(s, tc);
         tc = tcase_create("open");
         tcase_add_test(tc, test_open_without_gpu);
+        tcase_add_test(tc, test_qualifies);
+        tcase_add_test(tc, test_weight_shape);
         suite_add_tcase(s, tc);
         return s;
 }

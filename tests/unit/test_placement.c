@@ -6,12 +6,24 @@
 #include <string.h>
 
 #include "check-main.h"
+#include "backends.h"
 #include "placement.h"
 #include "rnnd-config.h"
 
-/* Stand-ins: placement only copies the ops pointers. */
+/* A stand-in for the GPU backend's rule: it refuses Keras' reset-before GRU. */
+static bool fake_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
+{
+        if (cfg->cell == RNND_CELL_GRU && !cfg->gru_linear_before_reset) {
+                snprintf(why, cap, "fake: gru_linear_before_reset=false");
+                return false;
+        }
+        snprintf(why, cap, "fake: never read");
+        return true;
+}
+
+/* Stand-ins: placement copies the ops pointers and asks qualifies(). */
 static const struct rnnd_backend_ops fake_cpu = {.name = "cpu"};
-static const struct rnnd_backend_ops fake_gpu = {.name = "cudnn"};
+static const struct rnnd_backend_ops fake_gpu = {.name = "cudnn", .qualifies = fake_qualifies};
 
 static struct rnnd_model_config lstm(void)
 {
@@ -131,17 +143,12 @@ START_TEST(test_projection_qualifies)
         struct rnnd_model_config c = lstm();
         struct rnnd_placement_env e = env_gpus(1);
         struct rnnd_placement p;
-        char why[256];
 
         c.proj_size = 8; /* STANDARD runs it; no persistent algorithm is tried */
-        ck_assert(rnnd_placement_cudnn_qualifies(&c, why, sizeof(why)));
         p = place(&c, &e);
         ck_assert_uint_eq(p.n_gpu, 2);
+        ck_assert_str_eq(p.why_not_cudnn, ""); /* the backend's "" on success is not kept */
         rnnd_placement_done(&p);
-
-        c.max_sequence_length = 70000;
-        ck_assert(!rnnd_placement_cudnn_qualifies(&c, why, sizeof(why)));
-        ck_assert_str_eq(why, "max_sequence_length 70000 is above cuDNN's limit of 65535");
 }
 END_TEST
 
@@ -243,7 +250,7 @@ START_TEST(test_env_default)
 {
         struct rnnd_placement_env e;
 
-        rnnd_placement_env_default(&e, false, "default", 2);
+        rnnd_backends_env(&e, false, "default", 2);
         ck_assert_ptr_eq(e.cpu_ops, &rnnd_cpu_backend);
         ck_assert_uint_eq(e.cpu_threads, 2);
 #if RNND_HAVE_CUDA

@@ -177,7 +177,9 @@ END_TEST
  */
 #define MAX_RUNS 64
 static sem_t gate, entered;
-static atomic_int gated, open_fails, fail_len, lost_device = -1;
+static atomic_int gated, open_fails, fail_len, lost_device = -1,
+                                               open_fail_device = -100; /* -100: none */
+static atomic_int faults_told;                                          /* opts.fault calls */
 static atomic_int runs;
 static atomic_int hold_until_lost, lost_seen; /* other devices wait until lost_device failed */
 static struct {
@@ -193,7 +195,7 @@ static int script_open(rnnd_model_t *m, const struct rnnd_instance_opts *o, void
         static int devices[8];
 
         (void)m;
-        if (atomic_load(&open_fails))
+        if (atomic_load(&open_fails) || o->device == atomic_load(&open_fail_device))
                 return rnnd_error_set(reterr, RNND_EGPU, "device 3 is gone");
         devices[o->device & 7] = o->device;
         *ret = &devices[o->device & 7];
@@ -242,8 +244,8 @@ static void script_describe(const void *plan, struct rnnd_backend_desc *d)
         snprintf(d->device, sizeof(d->device), "dev %d", *(const int *)plan);
 }
 
-static const struct rnnd_backend_ops script = {"script", script_open, script_run, script_close,
-                                               script_describe};
+static const struct rnnd_backend_ops script = {"script",     script_open,     script_run,
+                                               script_close, script_describe, NULL};
 
 static void reset_script(int gate_on)
 {
@@ -252,6 +254,8 @@ static void reset_script(int gate_on)
         sem_init(&entered, 0, 0);
         atomic_store(&gated, gate_on);
         atomic_store(&open_fails, 0);
+        atomic_store(&open_fail_device, -100);
+        atomic_store(&faults_told, 0);
         atomic_store(&fail_len, -1);
         atomic_store(&lost_device, -1);
         atomic_store(&runs, 0);
@@ -685,11 +689,20 @@ START_TEST(test_failed_run_fails_its_jobs)
 }
 END_TEST
 
+static void on_fault(void *arg, const rnnd_error_t *err)
+{
+        ck_assert_ptr_eq(arg, &faults_told);
+        ck_assert_ptr_nonnull(strstr(err->msg, "fell off the bus"));
+        atomic_fetch_add(&faults_told, 1);
+}
+
 START_TEST(test_device_lost)
 {
         rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
-        struct rnnd_pool_instance inst[2] = {{&script, {0, 0}}, {&script, {1, 0}}};
-        struct rnnd_pool_opts o = opts_for(m, inst, 2, 64, 4);
+        /* Two GPUs and a CPU instance. */
+        struct rnnd_pool_instance inst[3] = {
+                {&script, {0, 0}}, {&script, {1, 0}}, {&script, {-1, 0}}};
+        struct rnnd_pool_opts o = opts_for(m, inst, 3, 64, 4);
         static uint32_t lens[32];
         struct rnnd_seq seqs[32];
         rnnd_job_t jobs[32];
@@ -703,8 +716,14 @@ START_TEST(test_device_lost)
         for (int i = 0; i < 32; i++)
                 lens[i] = 1 + i % 5;
         seqs_init(seqs, 32, lens, 0);
+        o.fault = on_fault;
+        o.fault_arg = &faults_told;
         ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
-        /* Device 0 fails its first batch; device 1 runs everything. */
+        /*
+         * Device 0 fails its first batch.  A device fault is process-wide: GPU
+         * 1 goes out of service with it (after the batch it had started), and
+         * the CPU instance runs everything else; the owner is told once.
+         */
         for (int j = 0; j < 32; j++) {
                 job_init(&jobs[j], &seqs[j], 1, j);
                 ck_assert_int_eq(rnnd_pool_submit(p, &jobs[j], &err), 0);
@@ -713,6 +732,28 @@ START_TEST(test_device_lost)
         ck_assert_int_eq(atomic_load(&done_ok), 32);
         rnnd_pool_stats(p, &st);
         ck_assert_uint_eq(st.in_service, 1);
+        ck_assert_int_eq(atomic_load(&faults_told), 1);
+        {
+                int on_gpu1 = 0;
+
+                for (int k = 0; k < atomic_load(&runs) && k < MAX_RUNS; k++)
+                        on_gpu1 += seen[k].device == 1;
+                ck_assert_int_le(on_gpu1, 1); /* at most the batch it held when 0 failed */
+        }
+        rnnd_pool_free(p);
+
+        /* The owner's word for a fault elsewhere takes the GPUs alone. */
+        reset_script(0);
+        atomic_store(&lost_device, -100); /* -1 would be the CPU instance */
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        rnnd_pool_gpus_lost(p, "a fault elsewhere");
+        rnnd_pool_stats(p, &st);
+        ck_assert_uint_eq(st.in_service, 1);
+        job_init(&jobs[0], &seqs[0], 1, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_ok), 1);
+        ck_assert_int_eq(seen[0].device, -1);
         rnnd_pool_free(p);
 
         /* With no instance left, what waits fails, and so do new submits. */
@@ -944,6 +985,37 @@ START_TEST(test_open_fails)
         ck_assert_str_eq(err.msg, "device 3 is gone");
         ck_assert_ptr_null(p);
         atomic_store(&open_fails, 0);
+
+        /* One GPU that fails to open leaves the model serving on the others. */
+        atomic_store(&open_fail_device, 1);
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        {
+                struct rnnd_pool_stats st;
+                struct rnnd_backend_desc d;
+                static uint32_t len1 = 1;
+                struct rnnd_seq seq;
+                rnnd_job_t job;
+
+                rnnd_pool_stats(p, &st);
+                ck_assert_uint_eq(st.in_service, 2);
+                rnnd_pool_describe(p, 1, &d);
+                ck_assert_str_eq(d.device, "GPU 1");
+                ck_assert_str_eq(d.why_not_cudnn,
+                                 "out of service: GPU 1 failed to open: device 3 is gone");
+                seqs_init(&seq, 1, &len1, 0);
+                job_init(&job, &seq, 1, 0);
+                ck_assert_int_eq(rnnd_pool_submit(p, &job, &err), 0);
+                wait_done(1);
+                ck_assert_int_eq(atomic_load(&done_ok), 1);
+        }
+        p = rnnd_pool_free(p);
+        /* A CPU instance that fails to open still fails the pool. */
+        inst[2].opts.device = -1;
+        atomic_store(&open_fail_device, -1);
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), RNND_EGPU);
+        ck_assert_ptr_null(p);
+        inst[2].opts.device = 2;
+        atomic_store(&open_fail_device, -100);
         o.n_instances = 0;
         ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), RNND_EINVAL);
         o.n_instances = 3;

@@ -1,6 +1,6 @@
 /*
  * cudnn.h: the cuDNN backend's public face.  No CUDA or cuDNN type appears
- * here (STYLE.md §1); those stay inside engine/cudnn/.
+ * here (DESIGN.md §1); those stay inside engine/cudnn/.
  */
 #ifndef RNND_ENGINE_CUDNN_H
 #define RNND_ENGINE_CUDNN_H

@@ -1,8 +1,8 @@
 #!/bin/sh
-# run-on-gpu.sh [BUILD]: GPU.md step 3, on the machine with the GPU, from the
+# run-on-gpu.sh [BUILD]: docs/GPU.md's last step, on the machine with the GPU, from the
 # repository root, with BUILD (build-gpu) built on the development machine
 # (`meson setup build-gpu -Dcuda=enabled -Dbuildtype=release && ninja -C
-# build-gpu`) and .gpu-debs/ downloaded there (GPU.md step 2), both carried
+# build-gpu`) and .gpu-debs/ downloaded there (docs/GPU.md), both carried
 # over.  It:
 #   1. unpacks .gpu-debs/*.deb into /tmp/deps (never into /);
 #   2. puts /tmp/deps' libraries and the pip packages' cuDNN, cuBLAS, CUDA

@@ -6,6 +6,7 @@
 #   make bench   build and run the benchmarks (tests/bench)
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
+#   make fuzz-cover  line and branch coverage of make fuzz's corpus
 #   make soak    the daemon under load, reloads, file swaps and SIGKILLs for
 #                SOAK_SECONDS (600); not part of make test (tests/soak)
 
@@ -23,7 +24,7 @@ FUZZ_PKGS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-fuzz install-debs build run test bench bench-load fuzz soak clean format
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load fuzz fuzz-cover soak clean format
 
 all: build
 
@@ -73,6 +74,9 @@ bench-load: build
 
 fuzz: deps deps-fuzz
 	@sh tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(FUZZ_SECONDS)
+
+fuzz-cover: deps deps-fuzz
+	@sh tests/fuzz/run.sh cover $(BUILD)/fuzz
 
 soak: build
 	@python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS)

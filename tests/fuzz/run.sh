@@ -7,6 +7,9 @@
 #          new inputs for SECONDS (default 3), in a scratch corpus under OUT
 #   fuzz   (make fuzz): each for SECONDS (default 120, $FUZZ_SECONDS), the
 #          corpus kept in OUT/corpus/NAME between runs
+#   cover  (make fuzz-cover): each over the seeds and OUT/corpus/NAME once,
+#          built with clang's source coverage; prints llvm-cov's line and
+#          branch coverage of the files the harnesses reach
 #
 # Exits 77 (skip) with the reason when clang or its libFuzzer runtime is
 # missing, 1 when a harness finds a crash, leak or sanitizer report (the
@@ -20,6 +23,7 @@ src=$(cd "$here/../.." && pwd)
 case $mode in
 smoke) secs=${3:-3} ;;
 fuzz) secs=${3:-${FUZZ_SECONDS:-120}} ;;
+cover) secs=0 ;;
 *) echo "run.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 harnesses="kserve kserve_binary tfs modelcfg repo safetensors"
@@ -71,6 +75,35 @@ for h in $harnesses; do
     $CLANG $cflags -fsanitize=fuzzer "$here/fuzz_$h.c" $objs $libs -o "$b" || exit 1
   fi
 done
+
+if [ "$mode" = cover ]; then
+  for t in llvm-profdata llvm-cov; do
+    command -v $t >/dev/null 2>&1 || { echo "SKIP: no $t (Debian: apt-get install llvm)"; exit 77; }
+  done
+  mkdir -p "$out/cov" && rm -f "$out/cov"/*.profraw
+  covflags="-std=gnu11 -D_GNU_SOURCE -O1 -fprofile-instr-generate -fcoverage-mapping
+            -I$src/proto -I$src/engine -I$here $(pkg-config --cflags jansson)"
+  files=""
+  for f in "$src"/proto/*.c "$src"/engine/stfile.c "$src"/engine/model.c; do files="$files $f"; done
+  for h in $harnesses; do
+    # shellcheck disable=SC2086
+    $CLANG $covflags -fsanitize=fuzzer "$here/fuzz_$h.c" $files $libs -o "$out/cov/fuzz_$h" || exit 1
+    mkdir -p "$out/corpus/$h"
+    LLVM_PROFILE_FILE="$out/cov/$h.profraw" "$out/cov/fuzz_$h" -runs=0 \
+      "$out/corpus/$h" "$here/corpus/$h" >"$out/cov/$h.log" 2>&1
+  done
+  llvm-profdata merge -sparse "$out/cov"/*.profraw -o "$out/cov/all.profdata" || exit 1
+  objs_args=""
+  for h in $harnesses; do
+    objs_args="$objs_args${objs_args:+ -object} $out/cov/fuzz_$h"
+  done
+  # shellcheck disable=SC2086
+  llvm-cov report $objs_args -instr-profile="$out/cov/all.profdata" \
+    "$src/proto/infer.c" "$src/proto/modelcfg.c" "$src/proto/safetensors.c" "$src/proto/repo.c" \
+    "$src/proto/json.c" "$src/proto/tensor.c" "$src/engine/stfile.c" "$src/engine/model.c" |
+    sed "s|$src/||"
+  exit 0
+fi
 
 # Run.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:allocator_may_return_null=1"

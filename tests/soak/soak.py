@@ -349,7 +349,7 @@ class Soak:
         log = open(os.path.join(self.tmp, "rnnd.log"), "rb").read().decode("utf-8", "replace")
         shrank = log.count("shrank while being read")
         changed = log.count("changed while being read")
-        refused = sum(1 for line in log.splitlines() if "digits_lstm" in line and line[:3] in ("<3>", "<4>"))
+        refused = log.count("model digits_lstm: the new build failed")
         print("\nrnnd soak: %.0f s at %.0f req/s (asked %g), %d SIGHUP, %d repository calls (%d not 200), "
               "%d swaps by rename, %d by cp, %d SIGKILL" % (
                   elapsed, c["sent"] / elapsed, a.rate, self.events["sighup"], self.events["storm_calls"],
@@ -359,7 +359,7 @@ class Soak:
               "and %d otherwise, wrong %d, lost %d" % (
                   c["sent"], c["right"], c["503"], c["404_unloaded"], c["failed_at_kill"], c["failed"],
                   c["wrong"], c["lost"]))
-        print("log errors and warnings about digits_lstm (reloads refused while its file was being copied): %d, "
+        print("reloads of digits_lstm refused while its file was being copied (the old build served on): %d, "
               "of which 'shrank while being read' %d, 'changed while being read' %d; exit on SIGTERM: %s"
               % (refused, shrank, changed, code))
         for k, v in self.stats.examples.items():

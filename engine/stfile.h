@@ -18,8 +18,9 @@ typedef struct rnnd_stfile rnnd_stfile_t;
  * Opens the file at path (without blocking: a FIFO or device is refused as
  * not a regular file) and parses its header.  On success *ret is a new
  * reference (rnnd_stfile_close() frees it) holding the file open.  Errors:
- * RNND_EIO (cannot open or read, not a regular file), RNND_EMODEL (too short, header length past the
- * file or over RNND_ST_MAX_HEADER, bad header).  Messages start with path.
+ * RNND_EIO (cannot open or read, not a regular file), RNND_EMODEL (too
+ * short, header length past the file or over RNND_ST_MAX_HEADER, bad
+ * header).  Messages start with path.
  * Never writes *ret on failure.  Thread-safe.
  */
 int rnnd_stfile_open(const char *path, rnnd_stfile_t **ret, rnnd_error_t *reterr);

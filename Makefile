@@ -6,6 +6,10 @@
 #                suites on the CPU stand-in of tests/cudasim), print a summary
 #   make bench   build and run the benchmarks (tests/bench)
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
+#   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
+#   make fuzz-cover  line and branch coverage of make fuzz's corpus
+#   make soak    the daemon under load, reloads, file swaps and SIGKILLs for
+#                SOAK_SECONDS (600); not part of make test (tests/soak)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -16,13 +20,25 @@ DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-
            libjansson-dev libopenblas-dev python3 python3-venv \
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
 
-.PHONY: all deps build run test bench bench-load clean format
+# make fuzz also needs clang and its libFuzzer runtime (make test's fuzz
+# smoke runs when they are there and skips when not).
+FUZZ_PKGS = clang libclang-rt-14-dev
+FUZZ_SECONDS ?= 120
+SOAK_SECONDS ?= 600
+
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load fuzz fuzz-cover soak clean format
 
 all: build
 
 deps:
+	@$(MAKE) -s install-debs PKGS="$(DEB_PKGS)"
+
+deps-fuzz:
+	@$(MAKE) -s install-debs PKGS="$(FUZZ_PKGS)"
+
+install-debs:
 	@missing=""; \
-	for p in $(DEB_PKGS); do \
+	for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -57,6 +73,15 @@ bench: build
 
 bench-load: build
 	@RNND_BENCH=load sh tests/bench/run.sh $(BUILD)
+
+fuzz: deps deps-fuzz
+	@sh tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(FUZZ_SECONDS)
+
+fuzz-cover: deps deps-fuzz
+	@sh tests/fuzz/run.sh cover $(BUILD)/fuzz
+
+soak: build
+	@python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS)
 
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i

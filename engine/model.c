@@ -2,9 +2,12 @@
  * model.c: loads a model version's weights into the canonical layout of
  * model.h.  Every tensor the config needs is located and its shape checked
  * before anything is allocated, so the allocation is bounded by what the file
- * really holds; then each tensor is converted to float32 once.
+ * really holds; then each tensor is converted to float32 once, and refused
+ * if any element is NaN or infinite.
  */
+#include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -161,6 +164,28 @@ static int check_tensors(const rnnd_stfile_t *f, struct want *ws, size_t n, bool
         return 0;
 }
 
+/*
+ * RNND_EMODEL naming the tensor and the first element that is NaN or
+ * infinite (after conversion to float32: an F64 past FLT_MAX is infinite).
+ * A model holding one answers NaN for every input it reaches, and JSON has
+ * no way to write NaN.
+ */
+static int check_finite(const struct want *w, const float *v, rnnd_error_t *reterr)
+{
+        uint64_t n = want_numel(w);
+
+        for (uint64_t i = 0; i < n; i++)
+                if (!isfinite(v[i]))
+                        return rnnd_error_set(reterr, RNND_EMODEL,
+                                              "tensor '%s' element %" PRIu64 " (of %" PRIu64
+                                              ") is %s; weights must be finite",
+                                              w->name, i, n,
+                                              isnan(v[i]) ? "NaN"
+                                              : v[i] > 0  ? "+Inf"
+                                                          : "-Inf");
+        return 0;
+}
+
 int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t version,
                            const struct rnnd_model_config *cfg, rnnd_model_t **ret,
                            rnnd_error_t *reterr)
@@ -218,6 +243,9 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
                         continue;
                 }
                 r = rnnd_stfile_read_f32(f, ws[i].name, ws[i].ndim, ws[i].shape, dst, reterr);
+                if (r < 0)
+                        goto out;
+                r = check_finite(&ws[i], dst, reterr);
                 if (r < 0)
                         goto out;
         }

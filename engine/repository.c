@@ -292,7 +292,9 @@ int rnnd_repository_read_config(const char *model_dir, struct rnnd_model_config 
         r = join_path(path, model_dir, "config.json", reterr);
         if (r < 0)
                 return r;
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+         */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return rnnd_error_set(reterr, RNND_EIO, "%s: cannot open: %s", path,
                                       strerror(errno));

@@ -1,5 +1,6 @@
 /*
- * stfile.h: a safetensors file, mapped read-only.  Opening checks the header
+ * stfile.h: a safetensors file, read with pread() (never mapped, so a file
+ * truncated underneath cannot raise SIGBUS).  Opening checks the header
  * length against the file size and every tensor entry against the data
  * buffer (proto/safetensors.h) before any data byte is used.
  */
@@ -14,15 +15,17 @@
 typedef struct rnnd_stfile rnnd_stfile_t;
 
 /*
- * Maps the file at path and parses its header.  On success *ret is a new
- * reference (rnnd_stfile_close() frees it).  Errors: RNND_EIO (cannot open or
- * map, message with strerror), RNND_EMODEL (too short, header length past the
- * file or over RNND_ST_MAX_HEADER, bad header).  Messages start with path.
+ * Opens the file at path (without blocking: a FIFO or device is refused as
+ * not a regular file) and parses its header.  On success *ret is a new
+ * reference (rnnd_stfile_close() frees it) holding the file open.  Errors:
+ * RNND_EIO (cannot open or read, not a regular file), RNND_EMODEL (too
+ * short, header length past the file or over RNND_ST_MAX_HEADER, bad
+ * header).  Messages start with path.
  * Never writes *ret on failure.  Thread-safe.
  */
 int rnnd_stfile_open(const char *path, rnnd_stfile_t **ret, rnnd_error_t *reterr);
 
-/* Unmaps and frees f; accepts NULL; returns NULL. */
+/* Closes and frees f; accepts NULL; returns NULL. */
 rnnd_stfile_t *rnnd_stfile_close(rnnd_stfile_t *f);
 
 /* The parsed header.  Borrowed until rnnd_stfile_close(). */
@@ -34,8 +37,9 @@ const struct rnnd_st_tensor *rnnd_stfile_find(const rnnd_stfile_t *f, const char
 /*
  * Copies tensor name into dst as float32, converting from F32, F16, BF16 or
  * F64.  Its shape must equal shape[0..ndim).  Errors (RNND_EMODEL, message
- * naming the tensor and what was expected): missing, wrong dtype, wrong shape.
- * Thread-safe.
+ * naming the tensor and what was expected): missing, wrong dtype, wrong shape;
+ * RNND_EIO when the file shrank or changed (size, mtime, ctime) since open,
+ * in which case dst may be partly written.  Thread-safe.
  */
 int rnnd_stfile_read_f32(const rnnd_stfile_t *f, const char *name, unsigned ndim,
                          const uint64_t *shape, float *dst, rnnd_error_t *reterr);

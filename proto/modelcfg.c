@@ -310,7 +310,8 @@ static int walk(struct ctx *c, json_t *obj, const char *path, const struct field
 static int parse_field(struct ctx *c, const struct field *f, json_t *v, const char *path,
                        void *base)
 {
-        char *dst = (char *)base + f->off;
+        /* Not base + NO_FLAG: even unused, a pointer past the object is undefined. */
+        char *dst = f->off == NO_FLAG ? NULL : (char *)base + f->off;
         char got[64];
         uint64_t u = 0;
         uint32_t u32;

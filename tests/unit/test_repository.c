@@ -11,7 +11,9 @@
 
 #include "alloc.h"
 #include "check-main.h"
+#include "model.h"
 #include "repository.h"
+#include "stfile.h"
 #include "tensor.h"
 
 #define MIN_CFG "{\"cell\":\"gru\",\"input_size\":4,\"hidden_size\":8"
@@ -279,6 +281,115 @@ START_TEST(test_oversized_config)
 }
 END_TEST
 
+/*
+ * A FIFO as config.json is refused at once, by the scan too; opening it used
+ * to wait for a writer, hanging the load and every reload behind it.
+ */
+START_TEST(test_fifo_config)
+{
+        struct rnnd_repo_index idx = {0};
+        struct rnnd_model_config cfg;
+        rnnd_error_t e = {0};
+        char path[PATH_MAX];
+
+        put("fifo/1", NULL);
+        snprintf(path, sizeof(path), "%s/fifo/config.json", root);
+        ck_assert_int_eq(mkfifo(path, 0600), 0);
+        snprintf(path, sizeof(path), "%s/fifo", root);
+        ck_assert_int_eq(rnnd_repository_read_config(path, &cfg, &e), RNND_EIO);
+        ck_assert_msg(strstr(e.msg, "/fifo/config.json: not a regular file") != NULL, "%s", e.msg);
+        ck_assert_int_eq(rnnd_repository_scan(root, &idx, &e), 0);
+        ck_assert_uint_eq(idx.n_models, 1);
+        ck_assert_int_eq(idx.models[0].status, RNND_EIO);
+        rnnd_repository_index_done(&idx);
+}
+END_TEST
+
+/* Copies file src to dst. */
+static void copy_file(const char *src, const char *dst)
+{
+        char buf[4096];
+        FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+        size_t n;
+
+        ck_assert_ptr_nonnull(in);
+        ck_assert_ptr_nonnull(out);
+        while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+                ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+        fclose(in);
+        ck_assert_int_eq(fclose(out), 0);
+}
+
+static const struct {
+        uint32_t bits; /* the float written */
+        const char *what;
+} nonfinite[] = {
+        {0x7fc00000, "NaN"},
+        {0x7f800000, "+Inf"},
+        {0xff800000, "-Inf"},
+};
+
+/*
+ * Weights holding NaN or Inf are refused at load, naming the tensor and the
+ * element; they used to load and answer NaN, which JSON cannot carry.
+ */
+START_TEST(test_load_nonfinite)
+{
+        static const char model[] = "rnn_tanh_l3_uni_ragged_noh0", tensor[] = "rnn.weight_ih_l0";
+        const struct rnnd_st_tensor *t;
+        struct rnnd_model_config cfg;
+        rnnd_model_t *m = NULL;
+        rnnd_stfile_t *f = NULL;
+        char src[PATH_MAX], dst[PATH_MAX], dir[PATH_MAX / 2], want[128];
+        unsigned char len8[8], b[4];
+        rnnd_error_t e = {0};
+        uint64_t off = 0;
+        FILE *fp;
+
+        snprintf(dir, sizeof(dir), "%s/%s", root, model);
+        put(model, NULL);
+        put("rnn_tanh_l3_uni_ragged_noh0/1", NULL);
+        snprintf(src, sizeof(src), "%s/golden/models/%s/config.json", rnnd_test_dir(), model);
+        snprintf(dst, sizeof(dst), "%s/config.json", dir);
+        copy_file(src, dst);
+        snprintf(src, sizeof(src), "%s/golden/models/%s/1/model.safetensors", rnnd_test_dir(),
+                 model);
+        snprintf(dst, sizeof(dst), "%s/1/model.safetensors", dir);
+        copy_file(src, dst);
+        ck_assert_int_eq(rnnd_repository_read_config(dir, &cfg, &e), 0);
+        /* As copied, it loads. */
+        ck_assert_msg(rnnd_model_load(dir, model, 1, &cfg, &m, &e) == 0, "%s", e.msg);
+        rnnd_model_unref(m);
+
+        /* Element 7 of weight_ih_l0 becomes the non-finite value. */
+        ck_assert_msg(rnnd_stfile_open(dst, &f, &e) == 0, "%s", e.msg);
+        t = rnnd_stfile_find(f, tensor);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->dtype, RNND_DT_F32);
+        off = t->begin + 7 * 4;
+        rnnd_stfile_close(f);
+        fp = fopen(dst, "r+b");
+        ck_assert_ptr_nonnull(fp);
+        ck_assert_uint_eq(fread(len8, 1, 8, fp), 8);
+        for (int i = 7; i >= 0; i--)
+                off += (uint64_t)len8[i] << (8 * i);
+        off += 8;
+        for (int i = 0; i < 4; i++)
+                b[i] = (unsigned char)(nonfinite[_i].bits >> (8 * i));
+        ck_assert_int_eq(fseek(fp, (long)off, SEEK_SET), 0);
+        ck_assert_uint_eq(fwrite(b, 1, 4, fp), 4);
+        ck_assert_int_eq(fclose(fp), 0);
+
+        m = NULL;
+        ck_assert_int_eq(rnnd_model_load(dir, model, 1, &cfg, &m, &e), RNND_EMODEL);
+        ck_assert_ptr_null(m);
+        snprintf(want, sizeof(want), "tensor '%s' element 7 (of 30) is %s; weights must be finite",
+                 tensor, nonfinite[_i].what);
+        ck_assert_msg(strstr(e.msg, want) != NULL, "'%s' lacks '%s'", e.msg, want);
+        ck_assert_msg(strncmp(e.msg, dst, strlen(dst)) == 0, "%s", e.msg);
+}
+END_TEST
+
 /* More version directories than a policy can list: latest keeps the highest, all is refused. */
 START_TEST(test_many_versions)
 {
@@ -346,6 +457,8 @@ static Suite *repository_suite(void)
         tcase_add_test(tc, test_oversized_config);
         tcase_add_test(tc, test_many_versions);
         tcase_add_test(tc, test_long_path);
+        tcase_add_test(tc, test_fifo_config);
+        tcase_add_loop_test(tc, test_load_nonfinite, 0, RNND_ELEMENTSOF(nonfinite));
         tcase_set_timeout(tc, 30);
         suite_add_tcase(s, tc);
         return s;

@@ -4,6 +4,7 @@
  * kind of bad header, bad files, conversions on read, and allocation failure.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -468,6 +469,14 @@ START_TEST(test_open_missing)
         ck_assert_int_eq(rnnd_stfile_open(tmpdir, &f, &e), RNND_EIO);
         ck_assert_msg(strncmp(e.msg, tmpdir, strlen(tmpdir)) == 0, "%s", e.msg);
         ck_assert_ptr_eq(f, (rnnd_stfile_t *)&f);
+
+        /* A FIFO is refused at once; opening it used to wait for a writer, for ever. */
+        snprintf(path, sizeof(path), "%s/fifo.safetensors", tmpdir);
+        ck_assert_int_eq(mkfifo(path, 0600), 0);
+        ck_assert_int_eq(rnnd_stfile_open(path, &f, &e), RNND_EIO);
+        ck_assert_msg(strstr(e.msg, "not a regular file") != NULL, "%s", e.msg);
+        ck_assert_ptr_eq(f, (rnnd_stfile_t *)&f);
+        unlink(path);
 }
 END_TEST
 
@@ -674,6 +683,76 @@ START_TEST(test_read_bad)
 }
 END_TEST
 
+/*
+ * A file changed underneath after open (an operator's cp over it during a
+ * load).  Rewritten in place with its size unchanged, the read notices the new
+ * mtime rather than mixing two files' weights; truncated, the read fails
+ * with RNND_EIO, where a mapped file raised SIGBUS and killed the process.
+ */
+START_TEST(test_read_changed)
+{
+        static const uint64_t shape[] = {2, 3};
+        struct timespec later[2] = {{.tv_nsec = UTIME_OMIT}, {0}};
+        rnnd_stfile_t *f = NULL;
+        rnnd_error_t e = {0};
+        struct stat st;
+        char path[512];
+        float dst[6];
+
+        write_good(path, sizeof(path));
+        ck_assert_msg(rnnd_stfile_open(path, &f, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(stat(path, &st), 0);
+        later[1].tv_sec = st.st_mtim.tv_sec + 1;
+        ck_assert_int_eq(utimensat(AT_FDCWD, path, later, 0), 0);
+        ck_assert_int_eq(rnnd_stfile_read_f32(f, "f32", 2, shape, dst, &e), RNND_EIO);
+        ck_assert_msg(strstr(e.msg, "file changed while being read") != NULL, "%s", e.msg);
+        rnnd_stfile_close(f);
+
+        /* Opened again, the file reads; then it is truncated. */
+        ck_assert_msg(rnnd_stfile_open(path, &f, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(rnnd_stfile_read_f32(f, "f32", 2, shape, dst, &e), 0);
+        /* The data buffer is 136 bytes; f64 is bytes [48, 96) of it. */
+        ck_assert_int_eq(truncate(path, st.st_size - 100), 0);
+        ck_assert_int_eq(rnnd_stfile_read_f32(f, "f64", 2, shape, dst, &e), RNND_EIO);
+        ck_assert_msg(strstr(e.msg, "file shrank while being read (tensor 'f64': ") != NULL, "%s",
+                      e.msg);
+        ck_assert_msg(strncmp(e.msg, path, strlen(path)) == 0, "%s", e.msg);
+        /* To nothing at all: past the mapped page, this was the SIGBUS. */
+        ck_assert_int_eq(truncate(path, 0), 0);
+        ck_assert_int_eq(rnnd_stfile_read_f32(f, "f32", 2, shape, dst, &e), RNND_EIO);
+        rnnd_stfile_close(f);
+}
+END_TEST
+
+/* A tensor over several read chunks (16 KiB) converts every element. */
+START_TEST(test_read_chunks)
+{
+        enum { N = 3 * 16384 / 2 + 7 };
+        static uint16_t bits[N];
+        static float dst[N];
+        const uint64_t shape[] = {N};
+        rnnd_stfile_t *f = NULL;
+        rnnd_error_t e = {0};
+        char path[512], hdr[128];
+        unsigned char *data = (unsigned char *)bits;
+
+        for (int i = 0; i < N; i++) {
+                uint16_t h =
+                        (uint16_t)(i % 2048); /* a finite half, distinct per element mod 2048 */
+
+                data[2 * i] = (unsigned char)h;
+                data[2 * i + 1] = (unsigned char)(h >> 8);
+        }
+        snprintf(hdr, sizeof(hdr), "{" T("w", "F16", "[%d]", "[0,%d]") "}", N, 2 * N);
+        write_st(path, sizeof(path), "chunks.safetensors", strlen(hdr), hdr, bits, sizeof(bits));
+        ck_assert_msg(rnnd_stfile_open(path, &f, &e) == 0, "%s", e.msg);
+        ck_assert_msg(rnnd_stfile_read_f32(f, "w", 1, shape, dst, &e) == 0, "%s", e.msg);
+        for (int i = 0; i < N; i++)
+                ck_assert_msg(dst[i] == rnnd_f16_to_f32((uint16_t)(i % 2048)), "element %d", i);
+        rnnd_stfile_close(f);
+}
+END_TEST
+
 /* Allocation failure: every failing allocation gives RNND_ENOMEM, never a crash or leak. */
 
 START_TEST(test_oom_parse)
@@ -770,6 +849,8 @@ static Suite *safetensors_suite(void)
         tc = tcase_create("read_bad");
         tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);
         tcase_add_loop_test(tc, test_read_bad, 0, RNND_ELEMENTSOF(bad_reads));
+        tcase_add_test(tc, test_read_changed);
+        tcase_add_test(tc, test_read_chunks);
         suite_add_tcase(s, tc);
         tc = tcase_create("oom");
         tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);

@@ -261,8 +261,10 @@ static int row_fill(json_t *list, const struct rnnd_model_config *cfg,
                         r = rnnd__infer_nested_shape(v, shape, &ndim, vpath, err);
                         if (r < 0)
                                 return r;
+                        /* An empty tensor may have no data: NULL + 0 is undefined. */
                         r = rnnd__infer_fill_nested(v, shape, ndim, t->dtype,
-                                                    (char *)t->data + i * per, vpath, err);
+                                                    per ? (char *)t->data + i * per : t->data,
+                                                    vpath, err);
                         if (r < 0)
                                 return r;
                 }

@@ -1,6 +1,6 @@
 /*
- * http-int.h: what http.c, routes.c and server.c share about a request: its
- * struct, the MHD callbacks, and the router's two entry points.
+ * http-int.h: what http.c and the routes (routes.c, repoapi.c) share about a
+ * request: its struct and the route it names.
  */
 #ifndef RNND_DAEMON_HTTP_INT_H
 #define RNND_DAEMON_HTTP_INT_H
@@ -10,7 +10,6 @@
 #include <stdbool.h>
 
 #include "http.h"
-#include "server.h"
 
 #if MHD_VERSION < 0x00097002
 #error "libmicrohttpd 0.9.71 or later is needed (enum MHD_Result)"
@@ -38,8 +37,12 @@ enum rnnd_route {
         RNND_ROUTE_REPO_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
 };
 
+struct rnnd_served_model;
+struct rnnd_served_version;
+
 struct rnnd_http_request {
-        struct rnnd_server *srv;      /* immutable */
+        struct rnnd_http *http;       /* immutable */
+        struct rnnd_server *srv;      /* = http->app; immutable */
         struct MHD_Connection *conn;  /* immutable; not used after completion */
         atomic_int refs;              /* atomic */
         char id[RNND_REQ_ID_MAX + 1]; /* immutable after the first call */
@@ -72,15 +75,5 @@ struct rnnd_http_request {
         void *data;                /* the hook's state */
         void (*data_free)(void *); /* frees data */
 };
-
-/* MHD's access handler and completion callback; cls is the struct rnnd_server. */
-enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **req_cls);
-void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-                          enum MHD_RequestTerminationCode toe);
-
-/* MHD's error log, into rnnd_log at warning.  cls is unused. */
-void rnnd__http_mhd_log(void *cls, const char *fmt, va_list ap);
 
 #endif

@@ -22,11 +22,16 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -233,7 +238,7 @@ static enum MHD_Result queue(struct rnnd_http_request *r)
                         return MHD_NO;
         }
         /* While stopping, ask keep-alive clients to go away. */
-        if (atomic_load(&r->srv->stopping))
+        if (atomic_load(&r->http->stopping))
                 (void)MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
         ret = MHD_queue_response(r->conn, r->resp_status, r->resp);
         MHD_destroy_response(r->resp);
@@ -245,7 +250,7 @@ static enum MHD_Result queue(struct rnnd_http_request *r)
 void rnnd_http_suspend(struct rnnd_http_request *r)
 {
         r->suspended = true;
-        atomic_fetch_add(&r->srv->suspended, 1);
+        atomic_fetch_add(&r->http->suspended, 1);
         MHD_suspend_connection(r->conn);
 }
 
@@ -260,7 +265,7 @@ void rnnd_http_resume(struct rnnd_http_request *r)
 {
         struct MHD_Connection *conn = r->conn;
 
-        atomic_fetch_sub(&r->srv->suspended, 1);
+        atomic_fetch_sub(&r->http->suspended, 1);
         MHD_resume_connection(conn);
 }
 
@@ -290,8 +295,9 @@ static void take_request_id(struct rnnd_http_request *r)
                 memcpy(r->id, h, n + 1);
                 return;
         }
-        c = atomic_fetch_add_explicit(&r->srv->id_counter, 1, memory_order_relaxed);
-        snprintf(r->id, sizeof(r->id), "%08" PRIx32 "%08" PRIx64, r->srv->id_seed, c & 0xffffffffu);
+        c = atomic_fetch_add_explicit(&r->http->id_counter, 1, memory_order_relaxed);
+        snprintf(r->id, sizeof(r->id), "%08" PRIx32 "%08" PRIx64, r->http->id_seed,
+                 c & 0xffffffffu);
 }
 
 /* Whether the request announced a body (a length other than 0, or chunked). */
@@ -306,7 +312,7 @@ static bool expects_body(struct rnnd_http_request *r)
 }
 
 /* The first call: returns the request, or NULL out of memory (MHD then closes). */
-static struct rnnd_http_request *begin(struct rnnd_server *srv, struct MHD_Connection *conn,
+static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connection *conn,
                                        const char *url, const char *method)
 {
         struct rnnd_http_request *r = rnnd_calloc(1, sizeof(*r));
@@ -314,7 +320,8 @@ static struct rnnd_http_request *begin(struct rnnd_server *srv, struct MHD_Conne
         if (r == NULL)
                 return NULL;
         atomic_init(&r->refs, 1);
-        r->srv = srv;
+        r->http = h;
+        r->srv = h->app;
         r->conn = conn;
         r->t0_ns = rnnd_now_ns();
         snprintf(r->method, sizeof(r->method), "%s", method);
@@ -324,7 +331,7 @@ static struct rnnd_http_request *begin(struct rnnd_server *srv, struct MHD_Conne
                 return NULL;
         }
         take_request_id(r);
-        atomic_fetch_add(&srv->inflight, 1);
+        atomic_fetch_add(&h->inflight, 1);
         return r;
 }
 
@@ -333,7 +340,7 @@ static unsigned check_length(struct rnnd_http_request *r)
 {
         const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        uint64_t n, max = r->srv->opts->max_body_bytes;
+        uint64_t n, max = (*r->http->opts)->max_body_bytes;
 
         if (cl == NULL)
                 return 0;
@@ -358,7 +365,7 @@ static unsigned check_length(struct rnnd_http_request *r)
 /* An upload call: appends, or drops the data once past the cap. */
 static void append(struct rnnd_http_request *r, const char *data, size_t n)
 {
-        size_t max = (size_t)r->srv->opts->max_body_bytes;
+        size_t max = (size_t)(*r->http->opts)->max_body_bytes;
 
         if (r->too_big)
                 return;
@@ -395,24 +402,24 @@ static void append(struct rnnd_http_request *r, const char *data, size_t n)
         r->body[r->len] = '\0';
 }
 
-enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **req_cls)
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **req_cls)
 {
-        struct rnnd_server *srv = cls;
+        struct rnnd_http *h = cls;
         struct rnnd_http_request *r = *req_cls;
         unsigned status;
 
         (void)version;
         if (r == NULL) {
-                r = begin(srv, conn, url, method);
+                r = begin(h, conn, url, method);
                 if (r == NULL) {
                         rnnd_log(RNND_LOG_ERR, "%s %.200s: out of memory, closing the connection",
                                  method, url);
                         return MHD_NO;
                 }
                 *req_cls = r;
-                status = r->srv->routes.match(r);
+                status = h->routes.match(r);
                 if (status == 0)
                         status = check_length(r);
                 if (status == 0)
@@ -457,10 +464,10 @@ enum MHD_Result rnnd__http_access(void *cls, struct MHD_Connection *conn, const 
                         rnnd_http_fail(r, RNND_ETOOBIG,
                                        "request body is larger than max_body_bytes "
                                        "(%" PRIu64 ")",
-                                       srv->opts->max_body_bytes);
+                                       (*h->opts)->max_body_bytes);
                 return queue(r);
         }
-        srv->routes.serve(r);
+        h->routes.serve(r);
         if (r->suspended)
                 return MHD_YES; /* Never MHD_NO after a suspend (MHD bug #7196). */
         return queue(r);
@@ -477,8 +484,8 @@ static const char *printable(const char *s, char *buf, size_t cap)
         return buf;
 }
 
-void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-                          enum MHD_RequestTerminationCode toe)
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
 {
         static const char *const why[] = {
                 [MHD_REQUEST_TERMINATED_COMPLETED_OK] = "",
@@ -488,7 +495,7 @@ void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls
                 [MHD_REQUEST_TERMINATED_READ_ERROR] = " (read error)",
                 [MHD_REQUEST_TERMINATED_CLIENT_ABORT] = " (client closed the connection)",
         };
-        struct rnnd_server *srv = cls;
+        struct rnnd_http *h = cls;
         struct rnnd_http_request *r = *req_cls;
         unsigned status;
         double ms;
@@ -501,26 +508,155 @@ void rnnd__http_completed(void *cls, struct MHD_Connection *conn, void **req_cls
         *req_cls = NULL;
         status = r->status != 0 ? r->status : 499;
         ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6;
-        rnnd_server_count(srv, r->model, r->model != NULL ? r->version : NULL, status);
-
-        /* Health checks and scrapes are frequent: keep them at debug. */
-        level = r->route == RNND_ROUTE_HEALTH_LIVE || r->route == RNND_ROUTE_HEALTH_READY ||
-                                r->route == RNND_ROUTE_METRICS || r->route == RNND_ROUTE_MODEL_READY
-                        ? RNND_LOG_DEBUG
-                        : RNND_LOG_INFO;
+        /* Counted, and the model let go: the response is out (or the client gone). */
+        level = h->routes.done(r, status);
         rnnd_log_req(level, r->id, "%s %s %u %.3fms %zuB%s", r->method,
                      printable(r->path, path, sizeof(path)), status, ms, r->len,
                      (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
                                                                                       : "");
-        /* The engine is done with the model: the response is out (or the client gone). */
-        r->model = rnnd_server_unpin_model(r->model);
-        atomic_fetch_sub(&srv->inflight, 1);
+        atomic_fetch_sub(&h->inflight, 1);
         rnnd_http_request_unref(r);
 }
 
-void rnnd__http_mhd_log(void *cls, const char *fmt, va_list ap)
+/* MHD's error log, into rnnd_log at warning.  cls is unused. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         (void)cls;
         if (rnnd_log_enabled(RNND_LOG_WARNING))
                 rnnd_log_writev(RNND_LOG_WARNING, NULL, fmt, ap);
+}
+
+/* The front end's life. */
+
+void rnnd_http_init(struct rnnd_http *h, struct rnnd_server *app,
+                    const struct rnnd_options *_Atomic *opts)
+{
+        memset(h, 0, sizeof(*h));
+        h->app = app;
+        h->opts = opts;
+        h->listen_fd = -1;
+        if (getrandom(&h->id_seed, sizeof(h->id_seed), GRND_NONBLOCK) !=
+            (ssize_t)sizeof(h->id_seed))
+                h->id_seed = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+}
+
+/* The socket systemd passed (socket activation), -1 for none, or a negative RNND_E*. */
+static int activated_socket(rnnd_error_t *reterr)
+{
+        int n = sd_listen_fds(1);
+
+        if (n < 0)
+                return rnnd_error_set(reterr, RNND_EIO, "sd_listen_fds: %s", strerror(-n));
+        if (n == 0)
+                return -1;
+        if (n > 1)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "systemd passed %d sockets; rnnd listens on one", n);
+        if (sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "the socket systemd passed is not a listening stream "
+                                      "socket");
+        return SD_LISTEN_FDS_START;
+}
+
+/* Writes where h listens into h->listen_name: fd >= 0 is systemd's socket, else host:port. */
+static void name_listener(struct rnnd_http *h, int fd, const char *host, unsigned port)
+{
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        unsigned bound = info != NULL ? (unsigned)info->port : port;
+
+        if (fd >= 0)
+                snprintf(h->listen_name, sizeof(h->listen_name), "fd %d from systemd, port %u", fd,
+                         info != NULL ? bound : 0u);
+        else if (strchr(host, ':') != NULL)
+                snprintf(h->listen_name, sizeof(h->listen_name), "[%s]:%u", host, bound);
+        else
+                snprintf(h->listen_name, sizeof(h->listen_name), "%s:%u", host, bound);
+}
+
+int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
+{
+        const struct rnnd_options *o = *h->opts;
+        unsigned flags =
+                MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        unsigned threads = rnnd_options_threads(o), port = 0;
+        struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+        struct addrinfo hints = {0}, *ai = NULL;
+        char host[256] = "", portstr[8];
+        int fd, r;
+
+        fd = activated_socket(reterr);
+        if (fd < -1)
+                return fd;
+        if (fd >= 0) {
+                where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+        } else {
+                r = rnnd_options_split_listen(o->listen, host, sizeof(host), &port, reterr);
+                if (r < 0) {
+                        rnnd_error_prefix(reterr, "listen");
+                        return r;
+                }
+                snprintf(portstr, sizeof(portstr), "%u", port);
+                hints.ai_family = AF_UNSPEC;
+                hints.ai_socktype = SOCK_STREAM;
+                hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+                r = getaddrinfo(host, portstr, &hints, &ai);
+                if (r != 0)
+                        return rnnd_error_set(reterr, RNND_EINVAL, "listen %s: %s", o->listen,
+                                              gai_strerror(r));
+                if (ai->ai_family == AF_INET6)
+                        flags |= MHD_USE_IPv6;
+                where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
+        }
+
+        /* The logger first, so that MHD reports problems with the rest through it. */
+        h->mhd = MHD_start_daemon(
+                flags, (uint16_t)port, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER,
+                mhd_log, NULL, MHD_OPTION_ARRAY, where, MHD_OPTION_THREAD_POOL_SIZE,
+                (unsigned int)threads, MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
+                (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
+                MHD_OPTION_END);
+        if (ai != NULL)
+                freeaddrinfo(ai);
+        if (h->mhd == NULL)
+                return rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s (see above)",
+                                      fd >= 0 ? "the socket systemd passed" : o->listen);
+        name_listener(h, fd, host, port);
+        rnnd_log(RNND_LOG_NOTICE,
+                 "listening on %s (%u HTTP threads, %" PRIu64 " connections, %" PRIu64
+                 "s timeout, body up to %" PRIu64 " bytes)",
+                 h->listen_name, threads, o->connection_limit, o->connection_timeout,
+                 o->max_body_bytes);
+        return 0;
+}
+
+void rnnd_http_quiesce(struct rnnd_http *h)
+{
+        MHD_socket fd;
+
+        atomic_store(&h->stopping, true);
+        if (h->mhd != NULL) {
+                fd = MHD_quiesce_daemon(h->mhd);
+                if (fd != MHD_INVALID_SOCKET)
+                        h->listen_fd = fd;
+        }
+}
+
+void rnnd_http_stop(struct rnnd_http *h)
+{
+        if (h->mhd == NULL)
+                return;
+        MHD_stop_daemon(h->mhd);
+        h->mhd = NULL;
+        if (h->listen_fd >= 0) {
+                close(h->listen_fd);
+                h->listen_fd = -1;
+        }
+}
+
+bool rnnd_http_listening(const struct rnnd_http *h)
+{
+        return h->mhd != NULL;
 }

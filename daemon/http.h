@@ -20,13 +20,78 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdatomic.h>
+
 #include "error.h"
-#include "server.h"
+#include "options.h"
 
 /* Longest request id accepted from X-Request-Id; longer or unsafe ones are replaced. */
 #define RNND_REQ_ID_MAX 64
 
 struct rnnd_http_request;
+struct rnnd_server;
+struct MHD_Daemon;
+
+/*
+ * The route handler the HTTP layer calls (routes.c's rnnd_routes, installed
+ * by main): match() at a request's first call resolves its path and method
+ * (and model and version), returning 0 to go on reading the body or the
+ * status of the error response it prepared (404, 405, ...); serve() at the
+ * final call prepares the response, or for the inference routes calls the
+ * hook, which may suspend the request; done() when the request is over
+ * (answered, or its client gone: status 499) counts it and lets go of what
+ * match() holds, returning the level to log the request at.  All on MHD
+ * threads.
+ */
+struct rnnd_route_handler {
+        unsigned (*match)(struct rnnd_http_request *r);
+        void (*serve)(struct rnnd_http_request *r);
+        int (*done)(struct rnnd_http_request *r, unsigned status);
+};
+
+/*
+ * The HTTP front end: libmicrohttpd's daemon and what its threads share.  It
+ * knows nothing of models: the route handler does.  The server embeds it,
+ * starts it, quiesces it when stopping and stops it once nothing is
+ * suspended (docs/DESIGN.md §2, §8).
+ */
+struct rnnd_http {
+        struct rnnd_server *app;                  /* rnnd_http_request_server(); immutable */
+        const struct rnnd_options *_Atomic *opts; /* the settings in effect; immutable */
+        struct rnnd_route_handler routes;         /* immutable after start */
+        uint32_t id_seed;                         /* random prefix of request ids; immutable */
+        atomic_uint_fast64_t id_counter;          /* atomic */
+        struct MHD_Daemon *mhd; /* set by start, cleared by stop; loop thread only */
+        int listen_fd;          /* returned by MHD_quiesce_daemon, or -1; loop thread only */
+        char listen_name[300];  /* "127.0.0.1:8000" as bound; immutable after start */
+        atomic_bool stopping;   /* atomic: set by rnnd_http_quiesce() */
+        atomic_uint inflight;   /* atomic: requests between first call and completion */
+        atomic_uint suspended;  /* atomic: requests suspended by the hook */
+};
+
+/* Sets h up for app with the settings *opts (swapped by reloads).  Before start. */
+void rnnd_http_init(struct rnnd_http *h, struct rnnd_server *app,
+                    const struct rnnd_options *_Atomic *opts);
+
+/*
+ * Starts MHD listening on opts->listen, or on the socket systemd passed.
+ * Errors: RNND_EINVAL (address, or the passed socket), RNND_EIO (cannot
+ * listen).  Main thread.
+ */
+int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr);
+
+/*
+ * Stopping: new inference is answered 503 by the routes, responses carry
+ * Connection: close, and MHD accepts no new connection (the listening
+ * socket stays open until rnnd_http_stop()).  Loop thread.
+ */
+void rnnd_http_quiesce(struct rnnd_http *h);
+
+/* Stops MHD for good, only once nothing is suspended; idempotent.  Loop or main thread. */
+void rnnd_http_stop(struct rnnd_http *h);
+
+/* Whether MHD is running.  Thread-safe once start returned. */
+bool rnnd_http_listening(const struct rnnd_http *h);
 
 /* Takes a reference.  Thread-safe. */
 struct rnnd_http_request *rnnd_http_request_ref(struct rnnd_http_request *r);

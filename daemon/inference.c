@@ -294,12 +294,30 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
 
 static const char *const infer_extensions[] = {"binary_tensor_data", "schedule_policy", NULL};
 
+/*
+ * shutdown_timeout passed with requests still waiting: every pool is
+ * stopped, so each job still queued completes 503 through job_done (and
+ * resumes its request); running batches finish.  Loop thread.
+ */
+static void infer_drain(void *cls)
+{
+        struct rnnd_server *srv = cls;
+
+        rnnd_models_pools_close(&srv->models, true);
+}
+
+/* After MHD stopped: nothing to join, since the pools' workers end with their models. */
+static void infer_stop(void *cls)
+{
+        (void)cls;
+}
+
 void rnnd_infer_hook_init(struct rnnd_server *srv, struct rnnd_infer_hook *ret)
 {
         memset(ret, 0, sizeof(*ret));
         ret->handle = infer_handle;
-        ret->drain = NULL; /* the server stops every pool: each job is answered */
-        ret->stop = NULL;
+        ret->drain = infer_drain;
+        ret->stop = infer_stop;
         ret->extensions = infer_extensions;
         ret->cls = srv;
 }

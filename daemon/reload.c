@@ -15,7 +15,7 @@
  *      if every version it selects loaded, or if there was no old build that
  *      serves; else the old build stays, with the failure as its
  *      load_reason, and the new one is freed.  The table is swapped
- *      (rnnd__server_swap_table()); replaced builds are retired and freed
+ *      (rnnd_models_swap()); replaced builds are retired and freed
  *      once no request pins them.
  * Requests that pinned a replaced build finish on it; the infer routes pin
  * the newest build again at dispatch (routes.c), so no request is refused
@@ -39,7 +39,7 @@
 #include "reload.h"
 
 struct op {
-        struct rnnd_server *srv;
+        struct rnnd_reload *rl;
         enum rnnd_reload_kind kind;
         char name[RNND_CFG_NAME_MAX]; /* load, unload */
         rnnd_reload_done_fn done;     /* NULL for SIGHUP, and once called */
@@ -53,9 +53,12 @@ struct op {
 };
 
 struct rnnd_reload {
-        struct rnnd_server *srv;
-        int argc;    /* immutable */
-        char **argv; /* borrowed; immutable */
+        struct rnnd_models *models;               /* the table it changes; immutable */
+        const struct rnnd_options *_Atomic *opts; /* the settings in effect, swapped here */
+        uv_loop_t *loop;                          /* immutable after init */
+        int argc;                                 /* immutable */
+        char **argv;                              /* borrowed; immutable */
+        bool stopped;                             /* rnnd_reload_stop() ran; loop thread only */
 
         pthread_mutex_t mu;                 /* guards the fields below it up to the next comment */
         struct op *head, *tail;             /* waiting operations */
@@ -73,26 +76,23 @@ struct rnnd_reload {
         size_t n_owned;
 };
 
-static struct rnnd_reload *state(struct rnnd_server *srv)
+struct rnnd_reload *rnnd_reload_new(struct rnnd_models *models,
+                                    const struct rnnd_options *_Atomic *opts)
 {
-        if (srv->reload == NULL) {
-                srv->reload = rnnd_calloc(1, sizeof(*srv->reload));
-                if (srv->reload != NULL) {
-                        srv->reload->srv = srv;
-                        pthread_mutex_init(&srv->reload->mu, NULL);
-                }
-        }
-        return srv->reload;
+        struct rnnd_reload *rl = rnnd_calloc(1, sizeof(*rl));
+
+        if (rl == NULL)
+                return NULL;
+        rl->models = models;
+        rl->opts = opts;
+        pthread_mutex_init(&rl->mu, NULL);
+        return rl;
 }
 
-void rnnd_server_set_command_line(struct rnnd_server *srv, int argc, char **argv)
+void rnnd_reload_set_command_line(struct rnnd_reload *rl, int argc, char **argv)
 {
-        struct rnnd_reload *rl = state(srv);
-
-        if (rl != NULL) {
-                rl->argc = argc;
-                rl->argv = argv;
-        }
+        rl->argc = argc;
+        rl->argv = argv;
 }
 
 /* The token. */
@@ -115,9 +115,8 @@ static int read_token(struct rnnd_reload *rl, const struct rnnd_options *o, rnnd
         return r;
 }
 
-bool rnnd_reload_authorized(struct rnnd_server *srv, const char *authorization)
+bool rnnd_reload_authorized(struct rnnd_reload *rl, const char *authorization)
 {
-        struct rnnd_reload *rl = srv->reload;
         char given[sizeof(rl->token)] = {0};
         unsigned char diff = 0;
         size_t n, want;
@@ -164,7 +163,7 @@ static void op_free(struct op *op)
                 return;
         answer(op, 503, "the server is shutting down");
         for (size_t i = 0; op->built != NULL && i < op->idx.n_models; i++)
-                rnnd__server_free_model(op->built[i]);
+                rnnd_models_free_model(op->built[i]);
         rnnd_free(op->built);
         rnnd_repository_index_done(&op->idx);
         rnnd_free(op);
@@ -206,9 +205,8 @@ static int enqueue(struct rnnd_reload *rl, struct op *op, bool coalesce, rnnd_er
         return 0;
 }
 
-void rnnd_reload_signal(struct rnnd_server *srv)
+void rnnd_reload_signal(struct rnnd_reload *rl)
 {
-        struct rnnd_reload *rl = srv->reload;
         struct op *op = rnnd_calloc(1, sizeof(*op));
         rnnd_error_t err = {0};
 
@@ -216,7 +214,7 @@ void rnnd_reload_signal(struct rnnd_server *srv)
                 rnnd_log(RNND_LOG_ERR, "SIGHUP: out of memory, ignoring");
                 return;
         }
-        op->srv = srv;
+        op->rl = rl;
         op->kind = RNND_RELOAD_ALL;
         if (enqueue(rl, op, true, &err) != 0) {
                 if (err.code < 0)
@@ -227,10 +225,9 @@ void rnnd_reload_signal(struct rnnd_server *srv)
         }
 }
 
-int rnnd_reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
+int rnnd_reload_submit(struct rnnd_reload *rl, enum rnnd_reload_kind kind, const char *name,
                        rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr)
 {
-        struct rnnd_reload *rl = srv->reload;
         struct op *op;
         int r;
 
@@ -239,7 +236,7 @@ int rnnd_reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, cons
         op = rnnd_calloc(1, sizeof(*op));
         if (op == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-        op->srv = srv;
+        op->rl = rl;
         op->kind = kind;
         snprintf(op->name, sizeof(op->name), "%s", name);
         op->done = done;
@@ -250,9 +247,8 @@ int rnnd_reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, cons
         return r;
 }
 
-bool rnnd_reload_pending(struct rnnd_server *srv, const char *name)
+bool rnnd_reload_pending(struct rnnd_reload *rl, const char *name)
 {
-        struct rnnd_reload *rl = srv->reload;
         bool found = false;
 
         if (rl == NULL)
@@ -276,8 +272,7 @@ static const char *const fixed_settings[] = {
 /* Reads the settings again; on success swaps them in and returns 0. */
 static int reload_settings(struct rnnd_reload *rl)
 {
-        struct rnnd_server *srv = rl->srv;
-        const struct rnnd_options *old = srv->opts;
+        const struct rnnd_options *old = *rl->opts;
         struct rnnd_options *o = NULL, **owned;
         enum rnnd_command cmd;
         rnnd_error_t err = {0};
@@ -325,7 +320,7 @@ static int reload_settings(struct rnnd_reload *rl)
         }
         atomic_store(&rnnd_log_max_level, o->log_level);
         rl->owned[rl->n_owned++] = o;
-        srv->opts = o;
+        *rl->opts = o;
         rnnd_log(RNND_LOG_NOTICE, "SIGHUP: settings read again%s%s",
                  o->config_file != NULL ? " from " : "",
                  o->config_file != NULL ? o->config_file : "");
@@ -344,7 +339,7 @@ fail:
 static void work_cb(uv_work_t *w)
 {
         struct op *op = w->data;
-        struct rnnd_server *srv = op->srv;
+        struct rnnd_models *tab = op->rl->models;
         struct rnnd_model_stamp stamp;
         size_t i;
 
@@ -363,18 +358,18 @@ static void work_cb(uv_work_t *w)
 
                 if (op->kind == RNND_RELOAD_LOAD && strcmp(e->name, op->name) != 0)
                         continue;
-                rnnd__server_stamp(op->o, e, &stamp);
+                rnnd_models_stamp(op->o, e, &stamp);
                 /* The table changes only on the loop thread, which waits for this. */
-                rnnd_server_rdlock(srv);
-                old = rnnd_server_find_model(srv, e->name);
+                rnnd_models_rdlock(tab);
+                old = rnnd_models_find(tab, e->name);
                 keep = op->kind == RNND_RELOAD_ALL && old != NULL &&
                        (old->unloaded || old->stamp.hash == stamp.hash);
-                rnnd_server_unlock(srv);
+                rnnd_models_unlock(tab);
                 if (keep)
                         continue;
                 if (old != NULL)
                         atomic_store(&old->loading, true); /* alive: only this op retires */
-                op->built[i] = rnnd__server_build_model(srv, op->o, e, &stamp);
+                op->built[i] = rnnd_models_build(tab, op->o, e, &stamp);
                 if (op->built[i] == NULL) {
                         op->status = rnnd_error_set(&op->err, RNND_ENOMEM,
                                                     "out of memory for model %s", e->name);
@@ -418,7 +413,7 @@ static int failure_of(const struct rnnd_served_model *m, char *reason, size_t ca
  * old serves nothing; else old stays, with the failure as its load_reason,
  * and *nb is freed.  *nb is NULL afterwards.  why gets the failure, or "".
  */
-static struct rnnd_served_model *choose(struct rnnd_server *srv, struct rnnd_served_model *old,
+static struct rnnd_served_model *choose(struct rnnd_models *tab, struct rnnd_served_model *old,
                                         struct rnnd_served_model **nb, char *why, size_t cap)
 {
         struct rnnd_served_model *m = *nb;
@@ -432,31 +427,31 @@ static struct rnnd_served_model *choose(struct rnnd_server *srv, struct rnnd_ser
         status = failure_of(m, why, cap, &version);
         if (old == NULL || old->unloaded || old->n_loaded == 0)
                 return m;
-        pthread_rwlock_wrlock(&srv->table_lock);
+        pthread_rwlock_wrlock(&tab->lock);
         old->load_status = status;
         old->load_version = version;
         snprintf(old->load_reason, sizeof(old->load_reason), "%s", why);
-        pthread_rwlock_unlock(&srv->table_lock);
+        pthread_rwlock_unlock(&tab->lock);
         rnnd_log(RNND_LOG_WARNING,
                  "model %s: the new build failed (%s); the previous one serves on", m->entry->name,
                  why);
-        rnnd__server_free_model(m);
+        rnnd_models_free_model(m);
         return old;
 }
 
 /* A copy of the table with model m in place of the one of its name (or added). */
-static struct rnnd_served_model **table_with(struct rnnd_server *srv, struct rnnd_served_model *m,
+static struct rnnd_served_model **table_with(struct rnnd_models *tab, struct rnnd_served_model *m,
                                              size_t *ret_n)
 {
         struct rnnd_served_model **t;
-        size_t n = srv->n_models, i;
+        size_t n = tab->n_models, i;
         bool found = false;
 
         t = rnnd_calloc(n + 1, sizeof(t[0]));
         if (t == NULL)
                 return NULL;
         for (i = 0; i < n; i++) {
-                t[i] = srv->models[i];
+                t[i] = tab->models[i];
                 if (strcmp(t[i]->entry->name, m->entry->name) == 0) {
                         t[i] = m;
                         found = true;
@@ -469,32 +464,32 @@ static struct rnnd_served_model **table_with(struct rnnd_server *srv, struct rnn
 }
 
 /* Installs m for its name; on no memory frees m and returns false. */
-static bool install(struct rnnd_server *srv, struct rnnd_served_model *m)
+static bool install(struct rnnd_models *tab, struct rnnd_served_model *m)
 {
         struct rnnd_served_model **t;
         size_t n;
 
-        if (m == rnnd_server_find_model(srv, m->entry->name))
+        if (m == rnnd_models_find(tab, m->entry->name))
                 return true;
-        t = table_with(srv, m, &n);
+        t = table_with(tab, m, &n);
         if (t == NULL) {
                 rnnd_log(RNND_LOG_ERR, "model %s: out of memory for the table", m->entry->name);
-                rnnd__server_free_model(m);
+                rnnd_models_free_model(m);
                 return false;
         }
-        rnnd__server_swap_table(srv, t, n);
+        rnnd_models_swap(tab, t, n);
         return true;
 }
 
-static void clear_loading(struct rnnd_server *srv)
+static void clear_loading(struct rnnd_models *tab)
 {
-        for (size_t i = 0; i < srv->n_models; i++)
-                atomic_store(&srv->models[i]->loading, false);
+        for (size_t i = 0; i < tab->n_models; i++)
+                atomic_store(&tab->models[i]->loading, false);
 }
 
-static void finish_load(struct rnnd_server *srv, struct op *op)
+static void finish_load(struct rnnd_models *tab, struct op *op)
 {
-        struct rnnd_served_model *old = rnnd_server_find_model(srv, op->name), *m = NULL;
+        struct rnnd_served_model *old = rnnd_models_find(tab, op->name), *m = NULL;
         char why[300], msg[700];
         size_t i;
 
@@ -505,7 +500,7 @@ static void finish_load(struct rnnd_server *srv, struct op *op)
         }
         for (i = 0; i < op->idx.n_models && m == NULL; i++)
                 if (op->built[i] != NULL)
-                        m = choose(srv, old, &op->built[i], why, sizeof(why));
+                        m = choose(tab, old, &op->built[i], why, sizeof(why));
         if (m == NULL) {
                 snprintf(msg, sizeof(msg),
                          "failed to load '%s': no model directory of that name in the "
@@ -514,7 +509,7 @@ static void finish_load(struct rnnd_server *srv, struct op *op)
                 answer(op, 400, msg);
                 return;
         }
-        if (!install(srv, m)) {
+        if (!install(tab, m)) {
                 answer(op, 500, "out of memory");
                 return;
         }
@@ -528,9 +523,9 @@ static void finish_load(struct rnnd_server *srv, struct op *op)
         answer(op, 200, NULL);
 }
 
-static void finish_unload(struct rnnd_server *srv, struct op *op)
+static void finish_unload(struct rnnd_models *tab, struct op *op)
 {
-        struct rnnd_served_model *old = rnnd_server_find_model(srv, op->name), *stub;
+        struct rnnd_served_model *old = rnnd_models_find(tab, op->name), *stub;
         char msg[400];
 
         if (old == NULL || old->unloaded) {
@@ -547,7 +542,7 @@ static void finish_unload(struct rnnd_server *srv, struct op *op)
         stub->own_entry = old->own_entry;
         stub->entry = &stub->own_entry;
         stub->unloaded = true;
-        if (!install(srv, stub)) {
+        if (!install(tab, stub)) {
                 answer(op, 500, "out of memory");
                 return;
         }
@@ -557,7 +552,7 @@ static void finish_unload(struct rnnd_server *srv, struct op *op)
         answer(op, 200, NULL);
 }
 
-static void finish_reload(struct rnnd_server *srv, struct op *op)
+static void finish_reload(struct rnnd_models *tab, struct op *op)
 {
         struct rnnd_served_model **t, *old;
         size_t i, rebuilt = 0, failed = 0;
@@ -576,39 +571,39 @@ static void finish_reload(struct rnnd_server *srv, struct op *op)
                 return;
         }
         for (i = 0; i < op->idx.n_models; i++) {
-                old = rnnd_server_find_model(srv, op->idx.models[i].name);
+                old = rnnd_models_find(tab, op->idx.models[i].name);
                 if (op->built[i] == NULL) {
                         t[i] = old; /* unchanged, or unloaded on purpose */
                         continue;
                 }
                 rebuilt++;
-                t[i] = choose(srv, old, &op->built[i], why, sizeof(why));
+                t[i] = choose(tab, old, &op->built[i], why, sizeof(why));
                 failed += why[0] != '\0';
         }
-        rnnd__server_swap_table(srv, t, op->idx.n_models);
+        rnnd_models_swap(tab, t, op->idx.n_models);
         rnnd_log(RNND_LOG_NOTICE,
                  "SIGHUP: reloaded: %zu models, %zu rebuilt (%zu failed), %zu loaded",
-                 op->idx.n_models, rebuilt, failed, atomic_load(&srv->n_loaded_models));
+                 op->idx.n_models, rebuilt, failed, atomic_load(&tab->n_loaded_models));
 }
 
 static void after_work_cb(uv_work_t *w, int status)
 {
         struct rnnd_reload *rl =
                 (struct rnnd_reload *)((char *)w - offsetof(struct rnnd_reload, work));
-        struct rnnd_server *srv = rl->srv;
+        struct rnnd_models *tab = rl->models;
         struct op *op = rl->cur;
 
         (void)status;
-        clear_loading(srv); /* before answering, so that the client's next index is current */
-        if (!atomic_load(&srv->stopping)) {
+        clear_loading(tab); /* before answering, so that the client's next index is current */
+        if (!rl->stopped) {
                 if (op->kind == RNND_RELOAD_LOAD)
-                        finish_load(srv, op);
+                        finish_load(tab, op);
                 else
-                        finish_reload(srv, op);
+                        finish_reload(tab, op);
         }
-        if (op->kind == RNND_RELOAD_ALL && !atomic_load(&srv->stopping))
+        if (op->kind == RNND_RELOAD_ALL && !rl->stopped)
                 sd_notifyf(0, "READY=1\nSTATUS=Serving %zu of %zu models (reloaded)",
-                           atomic_load(&srv->n_loaded_models), srv->n_models);
+                           atomic_load(&tab->n_loaded_models), tab->n_models);
         rl->cur = NULL;
         op_free(op);
         pthread_mutex_lock(&rl->mu);
@@ -620,7 +615,7 @@ static void after_work_cb(uv_work_t *w, int status)
 /* Starts the next operation, if none runs.  Loop thread. */
 static void kick(struct rnnd_reload *rl)
 {
-        struct rnnd_server *srv = rl->srv;
+        struct rnnd_models *tab = rl->models;
         struct op *op;
         int r;
 
@@ -635,9 +630,9 @@ static void kick(struct rnnd_reload *rl)
                 pthread_mutex_unlock(&rl->mu);
                 if (op == NULL)
                         return;
-                if (atomic_load(&srv->stopping) || op->kind == RNND_RELOAD_UNLOAD) {
-                        if (!atomic_load(&srv->stopping))
-                                finish_unload(srv, op);
+                if (rl->stopped || op->kind == RNND_RELOAD_UNLOAD) {
+                        if (!rl->stopped)
+                                finish_unload(tab, op);
                         op_free(op);
                         pthread_mutex_lock(&rl->mu);
                         rl->n_pending--;
@@ -656,15 +651,15 @@ static void kick(struct rnnd_reload *rl)
                                                   "repository");
                         reload_settings(rl);
                 } else {
-                        struct rnnd_served_model *old = rnnd_server_find_model(srv, op->name);
+                        struct rnnd_served_model *old = rnnd_models_find(tab, op->name);
 
                         if (old != NULL)
                                 atomic_store(&old->loading, true);
                 }
-                op->o = srv->opts;
+                op->o = *rl->opts;
                 rl->cur = op;
                 rl->work.data = op;
-                r = uv_queue_work(&srv->loop, &rl->work, work_cb, after_work_cb);
+                r = uv_queue_work(rl->loop, &rl->work, work_cb, after_work_cb);
                 if (r < 0) {
                         rnnd_log(RNND_LOG_ERR, "cannot queue a reload: %s", uv_strerror(r));
                         rl->cur = NULL;
@@ -682,35 +677,33 @@ static void async_cb(uv_async_t *h)
         kick(h->data);
 }
 
-int rnnd_reload_init(struct rnnd_server *srv, rnnd_error_t *reterr)
+int rnnd_reload_init(struct rnnd_reload *rl, uv_loop_t *loop, rnnd_error_t *reterr)
 {
-        struct rnnd_reload *rl = state(srv);
         int r;
 
-        if (rl == NULL)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-        r = read_token(rl, srv->opts, reterr);
+        rl->loop = loop;
+        r = read_token(rl, *rl->opts, reterr);
         if (r < 0) {
                 rnnd_error_prefix(reterr, "auth_token_file");
                 return r;
         }
-        r = uv_async_init(&srv->loop, &rl->async, async_cb);
+        r = uv_async_init(rl->loop, &rl->async, async_cb);
         if (r < 0)
                 return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
         rl->async.data = rl;
         rl->async_ready = true;
         if (rl->token_len > 0)
                 rnnd_log(RNND_LOG_INFO, "the repository API needs the bearer token of %s",
-                         srv->opts->auth_token_file);
+                         (*rl->opts)->auth_token_file);
         return 0;
 }
 
-void rnnd_reload_stop(struct rnnd_server *srv)
+void rnnd_reload_stop(struct rnnd_reload *rl)
 {
-        struct rnnd_reload *rl = srv->reload;
 
         if (rl == NULL)
                 return;
+        rl->stopped = true;
         pthread_mutex_lock(&rl->mu);
         rl->closed = true;
         pthread_mutex_unlock(&rl->mu);
@@ -723,20 +716,18 @@ static void async_close_cb(uv_handle_t *h)
         (void)h; /* Embedded in struct rnnd_reload. */
 }
 
-void rnnd_reload_close(struct rnnd_server *srv)
+void rnnd_reload_close(struct rnnd_reload *rl)
 {
-        struct rnnd_reload *rl = srv->reload;
 
         if (rl == NULL || !rl->async_ready)
                 return;
-        rnnd_reload_stop(srv);
+        rnnd_reload_stop(rl);
         if (!uv_is_closing((uv_handle_t *)&rl->async))
                 uv_close((uv_handle_t *)&rl->async, async_close_cb);
 }
 
-void rnnd_reload_free(struct rnnd_server *srv)
+void rnnd_reload_free(struct rnnd_reload *rl)
 {
-        struct rnnd_reload *rl = srv->reload;
         struct op *op;
 
         if (rl == NULL)
@@ -753,5 +744,4 @@ void rnnd_reload_free(struct rnnd_server *srv)
         explicit_bzero(rl->token, sizeof(rl->token));
         pthread_mutex_destroy(&rl->mu);
         rnnd_free(rl);
-        srv->reload = NULL;
 }

@@ -10,9 +10,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <uv.h>
 
 #include "error.h"
-#include "server.h"
+#include "models.h"
+#include "options.h"
 
 /* Repository operations waiting at most; more are answered 503. */
 #define RNND_RELOAD_MAX_PENDING 64u
@@ -23,21 +25,31 @@ enum rnnd_reload_kind {
         RNND_RELOAD_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
 };
 
+struct rnnd_reload;
+
 /*
- * Keeps argv (borrowed: it must outlive srv) so that SIGHUP can apply the
+ * The reload state of table models, whose settings in effect are *opts: a
+ * reload swaps *opts (the old settings stay valid until
+ * rnnd_reload_free()).  NULL out of memory.  Main thread.
+ */
+struct rnnd_reload *rnnd_reload_new(struct rnnd_models *models,
+                                    const struct rnnd_options *_Atomic *opts);
+
+/*
+ * Keeps argv (borrowed: it must outlive rl) so that SIGHUP can apply the
  * command line over the config file again.  Main thread, before run.
  */
-void rnnd_server_set_command_line(struct rnnd_server *srv, int argc, char **argv);
+void rnnd_reload_set_command_line(struct rnnd_reload *rl, int argc, char **argv);
 
 /*
- * Sets up the reload state on srv's loop and reads auth_token_file.  Errors:
- * RNND_ENOMEM, RNND_EINTERNAL (libuv), RNND_EINVAL (the token file).  Loop
- * thread (the main thread, from rnnd_server_start()).
+ * Sets rl up on loop and reads auth_token_file.  Errors: RNND_EINTERNAL
+ * (libuv), RNND_EINVAL (the token file).  Loop thread (the main thread,
+ * from rnnd_server_start()).
  */
-int rnnd_reload_init(struct rnnd_server *srv, rnnd_error_t *reterr);
+int rnnd_reload_init(struct rnnd_reload *rl, uv_loop_t *loop, rnnd_error_t *reterr);
 
 /* SIGHUP: queues a reload of everything (coalesced with one still waiting).  Loop thread. */
-void rnnd_reload_signal(struct rnnd_server *srv);
+void rnnd_reload_signal(struct rnnd_reload *rl);
 
 /*
  * How a load or unload ends: status 200 with msg NULL, or an error status
@@ -52,26 +64,26 @@ typedef void (*rnnd_reload_done_fn)(void *cls, unsigned status, const char *msg)
  * Errors, without queueing, and done is never called: RNND_EUNAVAIL
  * (RNND_RELOAD_MAX_PENDING waiting, or stopping), RNND_ENOMEM.  Thread-safe.
  */
-int rnnd_reload_submit(struct rnnd_server *srv, enum rnnd_reload_kind kind, const char *name,
+int rnnd_reload_submit(struct rnnd_reload *rl, enum rnnd_reload_kind kind, const char *name,
                        rnnd_reload_done_fn done, void *done_cls, rnnd_error_t *reterr);
 
 /* Whether the name of a model has a load running or waiting.  Thread-safe. */
-bool rnnd_reload_pending(struct rnnd_server *srv, const char *name);
+bool rnnd_reload_pending(struct rnnd_reload *rl, const char *name);
 
 /*
  * Whether authorization (the Authorization header, or NULL) carries the
  * token of auth_token_file; true when no token is set.  Compares in
  * constant time.  Thread-safe.
  */
-bool rnnd_reload_authorized(struct rnnd_server *srv, const char *authorization);
+bool rnnd_reload_authorized(struct rnnd_reload *rl, const char *authorization);
 
 /* At shutdown: answers operations still waiting 503.  Loop thread. */
-void rnnd_reload_stop(struct rnnd_server *srv);
+void rnnd_reload_stop(struct rnnd_reload *rl);
 
 /* Closes the loop handles (after stop).  Loop thread. */
-void rnnd_reload_close(struct rnnd_server *srv);
+void rnnd_reload_close(struct rnnd_reload *rl);
 
 /* Frees the reload state and the settings reloads made.  After the loop ended. */
-void rnnd_reload_free(struct rnnd_server *srv);
+void rnnd_reload_free(struct rnnd_reload *rl);
 
 #endif

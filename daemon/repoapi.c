@@ -16,6 +16,7 @@
 #include "repo.h"
 #include "repoapi.h"
 #include "repository.h"
+#include "server.h"
 #include "strbuf.h"
 
 /*
@@ -43,7 +44,7 @@ unsigned rnnd_repoapi_check(struct rnnd_http_request *r)
         const char *auth = rnnd_http_request_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
         const char *cl = rnnd_http_request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
 
-        if (!rnnd_reload_authorized(r->srv, auth)) {
+        if (!rnnd_reload_authorized(r->srv->reload, auth)) {
                 rnnd_log_req(RNND_LOG_WARNING, r->id, "%s %s: %s bearer token; answering 401",
                              r->method, r->path, auth == NULL ? "no" : "a wrong");
                 rnnd_http_fail(r, RNND_EAUTH,
@@ -134,15 +135,15 @@ static void serve_index(struct rnnd_http_request *r, const struct rnnd_repo_requ
 
         rnnd_strbuf_init(&b);
         rnnd_strbuf_putc(&b, '[');
-        rnnd_server_rdlock(srv);
-        for (size_t i = 0; i < srv->n_models; i++) {
-                const struct rnnd_served_model *m = srv->models[i];
+        rnnd_models_rdlock(&srv->models);
+        for (size_t i = 0; i < srv->models.n_models; i++) {
+                const struct rnnd_served_model *m = srv->models.models[i];
 
                 put_model_rows(&b, m, q->ready,
                                atomic_load(&m->loading) ||
-                                       rnnd_reload_pending(srv, m->entry->name));
+                                       rnnd_reload_pending(srv->reload, m->entry->name));
         }
-        rnnd_server_unlock(srv);
+        rnnd_models_unlock(&srv->models);
         rnnd_strbuf_putc(&b, ']');
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
@@ -162,7 +163,7 @@ static void load_done(void *cls, unsigned status, const char *msg)
 {
         struct rnnd_http_request *r = cls;
 
-        if (r->srv->mhd != NULL) {
+        if (rnnd_http_listening(&r->srv->http)) {
                 if (msg == NULL)
                         rnnd_http_respond(r, status, "text/plain; charset=utf-8", NULL, 0);
                 else
@@ -201,13 +202,13 @@ void rnnd_repoapi_serve(struct rnnd_http_request *r)
                                RNND_CFG_NAME_MAX - 1);
                 return;
         }
-        if (atomic_load(&r->srv->stopping)) {
+        if (atomic_load(&r->srv->http.stopping)) {
                 rnnd_http_fail(r, RNND_EUNAVAIL, "the server is shutting down");
                 return;
         }
         /* Suspend first, publish second: the loop thread may answer at once. */
         rnnd_http_suspend(r);
-        ret = rnnd_reload_submit(r->srv,
+        ret = rnnd_reload_submit(r->srv->reload,
                                  call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
                                  name, load_done, rnnd_http_request_ref(r), &err);
         if (ret < 0) {

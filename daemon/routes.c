@@ -28,6 +28,7 @@
 #include "repoapi.h"
 #include "routes.h"
 #include "rnnd-config.h"
+#include "server.h"
 #include "strbuf.h"
 
 #define MAX_SEGMENTS 8
@@ -56,12 +57,12 @@ static bool resolve_version(struct rnnd_http_request *r, const char *version_tex
         uint64_t v;
 
         if (version_text == NULL) {
-                r->version = rnnd_server_latest(r->model);
+                r->version = rnnd_models_latest(r->model);
                 return true;
         }
         r->version_given = true;
         return parse_version(version_text, &v) &&
-               (r->version = rnnd_server_find_version(r->model, v)) != NULL;
+               (r->version = rnnd_models_find_version(r->model, v)) != NULL;
 }
 
 /* A positive decimal version without leading zeros. */
@@ -231,7 +232,7 @@ static unsigned match(struct rnnd_http_request *r)
         if (route_is_repo(rt))
                 return rnnd_repoapi_check(r);
         if (model_name != NULL) {
-                r->model = rnnd_server_pin_model(r->srv, model_name);
+                r->model = rnnd_models_pin(&r->srv->models, model_name);
                 if (r->model == NULL) {
                         rnnd_http_fail(r, RNND_ENOTFOUND, "unknown model '%s'", model_name);
                         return r->resp_status;
@@ -436,7 +437,7 @@ static void serve_model_metadata(struct rnnd_http_request *r)
         rnnd_strbuf_putc(&b, '{');
         rnnd_strbuf_json_kv_str(&b, "name", r->model->entry->name);
         put_loaded_versions(&b, r->model);
-        rnnd_strbuf_json_kv_str(&b, "platform", rnnd_server_platform(sv));
+        rnnd_strbuf_json_kv_str(&b, "platform", rnnd_models_platform(sv));
         put_metadata_tensors(&b, &r->model->entry->cfg, true);
         put_metadata_tensors(&b, &r->model->entry->cfg, false);
         rnnd_strbuf_putc(&b, '}');
@@ -592,9 +593,9 @@ static void serve_model_stats(struct rnnd_http_request *r)
 
         rnnd_strbuf_init(&b);
         rnnd_strbuf_puts(&b, "{\"model_stats\":[");
-        rnnd_server_rdlock(srv);
-        for (size_t i = 0; i < srv->n_models; i++) {
-                struct rnnd_served_model *m = srv->models[i];
+        rnnd_models_rdlock(&srv->models);
+        for (size_t i = 0; i < srv->models.n_models; i++) {
+                struct rnnd_served_model *m = srv->models.models[i];
 
                 if (r->model != NULL && m != r->model)
                         continue;
@@ -606,7 +607,7 @@ static void serve_model_stats(struct rnnd_http_request *r)
                         put_version_stats(&b, m, sv);
                 }
         }
-        rnnd_server_unlock(srv);
+        rnnd_models_unlock(&srv->models);
         rnnd_strbuf_puts(&b, "]}");
         respond_json(r, 200, &b);
 }
@@ -624,7 +625,7 @@ static void serve_model_config(struct rnnd_http_request *r)
         rnnd_strbuf_init(&b);
         rnnd_strbuf_putc(&b, '{');
         rnnd_strbuf_json_kv_str(&b, "name", r->model->entry->name);
-        rnnd_strbuf_json_kv_str(&b, "platform", rnnd_server_platform(sv));
+        rnnd_strbuf_json_kv_str(&b, "platform", rnnd_models_platform(sv));
         rnnd_strbuf_json_kv_str(&b, "backend", "rnnd");
 
         rnnd_strbuf_json_key(&b, "version_policy");
@@ -737,13 +738,14 @@ static void serve_server_ready(struct rnnd_http_request *r)
                                         "a GPU device fault (%s): every GPU instance is out of "
                                         "service; the server is restarting",
                                         srv->fault_msg);
-        else if (atomic_load(&srv->stopping))
+        else if (atomic_load(&srv->http.stopping))
                 rnnd_http_respond_error(r, NOT_READY, "the server is shutting down");
         else
                 rnnd_http_respond_error(r, NOT_READY,
                                         "not every model loaded: %zu of %zu models are "
                                         "fully loaded",
-                                        atomic_load(&srv->n_loaded_models), srv->n_models);
+                                        atomic_load(&srv->models.n_loaded_models),
+                                        srv->models.n_models);
 }
 
 static void serve_server_metadata(struct rnnd_http_request *r)
@@ -903,7 +905,7 @@ static void serve_tfs_no_signature(struct rnnd_http_request *r)
 static void metrics_model(void *cls, size_t i, const char **name,
                           const struct rnnd_metrics_counters **requests, size_t *n_versions)
 {
-        const struct rnnd_served_model *m = ((struct rnnd_server *)cls)->models[i];
+        const struct rnnd_served_model *m = ((struct rnnd_server *)cls)->models.models[i];
 
         *name = m->entry->name;
         *requests = &m->requests;
@@ -912,7 +914,8 @@ static void metrics_model(void *cls, size_t i, const char **name,
 
 static void metrics_version(void *cls, size_t i, size_t j, struct rnnd_metrics_version *ret)
 {
-        const struct rnnd_served_version *sv = &((struct rnnd_server *)cls)->models[i]->versions[j];
+        const struct rnnd_served_version *sv =
+                &((struct rnnd_server *)cls)->models.models[i]->versions[j];
 
         ret->version = sv->version;
         ret->requests = &sv->requests;
@@ -926,9 +929,9 @@ static void serve_metrics(struct rnnd_http_request *r)
 {
         struct rnnd_server *srv = r->srv;
         struct rnnd_metrics_source src = {
-                .models_loaded = atomic_load(&srv->n_loaded_models),
-                .inflight = atomic_load(&srv->inflight),
-                .other_requests = &srv->other_requests,
+                .models_loaded = atomic_load(&srv->models.n_loaded_models),
+                .inflight = atomic_load(&srv->http.inflight),
+                .other_requests = &srv->models.other_requests,
                 .model = metrics_model,
                 .version = metrics_version,
                 .cls = srv,
@@ -938,10 +941,10 @@ static void serve_metrics(struct rnnd_http_request *r)
         char *body;
 
         rnnd_strbuf_init(&b);
-        rnnd_server_rdlock(srv);
-        src.n_models = srv->n_models;
+        rnnd_models_rdlock(&srv->models);
+        src.n_models = srv->models.n_models;
         rnnd_metrics_page(&b, &src);
-        rnnd_server_unlock(srv);
+        rnnd_models_unlock(&srv->models);
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
                 rnnd_http_fail(r, RNND_ENOMEM, "out of memory");
@@ -963,19 +966,18 @@ static bool repin(struct rnnd_http_request *r)
         char name[RNND_CFG_NAME_MAX];
 
         snprintf(name, sizeof(name), "%s", old->entry->name);
-        r->model = rnnd_server_pin_model(r->srv, name);
-        rnnd_server_unpin_model(old);
-        r->version = NULL;
+        r->model = rnnd_models_pin(&r->srv->models, name);
+        rnnd_models_unpin(old);
         if (r->model == NULL) {
                 rnnd_http_fail(r, RNND_ENOTFOUND,
                                "unknown model '%s' (removed from the repository)", name);
                 return false;
         }
         if (!r->version_given) {
-                r->version = rnnd_server_latest(r->model);
+                r->version = rnnd_models_latest(r->model);
                 return true;
         }
-        r->version = rnnd_server_find_version(r->model, v);
+        r->version = rnnd_models_find_version(r->model, v);
         if (r->version == NULL) {
                 rnnd_http_fail(r, RNND_ENOTFOUND, "unknown version '%" PRIu64 "' of model '%s'", v,
                                name);
@@ -993,7 +995,7 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
         const char *enc;
         int ret;
 
-        if (atomic_load(&srv->stopping)) {
+        if (atomic_load(&srv->http.stopping)) {
                 rnnd_http_fail(r, RNND_EUNAVAIL, "the server is shutting down");
                 return;
         }
@@ -1080,4 +1082,20 @@ static void serve(struct rnnd_http_request *r)
         }
 }
 
-const struct rnnd_route_handler rnnd_routes = {.match = match, .serve = serve};
+/*
+ * rnnd_routes.done: the request is over (answered, or its client gone): it
+ * is counted under its model and version, and the model it pinned is let
+ * go, since the engine is done with it.  Health checks and scrapes are
+ * frequent: they are logged at debug.
+ */
+static int done(struct rnnd_http_request *r, unsigned status)
+{
+        rnnd_models_count(&r->srv->models, r->model, r->model != NULL ? r->version : NULL, status);
+        r->model = rnnd_models_unpin(r->model);
+        return r->route == RNND_ROUTE_HEALTH_LIVE || r->route == RNND_ROUTE_HEALTH_READY ||
+                               r->route == RNND_ROUTE_METRICS || r->route == RNND_ROUTE_MODEL_READY
+                       ? RNND_LOG_DEBUG
+                       : RNND_LOG_INFO;
+}
+
+const struct rnnd_route_handler rnnd_routes = {.match = match, .serve = serve, .done = done};

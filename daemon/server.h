@@ -10,11 +10,12 @@
  *   rnnd_server_run()    sends READY=1 and runs the loop until SIGTERM/SIGINT
  *                        has drained and stopped MHD;
  *   rnnd_server_free()   frees everything.
- * The model table (srv->models) changes on SIGHUP and through the repository
- * API (reload.c): the loop thread builds new model objects beside the old,
- * swaps the table under table_lock, and frees a replaced model once no request
- * pins it.  A model object itself is immutable after it is built, so a request
- * that pinned one (rnnd_server_pin_model()) reads it without locks.
+ * The parts: the model table (srv->models, models.h) changes on SIGHUP and
+ * through the repository API (reload.c); the HTTP front end (srv->http,
+ * http.h) runs libmicrohttpd and calls the routes main installed; the
+ * inference hook (main installs daemon/inference.c's) runs requests through
+ * the pools.  This file owns the process: the loop, signals, the drain, the
+ * watchdog, queue sweeps and device faults (docs/DESIGN.md §2, §8).
  */
 #ifndef RNND_DAEMON_SERVER_H
 #define RNND_DAEMON_SERVER_H
@@ -26,66 +27,10 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "backend.h"
 #include "error.h"
-#include "metrics.h"
+#include "http.h"
+#include "models.h"
 #include "options.h"
-#include "pool.h"
-#include "repository.h"
-
-struct rnnd_served_model;
-
-/* One version of a model: loaded, or the reason it is not. */
-struct rnnd_served_version {
-        uint64_t wd_completed; /* pool's completed at the last look; loop thread only */
-        uint64_t wd_moved_ms;  /* uv_now() when it last moved; loop thread only */
-        uint64_t version;      /* immutable */
-        int status;            /* 0 = loaded, else a negative RNND_E*; immutable */
-        char reason[256];      /* why, when status < 0; immutable */
-        rnnd_model_t *model;   /* a reference, NULL when not loaded; immutable */
-        rnnd_pool_t *pool;     /* the instances, NULL when not loaded; immutable */
-        unsigned instances;    /* worker threads in pool; immutable */
-        /* [instances], describe() of each, why_not_cudnn filled; immutable */
-        struct rnnd_backend_desc *descs;
-        /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
-        unsigned group_end[RNND_CFG_MAX_INSTANCE_GROUPS];
-        struct rnnd_served_model *owner;       /* immutable */
-        struct rnnd_metrics_counters requests; /* atomic */
-        struct rnnd_version_stats stats;       /* atomic */
-};
-
-/*
- * What a model's files on disk were when it was built: a SIGHUP reload
- * rebuilds a model only when this, or a setting models depend on, changed.
- */
-struct rnnd_model_stamp {
-        uint64_t hash; /* FNV-1a of config.json's and every selected weights file's stat */
-};
-
-/*
- * A model of the repository and its selected versions: one object per build,
- * immutable once in the table but for the fields marked otherwise.  Requests
- * pin it (rnnd_server_pin_model()); the loop thread frees it once it has left
- * the table and nothing pins it.
- */
-struct rnnd_served_model {
-        const struct rnnd_repo_model *entry;   /* = &own_entry; immutable */
-        struct rnnd_served_version *versions;  /* [n_versions], ascending; immutable */
-        size_t n_versions;                     /* immutable */
-        size_t n_loaded;                       /* versions with status 0; immutable */
-        struct rnnd_metrics_counters requests; /* requests naming no valid version; atomic */
-        struct rnnd_repo_model own_entry;      /* name, status, reason, cfg; immutable */
-        struct rnnd_model_stamp stamp;         /* immutable */
-        bool unloaded;                         /* unloaded through the repository API; immutable */
-        atomic_uint pins;                      /* requests holding it; atomic */
-        atomic_bool retired;                   /* left the table; atomic */
-        atomic_bool loading;                   /* a load of this name is running; atomic */
-        int load_status;       /* the last failed (re)load, kept serving; guarded by table_lock */
-        char load_reason[256]; /* why; guarded by table_lock */
-        uint64_t load_version; /* the version that failed, 0 = the model; guarded by table_lock */
-        struct rnnd_served_model *next_retired; /* loop thread only */
-        bool mark;                              /* scratch for swaps; loop thread only */
-};
 
 struct rnnd_http_request;
 
@@ -109,12 +54,13 @@ enum rnnd_infer_protocol {
  * A suspended connection never times out and MHD does not notice its client
  * leaving, so the engine must answer every request it accepted (queue
  * timeouts answer 503), and its queues must be bounded (full: 503 at once).
- * drain() (may be NULL) runs on the loop thread when shutdown_timeout has
- * passed with requests still suspended, after the server has stopped every
- * model's pool (their queued jobs answered 503): answer 503 and resume any
- * other request the hook holds.
- * stop() (may be NULL) runs on the loop thread after MHD has stopped: join
- * workers and close the hook's uv handles so that the loop can end.
+ * drain() runs on the loop thread when shutdown_timeout has passed with
+ * requests still suspended: answer 503 and resume every request the hook
+ * holds (daemon/inference.c stops every model's pool, whose queued jobs are
+ * answered 503; running batches finish).
+ * stop() runs on the loop thread after MHD has stopped: join the hook's
+ * workers and close its uv handles so that the loop can end.
+ * handle, drain and stop are required (rnnd_server_start() checks).
  * extensions (NULL-terminated, may be NULL) are added to GET /v2's list.
  */
 struct rnnd_infer_hook {
@@ -126,55 +72,21 @@ struct rnnd_infer_hook {
         void *cls;
 };
 
-/*
- * The route handler the HTTP layer calls (routes.c's rnnd_routes, installed
- * by main): match() at a request's first call resolves its path and method
- * (and model and version), returning 0 to go on reading the body or the
- * status of the error response it prepared (404, 405, ...); serve() at the
- * final call prepares the response, or for the inference routes calls the
- * hook, which may suspend the request.  Both on MHD threads.
- */
-struct rnnd_route_handler {
-        unsigned (*match)(struct rnnd_http_request *r);
-        void (*serve)(struct rnnd_http_request *r);
-};
-
-/* The hook installed until inference lands: answers 501 "not implemented yet". */
-extern const struct rnnd_infer_hook rnnd_infer_hook_unimplemented;
-
-struct MHD_Daemon;
-
 struct rnnd_reload;
 
 struct rnnd_server {
         /* The settings in effect: the first borrowed from main, later ones owned by reload.c. */
         const struct rnnd_options *_Atomic opts; /* atomic; swapped by a reload */
-        /* Lock order: table_lock, then a pool's own lock.  Written by the loop thread only. */
-        pthread_rwlock_t table_lock;
-        struct rnnd_served_model **models; /* [n_models], sorted by name; guarded by table_lock */
-        size_t n_models;                   /* guarded by table_lock */
-        atomic_size_t n_loaded_models;     /* models with a loaded version; atomic */
-        atomic_bool all_loaded;            /* every model and selected version loaded; atomic */
-        struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
-        struct rnnd_reload *reload;        /* reload.c's state; loop thread only */
-        struct rnnd_infer_hook infer;      /* immutable after start */
-        struct rnnd_route_handler routes;  /* immutable after start */
-        struct rnnd_metrics_counters other_requests; /* requests not naming a known model; atomic */
-        uint32_t id_seed;                            /* random prefix of request ids; immutable */
-        atomic_uint_fast64_t id_counter;             /* atomic */
-
-        struct MHD_Daemon *mhd; /* set by start, cleared by stop; loop thread only */
-        int listen_fd;          /* returned by MHD_quiesce_daemon, or -1; loop thread only */
-        char listen_name[300];  /* "127.0.0.1:8000" as bound; immutable after start */
-        atomic_bool stopping;   /* atomic: set on SIGTERM/SIGINT */
-        atomic_uint inflight;   /* atomic: requests between first call and completion */
-        atomic_uint suspended;  /* atomic: requests suspended by the hook */
+        struct rnnd_models models;               /* the model table (models.h) */
+        struct rnnd_reload *reload;              /* reload.c's state; loop thread only */
+        struct rnnd_infer_hook infer;            /* immutable after start */
+        struct rnnd_http http;                   /* the HTTP front end (http.h) */
 
         uv_loop_t loop;             /* loop thread only */
         uv_signal_t sig[3];         /* SIGINT, SIGTERM, SIGHUP; loop thread only */
         uv_timer_t drain_timer;     /* shutdown; loop thread only */
         uv_timer_t watchdog_timer;  /* systemd watchdog; loop thread only */
-        uv_timer_t reap_timer;      /* frees retired models; loop thread only */
+        uv_timer_t reap_timer;      /* frees retired models (rnnd_models_reap); loop thread only */
         bool watchdog_on;           /* loop thread only */
         bool watchdog_stalled;      /* the last look found a stalled pool; loop thread only */
         uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
@@ -209,9 +121,17 @@ void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer
 void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_handler *routes);
 
 /*
+ * Keeps argv (borrowed: it must outlive srv) so that SIGHUP can apply the
+ * command line over the config file again (reload.c).  Main thread, before
+ * rnnd_server_start().
+ */
+void rnnd_server_set_command_line(struct rnnd_server *srv, int argc, char **argv);
+
+/*
  * Sets up the loop and its signal handlers, then starts MHD listening on
  * opts->listen (or the socket systemd passed).  Errors: RNND_EINVAL
- * (address), RNND_EIO (cannot listen), RNND_EINTERNAL (libuv).  Main thread.
+ * (address), RNND_EIO (cannot listen), RNND_EINTERNAL (libuv, or no
+ * inference hook or routes installed).  Main thread.
  */
 int rnnd_server_start(struct rnnd_server *srv, rnnd_error_t *reterr);
 
@@ -238,74 +158,8 @@ int rnnd_server_exit_status(const struct rnnd_server *srv);
 /* Stops MHD if running and frees everything; accepts NULL; returns NULL.  Main thread. */
 struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
 
-/*
- * The model called name in the table, or NULL.  Borrowed while the caller
- * holds table_lock (rnnd_server_rdlock()), or on the loop thread until it
- * changes the table.
- */
-struct rnnd_served_model *rnnd_server_find_model(struct rnnd_server *srv, const char *name);
-
-/* Read-locks / unlocks the table, e.g. to walk srv->models.  Thread-safe; not recursive. */
-void rnnd_server_rdlock(struct rnnd_server *srv);
-void rnnd_server_unlock(struct rnnd_server *srv);
-
-/*
- * The model called name, pinned: it and its versions stay valid, and its
- * pools keep running, until rnnd_server_unpin_model().  NULL when no such
- * model is in the table.  Thread-safe.
- */
-struct rnnd_served_model *rnnd_server_pin_model(struct rnnd_server *srv, const char *name);
-
-/* Drops a pin; accepts NULL; returns NULL.  Thread-safe. */
-struct rnnd_served_model *rnnd_server_unpin_model(struct rnnd_served_model *m);
-
-/* Version v of m, or NULL.  Borrowed while m is pinned.  Thread-safe. */
-struct rnnd_served_version *rnnd_server_find_version(struct rnnd_served_model *m, uint64_t v);
-
-/* m's highest loaded version, or NULL.  Borrowed while m is pinned.  Thread-safe. */
-struct rnnd_served_version *rnnd_server_latest(struct rnnd_served_model *m);
-
-/*
- * Builds one model object for repository entry e, loading every version it
- * selects with the settings o, and keeps stamp (rnnd__server_stamp() of o
- * and e); a version that fails keeps its reason.  NULL
- * only out of memory.  The result is new, in no table.  Any thread (reload.c
- * calls it on libuv's thread pool).
- */
-struct rnnd_served_model *rnnd__server_build_model(struct rnnd_server *srv,
-                                                   const struct rnnd_options *o,
-                                                   const struct rnnd_repo_model *e,
-                                                   const struct rnnd_model_stamp *stamp);
-
-/* Frees a model object that no table holds and nothing pins.  Not from a pool worker. */
-void rnnd__server_free_model(struct rnnd_served_model *m);
-
-/*
- * Replaces the table with models[n] (sorted by name; stolen, with their
- * objects): models that left it are retired and freed once unpinned, their
- * pools closed.  Recounts what is loaded.  Loop thread only.
- */
-void rnnd__server_swap_table(struct rnnd_server *srv, struct rnnd_served_model **models, size_t n);
-
-/* Computes the stamp of entry e under root.  Thread-safe. */
-void rnnd__server_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
-                        struct rnnd_model_stamp *ret);
-
-/* Closes (close true) or stops every pool of the table and of retired models.  Loop thread. */
-void rnnd__server_pools_close(struct rnnd_server *srv, bool stop);
-
-/* Sums the progress of every pool of the table and of retired models.  Loop thread. */
-void rnnd__server_pools_progress(struct rnnd_server *srv, struct rnnd_pool_progress *ret);
-
 /* Whether the server is ready: every model loaded, listening and not stopping.  Thread-safe. */
 bool rnnd_server_ready(const struct rnnd_server *srv);
-
-/* Counts a finished request under m and v (either may be NULL) and status.  Thread-safe. */
-void rnnd_server_count(struct rnnd_server *srv, struct rnnd_served_model *m,
-                       struct rnnd_served_version *v, unsigned status);
-
-/* "rnnd_cpu" or "rnnd_cudnn" for a version's backend.  Borrowed, static. */
-const char *rnnd_server_platform(const struct rnnd_served_version *sv);
 
 /*
  * Writes what was built in and what the machine has (--backends) to f:

@@ -181,7 +181,7 @@ static void start(bool answer_in_worker, const char *shutdown_timeout)
         rnnd_server_set_infer_hook(srv, &hook);
         rnnd_server_set_routes(srv, &rnnd_routes);
         ck_assert_msg(rnnd_server_start(srv, &err) == 0, "%s", err.msg);
-        colon = strrchr(srv->listen_name, ':');
+        colon = strrchr(srv->http.listen_name, ':');
         ck_assert_ptr_nonnull(colon);
         port = atoi(colon + 1);
         ck_assert_int_gt(port, 0); /* port 0 was resolved and reported */
@@ -288,8 +288,8 @@ START_TEST(test_suspend_resume_many)
         ck_assert_int_eq(atomic_load(&engine.handled), CLIENTS * PER_CLIENT);
         ck_assert_int_eq(engine.drained, 0); /* nothing was left to drain */
         ck_assert_int_eq(engine.stopped, 1);
-        ck_assert_uint_eq(atomic_load(&srv->suspended), 0);
-        ck_assert_uint_eq(atomic_load(&srv->inflight), 0);
+        ck_assert_uint_eq(atomic_load(&srv->http.suspended), 0);
+        ck_assert_uint_eq(atomic_load(&srv->http.inflight), 0);
         finish();
         /* Every request's data was freed with the request. */
         ck_assert_int_eq(atomic_load(&engine.freed), CLIENTS * PER_CLIENT);
@@ -314,7 +314,7 @@ static void *term_when_stalled(void *arg)
 
         (void)arg;
         pthread_create(&c, NULL, stalled_client, NULL);
-        for (i = 0; i < 500 && atomic_load(&srv->suspended) == 0; i++)
+        for (i = 0; i < 500 && atomic_load(&srv->http.suspended) == 0; i++)
                 usleep(10000);
         kill(getpid(), SIGTERM);
         pthread_join(c, NULL);

@@ -1,0 +1,496 @@
+/*
+ * models.c: the model table (models.h; docs/DESIGN.md §2): building a
+ * model's versions (repository load, placement, pools), finding and pinning
+ * them for requests, swapping the table, and reaping replaced builds.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "backends.h"
+#include "log.h"
+#include "models.h"
+
+void rnnd_models_init(struct rnnd_models *t, const struct rnnd_models_events *ev)
+{
+        memset(t, 0, sizeof(*t));
+        pthread_rwlock_init(&t->lock, NULL);
+        t->ev = *ev;
+}
+
+void rnnd_models_done(struct rnnd_models *t)
+{
+        struct rnnd_served_model *m;
+
+        for (size_t i = 0; i < t->n_models && t->models != NULL; i++)
+                rnnd_models_free_model(t->models[i]);
+        rnnd_free(t->models);
+        t->models = NULL;
+        t->n_models = 0;
+        while ((m = t->retired) != NULL) {
+                t->retired = m->next_retired;
+                rnnd_models_free_model(m);
+        }
+        pthread_rwlock_destroy(&t->lock);
+}
+
+void rnnd_models_count(struct rnnd_models *t, struct rnnd_served_model *m,
+                       struct rnnd_served_version *v, unsigned status)
+{
+        rnnd_metrics_count(v != NULL   ? &v->requests
+                           : m != NULL ? &m->requests
+                                       : &t->other_requests,
+                           status);
+}
+
+/* The model table. */
+
+static int cmp_model_name(const void *key, const void *elem)
+{
+        const struct rnnd_served_model *const *m = elem;
+
+        return strcmp(key, (*m)->entry->name);
+}
+
+struct rnnd_served_model *rnnd_models_find(struct rnnd_models *t, const char *name)
+{
+        struct rnnd_served_model **m;
+
+        if (t->n_models == 0)
+                return NULL;
+        m = bsearch(name, t->models, t->n_models, sizeof(t->models[0]), cmp_model_name);
+        return m != NULL ? *m : NULL;
+}
+
+void rnnd_models_rdlock(struct rnnd_models *t)
+{
+        pthread_rwlock_rdlock(&t->lock);
+}
+
+void rnnd_models_unlock(struct rnnd_models *t)
+{
+        pthread_rwlock_unlock(&t->lock);
+}
+
+struct rnnd_served_model *rnnd_models_pin(struct rnnd_models *t, const char *name)
+{
+        struct rnnd_served_model *m;
+
+        pthread_rwlock_rdlock(&t->lock);
+        m = rnnd_models_find(t, name);
+        if (m != NULL)
+                atomic_fetch_add_explicit(&m->pins, 1, memory_order_relaxed);
+        pthread_rwlock_unlock(&t->lock);
+        return m;
+}
+
+struct rnnd_served_model *rnnd_models_unpin(struct rnnd_served_model *m)
+{
+        if (m != NULL)
+                atomic_fetch_sub_explicit(&m->pins, 1, memory_order_release);
+        return NULL;
+}
+
+struct rnnd_served_version *rnnd_models_find_version(struct rnnd_served_model *m, uint64_t v)
+{
+        size_t i;
+
+        for (i = 0; i < m->n_versions; i++)
+                if (m->versions[i].version == v)
+                        return &m->versions[i];
+        return NULL;
+}
+
+struct rnnd_served_version *rnnd_models_latest(struct rnnd_served_model *m)
+{
+        size_t i;
+
+        for (i = m->n_versions; i-- > 0;)
+                if (m->versions[i].status == 0)
+                        return &m->versions[i];
+        return NULL;
+}
+
+const char *rnnd_models_platform(const struct rnnd_served_version *sv)
+{
+        return strcmp(sv->descs[0].backend, "cudnn") == 0 ? "rnnd_cudnn" : "rnnd_cpu";
+}
+
+/* Loading. */
+
+/* What placement sees under options o: this build, this machine, o's backend setting. */
+static void placement_env(const struct rnnd_options *o, struct rnnd_placement_env *env)
+{
+        rnnd_backends_env(env, o->backend == RNND_BACKEND_CPU, o->backend_from,
+                          rnnd_options_cpu_threads(o));
+}
+
+/* Logs where plans can go, for every model: the setting, the build or the machine. */
+static void log_backend(const struct rnnd_options *o)
+{
+        struct rnnd_placement_env env;
+        char why[256];
+
+        placement_env(o, &env);
+        if (env.backend_cpu)
+                snprintf(why, sizeof(why), "backend = cpu (set by %s)", env.backend_from);
+        else if (env.gpu_ops == NULL)
+                snprintf(why, sizeof(why), "the cuDNN backend is not built in (rnnd --backends)");
+        else if (env.device_count == 0)
+                snprintf(why, sizeof(why), "no GPU: %s", env.why_no_gpu);
+        else
+                snprintf(why, sizeof(why),
+                         "%d GPU%s visible: each model goes on cuDNN where it qualifies",
+                         env.device_count, env.device_count == 1 ? "" : "s");
+        rnnd_log(RNND_LOG_INFO, "backend %s: %s", env.backend_cpu ? "cpu" : "auto", why);
+}
+
+/* The pool options of a version: its placed instances and its batching settings. */
+static void pool_opts(struct rnnd_models *t, const struct rnnd_model_config *cfg,
+                      const struct rnnd_placement *pl, struct rnnd_pool_opts *po)
+{
+        *po = (struct rnnd_pool_opts){
+                .instances = pl->inst,
+                .n_instances = pl->n,
+                .max_queue = cfg->batching.max_queue_size,
+                .max_batch_size = cfg->batching.max_batch_size,
+                .max_batch_steps = cfg->batching.max_batch_steps,
+                .max_queue_delay_ns = (uint64_t)cfg->batching.max_queue_delay_us * 1000u,
+                .queue_timeout_ns = (uint64_t)cfg->batching.queue_timeout_us * 1000u,
+                .levels = cfg->batching.priority_levels,
+                .wakeup = t->ev.pool_wakeup,
+                .wakeup_arg = t->ev.arg,
+                .fault = t->ev.pool_fault,
+                .fault_arg = t->ev.arg,
+        };
+}
+
+/* Loads one version and starts its instances; a failure stays in sv. */
+static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
+                         const struct rnnd_placement_env *env, struct rnnd_served_model *m,
+                         struct rnnd_served_version *sv)
+{
+        struct rnnd_placement pl = {0};
+        struct rnnd_pool_opts po = {0};
+        rnnd_error_t err = {0};
+        int r;
+
+        sv->owner = m;
+        r = rnnd_repository_load(o->model_repository, m->entry, sv->version, &sv->model, &err);
+        if (r == 0)
+                r = rnnd_placement_resolve(&m->entry->cfg, env, &pl, &err);
+        if (r == 0) {
+                pool_opts(t, &m->entry->cfg, &pl, &po);
+                sv->instances = pl.n;
+                r = rnnd_pool_new(sv->model, &po, &sv->pool, &err);
+        }
+        if (r == 0) {
+                sv->descs = rnnd_mallocarray(sv->instances, sizeof(*sv->descs));
+                if (sv->descs == NULL)
+                        r = rnnd_error_set(&err, RNND_ENOMEM, "out of memory");
+        }
+        if (r < 0) {
+                rnnd_placement_done(&pl);
+                sv->status = r;
+                snprintf(sv->reason, sizeof(sv->reason), "%s",
+                         err.msg[0] != '\0' ? err.msg : rnnd_strerror(r));
+                sv->pool = rnnd_pool_free(sv->pool);
+                sv->model = rnnd_model_unref(sv->model);
+                rnnd_log(RNND_LOG_WARNING, "model %s version %" PRIu64 ": not loaded: %s",
+                         m->entry->name, sv->version, sv->reason);
+                return;
+        }
+        for (unsigned i = 0; i < sv->instances; i++) {
+                rnnd_pool_describe(sv->pool, i, &sv->descs[i]);
+                if (strncmp(sv->descs[i].why_not_cudnn, "out of service", 14) == 0)
+                        rnnd_log(RNND_LOG_WARNING,
+                                 "model %s version %" PRIu64 ": instance %u: %s; serving on the "
+                                 "others",
+                                 m->entry->name, sv->version, i, sv->descs[i].why_not_cudnn);
+                if (sv->descs[i].why_not_cudnn[0] == '\0')
+                        snprintf(sv->descs[i].why_not_cudnn, sizeof(sv->descs[i].why_not_cudnn),
+                                 "%s", pl.why_not_cudnn);
+        }
+        memcpy(sv->group_end, pl.group_end, sizeof(sv->group_end));
+        rnnd_placement_done(&pl);
+        m->n_loaded++;
+        rnnd_log(RNND_LOG_INFO, "model %s version %" PRIu64 ": loaded (%s %s, %s, %s)",
+                 m->entry->name, sv->version, rnnd_cell_name(m->entry->cfg.cell),
+                 rnnd_models_platform(sv), sv->descs[0].algo, sv->descs[0].math);
+        rnnd_log(RNND_LOG_DEBUG, "model %s version %" PRIu64 ": not on cuDNN: %s", m->entry->name,
+                 sv->version, sv->descs[0].why_not_cudnn);
+}
+
+struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,
+                                            const struct rnnd_repo_model *e,
+                                            const struct rnnd_model_stamp *stamp)
+{
+        struct rnnd_served_model *m = rnnd_calloc(1, sizeof(*m));
+        struct rnnd_placement_env env;
+
+        if (m == NULL)
+                return NULL;
+        m->own_entry = *e;
+        m->entry = &m->own_entry;
+        m->stamp = *stamp;
+        if (e->status < 0) {
+                rnnd_log(RNND_LOG_WARNING, "model %s: not loaded: %s", e->name, e->reason);
+                return m;
+        }
+        m->versions = rnnd_calloc(e->n_versions > 0 ? e->n_versions : 1, sizeof(m->versions[0]));
+        if (m->versions == NULL) {
+                rnnd_free(m);
+                return NULL;
+        }
+        m->n_versions = e->n_versions;
+        placement_env(o, &env);
+        for (size_t j = 0; j < e->n_versions; j++) {
+                m->versions[j].version = e->versions[j];
+                load_version(t, o, &env, m, &m->versions[j]);
+        }
+        return m;
+}
+
+void rnnd_models_free_model(struct rnnd_served_model *m)
+{
+        if (m == NULL)
+                return;
+        for (size_t j = 0; j < m->n_versions; j++) {
+                m->versions[j].pool = rnnd_pool_free(m->versions[j].pool);
+                rnnd_model_unref(m->versions[j].model);
+                rnnd_free(m->versions[j].descs);
+        }
+        rnnd_free(m->versions);
+        rnnd_free(m);
+}
+
+/* FNV-1a over n bytes. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+        const unsigned char *b = p;
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+        return h;
+}
+
+/* Hashes what stat says of path (or errno): enough to see a changed or replaced file. */
+static uint64_t hash_file(uint64_t h, const char *path)
+{
+        struct stat st;
+        uint64_t v[5] = {0};
+
+        if (stat(path, &st) == 0) {
+                v[0] = (uint64_t)st.st_dev;
+                v[1] = (uint64_t)st.st_ino;
+                v[2] = (uint64_t)st.st_size;
+                v[3] = (uint64_t)st.st_mtim.tv_sec;
+                v[4] = (uint64_t)st.st_mtim.tv_nsec;
+        } else {
+                v[0] = (uint64_t)errno;
+        }
+        return fnv1a(h, v, sizeof(v));
+}
+
+void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+                       struct rnnd_model_stamp *ret)
+{
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        uint64_t threads = rnnd_options_cpu_threads(o);
+        char path[4096];
+
+        h = fnv1a(h, o->model_repository, strlen(o->model_repository));
+        h = fnv1a(h, &o->backend, sizeof(o->backend));
+        h = fnv1a(h, &threads, sizeof(threads));
+        h = fnv1a(h, &e->status, sizeof(e->status));
+        h = fnv1a(h, e->versions, e->n_versions * sizeof(e->versions[0]));
+        snprintf(path, sizeof(path), "%s/%s/config.json", o->model_repository, e->name);
+        h = hash_file(h, path);
+        for (uint32_t j = 0; e->status == 0 && j < e->n_versions; j++) {
+                snprintf(path, sizeof(path), "%s/%s/%" PRIu64 "/%s", o->model_repository, e->name,
+                         e->versions[j], e->cfg.weights.file);
+                h = hash_file(h, path);
+        }
+        ret->hash = h;
+}
+
+static int cmp_model_ptr(const void *a, const void *b)
+{
+        const struct rnnd_served_model *const *x = a, *const *y = b;
+
+        return strcmp((*x)->entry->name, (*y)->entry->name);
+}
+
+/* Recounts what the table serves.  Loop thread, after a change of the table. */
+static void recount(struct rnnd_models *t)
+{
+        size_t loaded = 0;
+        bool all = true;
+
+        for (size_t i = 0; i < t->n_models; i++) {
+                const struct rnnd_served_model *m = t->models[i];
+
+                if (m->n_loaded > 0)
+                        loaded++;
+                if (m->unloaded)
+                        continue; /* unloaded on purpose: not a reason to be unready */
+                if (m->entry->status < 0 || m->n_versions == 0 || m->n_loaded < m->n_versions)
+                        all = false;
+        }
+        atomic_store(&t->n_loaded_models, loaded);
+        atomic_store(&t->all_loaded, all);
+}
+
+/* Takes m out of service: freed by rnnd_models_reap() once nothing pins it.  Loop thread. */
+static void retire(struct rnnd_models *t, struct rnnd_served_model *m)
+{
+        atomic_store(&m->retired, true);
+        m->next_retired = t->retired;
+        t->retired = m;
+        if (t->ev.retired != NULL)
+                t->ev.retired(t->ev.arg);
+}
+
+void rnnd_models_swap(struct rnnd_models *t, struct rnnd_served_model **models, size_t n)
+{
+        struct rnnd_served_model **old;
+        size_t old_n, i;
+
+        qsort(models, n, sizeof(models[0]), cmp_model_ptr);
+        pthread_rwlock_wrlock(&t->lock);
+        old = t->models;
+        old_n = t->n_models;
+        t->models = models;
+        t->n_models = n;
+        pthread_rwlock_unlock(&t->lock);
+        for (i = 0; i < n; i++)
+                models[i]->mark = true;
+        for (i = 0; i < old_n; i++)
+                if (!old[i]->mark)
+                        retire(t, old[i]);
+        for (i = 0; i < n; i++)
+                models[i]->mark = false;
+        rnnd_free(old);
+        recount(t);
+}
+
+/* Whether every pool of m has nothing queued or running. */
+static bool model_idle(struct rnnd_served_model *m)
+{
+        struct rnnd_pool_progress pr;
+
+        for (size_t j = 0; j < m->n_versions; j++) {
+                if (m->versions[j].pool == NULL)
+                        continue;
+                rnnd_pool_progress(m->versions[j].pool, &pr);
+                if (pr.queued > 0 || pr.running > 0)
+                        return false;
+        }
+        return true;
+}
+
+/*
+ * Frees the retired models that no request pins any more: their pools are
+ * closed first (no request can submit to them now) and freed once idle.
+ */
+bool rnnd_models_reap(struct rnnd_models *t)
+{
+        struct rnnd_served_model **pp = &t->retired, *m;
+
+        while ((m = *pp) != NULL) {
+                if (atomic_load_explicit(&m->pins, memory_order_acquire) > 0) {
+                        pp = &m->next_retired;
+                        continue;
+                }
+                for (size_t j = 0; j < m->n_versions; j++)
+                        if (m->versions[j].pool != NULL)
+                                rnnd_pool_close(m->versions[j].pool);
+                if (!model_idle(m)) {
+                        pp = &m->next_retired;
+                        continue;
+                }
+                *pp = m->next_retired;
+                rnnd_log(RNND_LOG_DEBUG, "model %s: a replaced build is freed", m->entry->name);
+                rnnd_models_free_model(m);
+        }
+        return t->retired != NULL;
+}
+
+/* Calls f on every pool of the table and of the retired models.  Loop thread. */
+void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void *arg), void *arg)
+{
+        struct rnnd_served_model *m;
+
+        for (size_t i = 0; i < t->n_models; i++)
+                for (size_t j = 0; j < t->models[i]->n_versions; j++)
+                        if (t->models[i]->versions[j].pool != NULL)
+                                f(t->models[i]->versions[j].pool, arg);
+        for (m = t->retired; m != NULL; m = m->next_retired)
+                for (size_t j = 0; j < m->n_versions; j++)
+                        if (m->versions[j].pool != NULL)
+                                f(m->versions[j].pool, arg);
+}
+
+static void pool_close_cb(rnnd_pool_t *p, void *arg)
+{
+        if (*(bool *)arg)
+                rnnd_pool_stop(p);
+        else
+                rnnd_pool_close(p);
+}
+
+void rnnd_models_pools_close(struct rnnd_models *t, bool stop)
+{
+        rnnd_models_each_pool(t, pool_close_cb, &stop);
+}
+
+static void pool_progress_cb(rnnd_pool_t *p, void *arg)
+{
+        struct rnnd_pool_progress *sum = arg, pr;
+
+        rnnd_pool_progress(p, &pr);
+        sum->queued += pr.queued;
+        sum->running += pr.running;
+        sum->completed += pr.completed;
+}
+
+void rnnd_models_pools_progress(struct rnnd_models *t, struct rnnd_pool_progress *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        rnnd_models_each_pool(t, pool_progress_cb, ret);
+}
+
+/* The first table: every model of the repository, built on this thread. */
+int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
+                     const struct rnnd_repo_index *idx, rnnd_error_t *reterr)
+{
+        struct rnnd_served_model **models;
+        struct rnnd_model_stamp stamp;
+        size_t i;
+
+        log_backend(o);
+        if (idx->n_models == 0)
+                rnnd_log(RNND_LOG_WARNING, "model repository %s holds no model",
+                         o->model_repository);
+        models = rnnd_calloc(idx->n_models > 0 ? idx->n_models : 1, sizeof(models[0]));
+        if (models == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for the model table");
+        for (i = 0; i < idx->n_models; i++) {
+                rnnd_models_stamp(o, &idx->models[i], &stamp);
+                models[i] = rnnd_models_build(t, o, &idx->models[i], &stamp);
+                if (models[i] == NULL) {
+                        rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for model %s",
+                                       idx->models[i].name);
+                        while (i-- > 0)
+                                rnnd_models_free_model(models[i]);
+                        rnnd_free(models);
+                        return RNND_ENOMEM;
+                }
+        }
+        rnnd_models_swap(t, models, idx->n_models);
+        return 0;
+}

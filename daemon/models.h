@@ -1,0 +1,199 @@
+/*
+ * models.h: the model table (docs/DESIGN.md §2): the models the daemon
+ * serves, each built once per load and immutable after, found and pinned by
+ * requests, swapped whole by reload.c, and freed once no request pins a
+ * replaced build.  It knows nothing of HTTP or of the loop: the server gives
+ * it callbacks for what the pools report and for "a build was retired".
+ *
+ * The table: t->models holds one object per model build.  Only the loop
+ * thread changes it (reload.c), by swapping the whole array under lock's
+ * write side; MHD threads find and pin a model under the read side and then
+ * read the pinned object, which never changes, without locks.  A replaced
+ * build is retired: once no request pins it, its pools are closed and, once
+ * idle, it is freed by rnnd_models_reap() on the loop thread (never on a pool
+ * worker).
+ */
+#ifndef RNND_DAEMON_MODELS_H
+#define RNND_DAEMON_MODELS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "error.h"
+#include "metrics.h"
+#include "options.h"
+#include "pool.h"
+#include "repository.h"
+
+struct rnnd_served_model;
+
+/* One version of a model: loaded, or the reason it is not. */
+struct rnnd_served_version {
+        uint64_t wd_completed; /* pool's completed at the last look; loop thread only */
+        uint64_t wd_moved_ms;  /* uv_now() when it last moved; loop thread only */
+        uint64_t version;      /* immutable */
+        int status;            /* 0 = loaded, else a negative RNND_E*; immutable */
+        char reason[256];      /* why, when status < 0; immutable */
+        rnnd_model_t *model;   /* a reference, NULL when not loaded; immutable */
+        rnnd_pool_t *pool;     /* the instances, NULL when not loaded; immutable */
+        unsigned instances;    /* worker threads in pool; immutable */
+        /* [instances], describe() of each, why_not_cudnn filled; immutable */
+        struct rnnd_backend_desc *descs;
+        /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
+        unsigned group_end[RNND_CFG_MAX_INSTANCE_GROUPS];
+        struct rnnd_served_model *owner;       /* immutable */
+        struct rnnd_metrics_counters requests; /* atomic */
+        struct rnnd_version_stats stats;       /* atomic */
+};
+
+/*
+ * What a model's files on disk were when it was built: a SIGHUP reload
+ * rebuilds a model only when this, or a setting models depend on, changed.
+ */
+struct rnnd_model_stamp {
+        uint64_t hash; /* FNV-1a of config.json's and every selected weights file's stat */
+};
+
+/*
+ * A model of the repository and its selected versions: one object per build,
+ * immutable once in the table but for the fields marked otherwise.  Requests
+ * pin it (rnnd_models_pin()); the loop thread frees it once it has left
+ * the table and nothing pins it.
+ */
+struct rnnd_served_model {
+        const struct rnnd_repo_model *entry;   /* = &own_entry; immutable */
+        struct rnnd_served_version *versions;  /* [n_versions], ascending; immutable */
+        size_t n_versions;                     /* immutable */
+        size_t n_loaded;                       /* versions with status 0; immutable */
+        struct rnnd_metrics_counters requests; /* requests naming no valid version; atomic */
+        struct rnnd_repo_model own_entry;      /* name, status, reason, cfg; immutable */
+        struct rnnd_model_stamp stamp;         /* immutable */
+        bool unloaded;                         /* unloaded through the repository API; immutable */
+        atomic_uint pins;                      /* requests holding it; atomic */
+        atomic_bool retired;                   /* left the table; atomic */
+        atomic_bool loading;                   /* a load of this name is running; atomic */
+        int load_status; /* the last failed (re)load, kept serving; guarded by the table's lock */
+        char load_reason[256]; /* why; guarded by the table's lock */
+        uint64_t load_version; /* the version that failed, 0 = the model; guarded by the table's
+                                  lock */
+        struct rnnd_served_model *next_retired; /* loop thread only */
+        bool mark;                              /* scratch for swaps; loop thread only */
+};
+
+/*
+ * What the table tells its owner (the server), and what its pools report:
+ * any thread may call them.
+ */
+struct rnnd_models_events {
+        void (*retired)(void *arg);                          /* a build waits to be reaped */
+        void (*pool_wakeup)(void *arg);                      /* rnnd_pool_opts.wakeup */
+        void (*pool_fault)(void *arg, const rnnd_error_t *); /* rnnd_pool_opts.fault */
+        void *arg;
+};
+
+struct rnnd_models {
+        /* Lock order: lock, then a pool's own lock.  Written by the loop thread only. */
+        pthread_rwlock_t lock;
+        struct rnnd_served_model **models; /* [n_models], sorted by name; guarded by lock */
+        size_t n_models;                   /* guarded by lock */
+        atomic_size_t n_loaded_models;     /* models with a loaded version; atomic */
+        atomic_bool all_loaded;            /* every model and selected version loaded; atomic */
+        struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
+        struct rnnd_metrics_counters other_requests; /* requests not naming a known model; atomic */
+        struct rnnd_models_events ev;                /* immutable */
+};
+
+/* An empty table reporting to ev. */
+void rnnd_models_init(struct rnnd_models *t, const struct rnnd_models_events *ev);
+
+/* Frees every model of the table and every retired one.  Nothing may pin them. */
+void rnnd_models_done(struct rnnd_models *t);
+
+/*
+ * The first table: every model of the repository idx, built on this
+ * thread with the settings o.  Errors: RNND_ENOMEM.  Main thread.
+ */
+int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
+                     const struct rnnd_repo_index *idx, rnnd_error_t *reterr);
+
+/*
+ * The model called name in the table, or NULL.  Borrowed while the caller
+ * holds the lock (rnnd_models_rdlock()), or on the loop thread until it
+ * changes the table.
+ */
+struct rnnd_served_model *rnnd_models_find(struct rnnd_models *t, const char *name);
+
+/* Read-locks / unlocks the table, e.g. to walk t->models.  Thread-safe; not recursive. */
+void rnnd_models_rdlock(struct rnnd_models *t);
+void rnnd_models_unlock(struct rnnd_models *t);
+
+/*
+ * The model called name, pinned: it and its versions stay valid, and its
+ * pools keep running, until rnnd_models_unpin().  NULL when no such model
+ * is in the table.  Thread-safe.
+ */
+struct rnnd_served_model *rnnd_models_pin(struct rnnd_models *t, const char *name);
+
+/* Drops a pin; accepts NULL; returns NULL.  Thread-safe. */
+struct rnnd_served_model *rnnd_models_unpin(struct rnnd_served_model *m);
+
+/* Version v of m, or NULL.  Borrowed while m is pinned.  Thread-safe. */
+struct rnnd_served_version *rnnd_models_find_version(struct rnnd_served_model *m, uint64_t v);
+
+/* m's highest loaded version, or NULL.  Borrowed while m is pinned.  Thread-safe. */
+struct rnnd_served_version *rnnd_models_latest(struct rnnd_served_model *m);
+
+/* Counts a finished request under m and v (either may be NULL) and status.  Thread-safe. */
+void rnnd_models_count(struct rnnd_models *t, struct rnnd_served_model *m,
+                       struct rnnd_served_version *v, unsigned status);
+
+/* "rnnd_cpu" or "rnnd_cudnn" for a version's backend.  Borrowed, static. */
+const char *rnnd_models_platform(const struct rnnd_served_version *sv);
+
+/*
+ * Builds one model object for repository entry e, loading every version it
+ * selects with the settings o, and keeps stamp (rnnd_models_stamp() of o
+ * and e); a version that fails keeps its reason.  NULL only out of memory.
+ * The result is new, in no table.  Any thread (reload.c calls it on libuv's
+ * thread pool).
+ */
+struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,
+                                            const struct rnnd_repo_model *e,
+                                            const struct rnnd_model_stamp *stamp);
+
+/* Frees a model object that no table holds and nothing pins.  Not from a pool worker. */
+void rnnd_models_free_model(struct rnnd_served_model *m);
+
+/* Computes the stamp of entry e under o's repository.  Thread-safe. */
+void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+                       struct rnnd_model_stamp *ret);
+
+/*
+ * Replaces the table with models[n] (sorted here; stolen, with their
+ * objects): models that left it are retired (ev.retired is called) and freed
+ * by rnnd_models_reap() once unpinned, their pools closed.  Recounts what is
+ * loaded.  Loop thread only.
+ */
+void rnnd_models_swap(struct rnnd_models *t, struct rnnd_served_model **models, size_t n);
+
+/*
+ * Frees the retired models that no request pins any more and whose pools
+ * are idle (closing their pools first).  Returns whether some are left.
+ * Loop thread.
+ */
+bool rnnd_models_reap(struct rnnd_models *t);
+
+/* Calls f on every pool of the table and of the retired models.  Loop thread. */
+void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void *arg), void *arg);
+
+/* Closes (stop false) or stops every pool of the table and of retired models.  Loop thread. */
+void rnnd_models_pools_close(struct rnnd_models *t, bool stop);
+
+/* Sums the progress of every pool of the table and of retired models.  Loop thread. */
+void rnnd_models_pools_progress(struct rnnd_models *t, struct rnnd_pool_progress *ret);
+
+#endif

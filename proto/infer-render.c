@@ -2,30 +2,23 @@
  * infer-render.c: the responses (infer.h): KServe v2 (JSON, with the binary
  * tensor extension), TF Serving :predict (columns and rows), and the error
  * body, written through strbuf.h.  A jansson tree costs a malloc and ~40
- * bytes per float, so float arrays are printed straight with %.9g, which
- * round-trips float32.
+ * bytes per float, so float arrays are printed straight, each float as the
+ * shortest decimal that reads back as the same float32 (fmtfloat.h).  JSON
+ * has no NaN or infinity: an output the engine made non-finite is written
+ * as null (docs/HTTP.md), so the body stays valid JSON.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fmtfloat.h"
 #include "infer-int.h"
 #include "strbuf.h"
 
 static void put_float(struct rnnd_strbuf *b, float f)
 {
-        if (!isfinite(f)) {
-                rnnd_strbuf_puts(b, isnan(f) ? "NaN" : f > 0 ? "Infinity" : "-Infinity");
-                return;
-        }
-        /* Nine significant digits read back as the same float32. */
-        if (f == 0 && signbit(f)) {
-                rnnd_strbuf_puts(b, "-0.0"); /* "-0" would read back as the integer 0 */
-                return;
-        }
-        if (rnnd_strbuf_reserve(b, 32) == 32)
-                b->len += (size_t)snprintf(b->data + b->len, 32, "%.9g", (double)f);
+        if (rnnd_strbuf_reserve(b, RNND_FMTFLOAT_LEN) >= RNND_FMTFLOAT_LEN)
+                b->len += rnnd_fmtfloat(f, b->data + b->len);
 }
 
 /* x as nested lists of shape[0..ndim) (a bare number when ndim is 0). */

@@ -271,6 +271,27 @@ def test_sequence_parameters(d):
     check(st == 200, "sequence_id 0 and false start/end are no sequence: 200", (st, b))
 
 
+def test_nonfinite_outputs(d):
+    """Finite inputs can drive a ReLU RNN's outputs past float32 (inf, then inf - inf = NaN):
+    the 200 stays valid JSON (JSON has no NaN or Infinity; rnnd writes null, docs/HTTP.md)."""
+    def refuse(x):
+        raise ValueError("not JSON: %s" % x)
+    for name in ("rnn_relu_l1_uni_equal_noh0", "rnn_relu_l1_bi_equal_h0"):
+        nulls = 0
+        for v in (3.4e38, -3.4e38):
+            body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5],
+                                           "data": [v] * 10}]})
+            st, h, raw = d.request("POST", "/v2/models/%s/infer" % name, body=body)
+            try:
+                doc = json.loads(raw, parse_constant=refuse)
+                ok = st == 200
+            except ValueError as e:
+                doc, ok = str(e), False
+            if check(ok, "%s with inputs %g: 200 and valid JSON" % (name, v), (st, str(doc)[:200])):
+                nulls += sum(x is None for o in doc["outputs"] for x in o.get("data", []))
+        check(nulls > 0, "%s: its non-finite outputs are written as null" % name, nulls)
+
+
 def test_overload(d):
     """A queue of 4 sequences held for 1 s: a flood gets quick 503s with Retry-After, and every
     accepted one is answered. The batch delay (1 s, below max_batch_size) holds the first four in
@@ -349,6 +370,7 @@ def main():
         test_stats(d)
         test_lengths_column(d)
         test_sequence_parameters(d)
+        test_nonfinite_outputs(d)
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)
         err = d.stderr()

@@ -42,6 +42,29 @@ int rnnd__infer_nomem(rnnd_error_t *e, const char *what);
 const struct rnnd_infer_limits *rnnd__infer_limits(const struct rnnd_infer_limits *l,
                                                    struct rnnd_infer_limits *buf);
 
+/* Fails with RNND_ELIMIT when text[0..n) nests [ and { deeper than max. */
+int rnnd__infer_check_depth(const char *s, size_t n, unsigned max, rnnd_error_t *err);
+
+/* rnnd_kserve_parse() without the fast path: jansson reads every number (tests compare). */
+int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,
+                               const struct rnnd_infer_limits *limits,
+                               struct rnnd_infer_request *ret, rnnd_error_t *reterr);
+
+/* Where a data array lies in a request's text; len 0: none found. */
+struct rnnd__infer_span {
+        size_t off, len;
+};
+
+/*
+ * Writes to skel (room for n bytes) the KServe request text[0..n) with the
+ * "data" array of each "inputs" element cut out ("[]" in its place), and
+ * spans[i] where input i's array was; returns the skeleton's length, or 0
+ * when the text is not a shape the walk knows or has no data array, and the
+ * caller parses the whole text (infer-skel.c).
+ */
+size_t rnnd__infer_skeleton(const char *text, size_t n, char *skel,
+                            struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS]);
+
 /*
  * Parses text[0..n) into a new object in *ret, after a scan that bounds the
  * nesting at max_depth before any tree is built.

@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "infer-int.h"
+#include "numscan.h"
 #include "json-int.h"
 
 /* One KServe parse: where errors go and the binary section being consumed. */
@@ -25,6 +26,11 @@ struct kctx {
         size_t bin_len;   /* len - json_len */
         size_t bin_off;   /* consumed so far, in tensor order */
         const char *list; /* "inputs" or "outputs" */
+        /* The fast path (infer-skel.c): the whole text and where its data arrays were. */
+        const char *text;                     /* the body */
+        const struct rnnd__infer_span *spans; /* NULL: not on the fast path */
+        const char *skel;                     /* the skeleton jansson parses */
+        size_t skel_len;
 };
 
 static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool *has_bds,
@@ -114,6 +120,28 @@ static int named_object(json_t *obj, const char *const *keys, const char *path, 
         return rnnd__infer_get_string(v, name, cap, true, sub, err);
 }
 
+/*
+ * The fast path: input t's data array, cut out of the skeleton, read from
+ * the text straight into t->data (numscan.h).  Any failure makes the caller
+ * parse the whole request again the jansson way, for the error it reports.
+ */
+static int fill_span(struct kctx *c, const struct rnnd__infer_span *s, struct rnnd_tensor *t,
+                     rnnd_dtype_t dt, const char *sub)
+{
+        const char *p = c->text + s->off;
+        bool flat = true;
+        size_t k;
+
+        for (k = 1; k < s->len && strchr(" \t\n\r", p[k]) != NULL; k++)
+                ;
+        if (k < s->len && p[k] == '[')
+                flat = false;
+        if ((dt == RNND_DT_F32 || dt == RNND_DT_I64) && (flat || t->ndim >= 2) &&
+            rnnd_numscan(p, s->len, t->shape, t->ndim, flat, dt, t->data) == s->len)
+                return 0;
+        return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "not on the fast path");
+}
+
 /* inputs[i] (or outputs[i] of a response) into t. */
 static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_tensor *t)
 {
@@ -195,6 +223,8 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
         r = rnnd__infer_alloc_data(t, c->err);
         if (r < 0)
                 return r;
+        if (c->spans != NULL && c->spans[i].len > 0)
+                return fill_span(c, &c->spans[i], t, dt, sub);
         /* Nested when the shape has 2+ dims and the first element is a list. */
         if (t->ndim >= 2 && json_is_array(json_array_get(data, 0)))
                 return rnnd__infer_fill_nested(data, t->shape, t->ndim, dt, t->data, sub, c->err);
@@ -375,18 +405,30 @@ static int split_body(struct kctx *c, size_t len, size_t json_len, const void *b
 
 /*
  * Splits a KServe body (split_body()), parses its JSON header into *root and
- * checks its keys against keys.  On failure *root is NULL.
+ * checks its keys against keys.  With c->text set (the fast path), the JSON
+ * parsed is text[0..text_len), the skeleton, instead of the body's header.
+ * On failure *root is NULL.
  */
 static int open_body(struct kctx *c, const void *body, size_t len, size_t json_len,
                      const char *const *keys, json_t **root)
 {
+        const char *text = body;
+        size_t text_len = json_len;
         int r;
 
         *root = NULL;
         r = split_body(c, len, json_len, body);
         if (r < 0)
                 return r;
-        r = rnnd__infer_load_object(body, json_len, c->lim->max_depth, root, c->err);
+        if (c->spans != NULL) {
+                /* The data arrays count towards the depth the skeleton no longer has. */
+                r = rnnd__infer_check_depth(body, json_len, c->lim->max_depth, c->err);
+                if (r < 0)
+                        return r;
+                text = c->skel;
+                text_len = c->skel_len;
+        }
+        r = rnnd__infer_load_object(text, text_len, c->lim->max_depth, root, c->err);
         if (r < 0)
                 return r;
         r = rnnd__infer_check_keys(*root, keys, "", c->err);
@@ -397,40 +439,83 @@ static int open_body(struct kctx *c, const void *body, size_t len, size_t json_l
         return r;
 }
 
-int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
-                      const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret,
-                      rnnd_error_t *reterr)
+static int parse_request(struct kctx *c, const void *body, size_t len, size_t json_len,
+                         struct rnnd_infer_request *ret)
 {
         static const char *const keys[] = {"id", "parameters", "inputs", "outputs", NULL};
-        struct rnnd_infer_limits lbuf;
-        struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "inputs"};
         struct rnnd_infer_request req = {.format = RNND_FMT_KSERVE};
         json_t *root = NULL, *v;
         int r;
 
-        r = open_body(&c, body, len, json_len, keys, &root);
+        r = open_body(c, body, len, json_len, keys, &root);
         if (r < 0)
                 return r;
-        r = parse_id(&c, json_object_get(root, "id"), req.id, &req.has_id);
+        r = parse_id(c, json_object_get(root, "id"), req.id, &req.has_id);
         if (r < 0)
                 goto out;
         v = json_object_get(root, "parameters");
         if (v != NULL) {
-                r = parse_params(&c, v, &req);
+                r = parse_params(c, v, &req);
                 if (r < 0)
                         goto out;
         }
-        r = parse_tensor_list(&c, json_object_get(root, "inputs"), req.inputs, &req.n_inputs);
+        r = parse_tensor_list(c, json_object_get(root, "inputs"), req.inputs, &req.n_inputs);
         if (r < 0)
                 goto out;
         v = json_object_get(root, "outputs");
         if (v != NULL) {
-                r = parse_outputs(&c, v, &req);
+                r = parse_outputs(c, v, &req);
                 if (r < 0)
                         goto out;
         }
 out:
         return rnnd__infer_parsed(r, &req, root, ret);
+}
+
+/* Below this many bytes of JSON the skeleton saves less than it costs. */
+#define FAST_PATH_MIN 512
+
+int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
+                      const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret,
+                      rnnd_error_t *reterr)
+{
+        struct rnnd_infer_limits lbuf;
+        struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
+        struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "inputs"};
+        rnnd_error_t scratch = {0};
+        char *skel;
+        int r;
+
+        /*
+         * The fast path (infer-skel.c): jansson parses the request without its
+         * data arrays, numscan.h reads those.  It only ever succeeds; on any
+         * failure the request is parsed again below, which reports the error.
+         */
+        if (json_len >= FAST_PATH_MIN && json_len <= len &&
+            (skel = rnnd_malloc(json_len)) != NULL) {
+                struct kctx f = c;
+
+                f.err = &scratch;
+                f.skel = skel;
+                f.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
+                f.text = body;
+                f.spans = spans;
+                r = f.skel_len > 0 ? parse_request(&f, body, len, json_len, ret) : -1;
+                rnnd_free(skel);
+                if (r == 0)
+                        return 0;
+        }
+        return parse_request(&c, body, len, json_len, ret);
+}
+
+int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,
+                               const struct rnnd_infer_limits *limits,
+                               struct rnnd_infer_request *ret, rnnd_error_t *reterr)
+{
+        struct rnnd_infer_limits lbuf;
+        struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "inputs"};
+
+        return parse_request(&c, body, len, json_len, ret);
 }
 
 int rnnd_kserve_parse_response(const void *body, size_t len, size_t json_len,

@@ -73,7 +73,7 @@ int rnnd__infer_nomem(rnnd_error_t *e, const char *what)
  * Fails with RNND_ELIMIT when the text nests [ and { deeper than max, before
  * jansson builds a tree of it.  Brackets inside strings do not count.
  */
-static int check_depth(const char *s, size_t n, unsigned max, rnnd_error_t *err)
+int rnnd__infer_check_depth(const char *s, size_t n, unsigned max, rnnd_error_t *err)
 {
         unsigned depth = 0;
         bool in_str = false;
@@ -125,7 +125,7 @@ int rnnd__infer_load_object(const char *text, size_t n, unsigned max_depth, json
         json_t *root;
         int r;
 
-        r = check_depth(text, n, max_depth, err);
+        r = rnnd__infer_check_depth(text, n, max_depth, err);
         if (r < 0)
                 return r;
         json_alloc_failed = false;

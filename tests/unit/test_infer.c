@@ -14,7 +14,10 @@
 #include "check-main.h"
 #include "error.h"
 #include "infer.h"
+#include "infer-int.h"
 #include "modelcfg.h"
+#include "numscan.h"
+#include "strbuf.h"
 #include "tensor.h"
 
 /*
@@ -142,6 +145,111 @@ START_TEST(test_kserve_data)
                 ck_assert(!b.binary[k]);
         }
         release(&req, &b);
+}
+END_TEST
+
+/*
+ * The fast path (infer-skel.c, numscan.h) against jansson reading every
+ * number: for good requests and for thousands of damaged ones, the same
+ * result, the same tensors byte for byte, or the same error message.
+ */
+static void same_as_jansson(const char *body, size_t len)
+{
+        struct rnnd_infer_request a, b;
+        rnnd_error_t ea = {0}, eb = {0};
+        int ra = rnnd_kserve_parse(body, len, len, NULL, &a, &ea);
+        int rb = rnnd__kserve_parse_jansson(body, len, len, NULL, &b, &eb);
+
+        ck_assert_msg(ra == rb, "%d vs %d (%s / %s) for %.*s", ra, rb, ea.msg, eb.msg, (int)len,
+                      body);
+        if (ra < 0) {
+                ck_assert_str_eq(ea.msg, eb.msg);
+                return;
+        }
+        ck_assert_uint_eq(a.n_inputs, b.n_inputs);
+        for (unsigned i = 0; i < a.n_inputs; i++) {
+                ck_assert_str_eq(a.inputs[i].name, b.inputs[i].name);
+                ck_assert_int_eq(a.inputs[i].dtype, b.inputs[i].dtype);
+                ck_assert_uint_eq(a.inputs[i].numel, b.inputs[i].numel);
+                ck_assert_uint_eq(a.inputs[i].nbytes, b.inputs[i].nbytes);
+                ck_assert(a.inputs[i].nbytes == 0 ||
+                          memcmp(a.inputs[i].data, b.inputs[i].data, a.inputs[i].nbytes) == 0);
+        }
+        rnnd_infer_request_done(&a);
+        rnnd_infer_request_done(&b);
+}
+
+/* A request long enough for the fast path: [2,8,5] FP32, tokens, h0, padded with an id. */
+static size_t fast_body(char *buf, size_t cap, bool nested)
+{
+        struct rnnd_strbuf s;
+        size_t n;
+
+        rnnd_strbuf_init_fixed(&s, buf, cap);
+        rnnd_strbuf_puts(&s, "{\"id\":\"");
+        for (int i = 0; i < 64; i++)
+                rnnd_strbuf_puts(&s, "pad-");
+        rnnd_strbuf_puts(&s, "\", \"inputs\" : [ {\"name\":\"input\",\"datatype\":\"FP32\","
+                             "\"shape\":[2,8,5],\"data\": [");
+        for (int i = 0; i < 80; i++) {
+                if (nested && i % 40 == 0)
+                        rnnd_strbuf_puts(&s, i ? "]],[[" : "[[");
+                else if (nested && i % 5 == 0)
+                        rnnd_strbuf_puts(&s, "],[");
+                else if (i > 0)
+                        rnnd_strbuf_putc(&s, ',');
+                rnnd_strbuf_printf(&s, "%s%d.%de%d", i % 3 ? "" : "-", i, i * 7 % 10, i % 9 - 4);
+        }
+        rnnd_strbuf_puts(&s, nested ? "]]]}, " : "]}, ");
+        rnnd_strbuf_puts(&s, "{\"name\":\"lengths\",\"datatype\":\"INT64\",\"shape\":[2],"
+                             "\"data\":[8, 3]},{\"name\":\"h0\",\"datatype\":\"FP32\","
+                             "\"shape\":[2,1,3],\"data\":[0.1,0.2,0.3,1e-45,3.4028235e38,-0.0]}],"
+                             "\"outputs\":[{\"name\":\"output\"}]}");
+        n = s.len;
+        ck_assert(!s.oom);
+        return n;
+}
+
+START_TEST(test_kserve_fast_path)
+{
+        static const char noise[] = "[]{},:\"0123456789.-+eE \tntfx\\\x01\xff";
+        char good[4096], buf[4096];
+        size_t n = fast_body(good, sizeof(good), _i == 1);
+        unsigned seed = 12345u + (unsigned)_i;
+
+        struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
+        uint64_t shape[3] = {2, 8, 5};
+        float x[80];
+
+        ck_assert_uint_ge(n, 512);
+        /* The good body is on the fast path: its three data arrays are cut out and read. */
+        ck_assert_uint_gt(rnnd__infer_skeleton(good, n, buf, spans), 0);
+        ck_assert(spans[0].len > 0 && spans[1].len > 0 && spans[2].len > 0 && spans[3].len == 0);
+        ck_assert_uint_eq(
+                rnnd_numscan(good + spans[0].off, spans[0].len, shape, 3, _i == 0, RNND_DT_F32, x),
+                spans[0].len);
+        same_as_jansson(good, n);
+        for (int k = 0; k < 6000; k++) {
+                size_t m = n;
+
+                memcpy(buf, good, n);
+                for (int e = 0; e <= k % 3; e++) {
+                        size_t at = (size_t)rand_r(&seed) % m;
+                        int op = rand_r(&seed) % 3;
+
+                        if (op == 0) /* replace a byte */
+                                buf[at] = noise[rand_r(&seed) % (sizeof(noise) - 1)];
+                        else if (op == 1) { /* delete one */
+                                memmove(buf + at, buf + at + 1, m - at - 1);
+                                m--;
+                        } else if (m + 1 < sizeof(buf)) { /* insert one */
+                                memmove(buf + at + 1, buf + at, m - at);
+                                buf[at] = noise[rand_r(&seed) % (sizeof(noise) - 1)];
+                                m++;
+                        }
+                }
+                same_as_jansson(buf, m);
+        }
 }
 END_TEST
 
@@ -1319,6 +1427,7 @@ static Suite *infer_suite(void)
         tcase_add_unchecked_fixture(tc, setup, NULL);
         tcase_add_loop_test(tc, test_kserve_data, 0, RNND_ELEMENTSOF(flat_nested));
         tcase_add_test(tc, test_kserve_nested);
+        tcase_add_loop_test(tc, test_kserve_fast_path, 0, 2);
         tcase_add_test(tc, test_kserve_tokens_states);
         tcase_add_test(tc, test_kserve_sequence_params);
         tcase_add_test(tc, test_kserve_binary_output);

@@ -39,6 +39,7 @@ enum rnnd_route {
 
 struct rnnd_served_model;
 struct rnnd_served_version;
+struct rnnd_pool;
 
 struct rnnd_http_request {
         struct rnnd_http *http;       /* immutable */
@@ -62,6 +63,7 @@ struct rnnd_http_request {
         struct rnnd_served_model *model;     /* pinned until completion, or NULL */
         struct rnnd_served_version *version; /* resolved in model, or NULL */
         bool version_given;                  /* the path named a version */
+        struct rnnd_pool *expecting;         /* told of this request's body, or NULL (routes.c) */
 
         /* Answering: owned by whoever owns the request (see http.h). */
         struct MHD_Response *resp; /* prepared, not yet queued */

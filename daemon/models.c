@@ -160,6 +160,7 @@ static void pool_opts(struct rnnd_models *t, const struct rnnd_model_config *cfg
                 .max_batch_size = cfg->batching.max_batch_size,
                 .max_batch_steps = cfg->batching.max_batch_steps,
                 .max_queue_delay_ns = (uint64_t)cfg->batching.max_queue_delay_us * 1000u,
+                .adaptive_delay = cfg->batching.adaptive_delay, /* docs/DESIGN.md §6 */
                 .queue_timeout_ns = (uint64_t)cfg->batching.queue_timeout_us * 1000u,
                 .levels = cfg->batching.priority_levels,
                 .wakeup = t->ev.pool_wakeup,

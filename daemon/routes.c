@@ -193,6 +193,29 @@ static enum rnnd_route route_v1(char **seg, size_t n, const char **model, const 
 }
 
 /*
+ * An inference request whose body is on its way tells its version's pool,
+ * so that a part batch there waits for it rather than for nothing (the
+ * pay-to-wait rule, docs/DESIGN.md §6); the pool hears again when the body
+ * is in (serve) or the request ends without it (done).  The pool stays
+ * valid while the request pins its model.
+ */
+static void expect_begin(struct rnnd_http_request *r)
+{
+        if ((r->route == RNND_ROUTE_MODEL_INFER || r->route == RNND_ROUTE_TFS_PREDICT) &&
+            r->version != NULL && r->version->pool != NULL) {
+                r->expecting = r->version->pool;
+                rnnd_pool_expect(r->expecting, +1);
+        }
+}
+
+static void expect_end(struct rnnd_http_request *r)
+{
+        if (r->expecting != NULL)
+                rnnd_pool_expect(r->expecting, -1);
+        r->expecting = NULL;
+}
+
+/*
  * rnnd_routes.match: resolves r->path and r->method into r->route, and pins
  * the model and resolves the version a path names, at the first call.
  * Returns 0 to go on reading the body, or prepares an error response (404,
@@ -242,6 +265,7 @@ static unsigned match(struct rnnd_http_request *r)
                                        version_text, model_name);
                         return r->resp_status;
                 }
+                expect_begin(r);
         }
         return 0;
 }
@@ -1030,6 +1054,7 @@ static void serve_infer(struct rnnd_http_request *r, enum rnnd_infer_protocol pr
  */
 static void serve(struct rnnd_http_request *r)
 {
+        expect_end(r); /* the body is in */
         switch (r->route) {
         case RNND_ROUTE_HEALTH_LIVE:
                 respond_empty(r, 200);
@@ -1090,6 +1115,7 @@ static void serve(struct rnnd_http_request *r)
  */
 static int done(struct rnnd_http_request *r, unsigned status)
 {
+        expect_end(r); /* answered early, or the client left while sending */
         rnnd_models_count(&r->srv->models, r->model, r->model != NULL ? r->version : NULL, status);
         r->model = rnnd_models_unpin(r->model);
         return r->route == RNND_ROUTE_HEALTH_LIVE || r->route == RNND_ROUTE_HEALTH_READY ||

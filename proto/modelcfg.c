@@ -139,6 +139,7 @@ static const struct field batching_fields[] = {
             RNND_CFG_MAX_PRIORITY_LEVELS),
         U32("default_priority_level", false, CFG(batching.default_priority_level), 1,
             RNND_CFG_MAX_PRIORITY_LEVELS),
+        BOOL("adaptive_delay", CFG(batching.adaptive_delay)),
         END,
 };
 

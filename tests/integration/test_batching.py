@@ -42,6 +42,9 @@ MODELS = {  # name in the test repository: (golden model, batching settings)
     "slow_delay": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_delay_us": 400000}),
     "queue_timeout": ("gru_h48_l2_bi_ragged_h0",
                       {"max_batch_size": 64, "max_queue_delay_us": 400000, "queue_timeout_us": 30000}),
+    # The pay-to-wait rule (docs/DESIGN.md §6): the 300 ms delay is a bound, not a wait.
+    "adaptive": ("gru_h48_l2_bi_ragged_h0",
+                 {"max_batch_size": 64, "max_queue_delay_us": 300000, "adaptive_delay": True}),
 }
 INPUT = 5  # input_size of both golden models
 PRIO_STEPS = 64
@@ -378,6 +381,36 @@ def test_instance_groups(d):
         check(sum(int(n) for _, _, n in info) == 3, "rnnd_model_backend_info counts three instances", info)
 
 
+def test_adaptive_delay(d):
+    """With adaptive_delay a lone request on an idle instance runs at once, not after the 300 ms
+    delay; a request whose body is still arriving makes a part batch wait for it (within the
+    delay); and a client that leaves mid-body leaves nothing announced behind."""
+    path = "/v2/models/adaptive/infer"
+    body = request_body([sequence(random.Random(3), 4)])
+
+    def timed():
+        t0 = time.time()
+        st, _, resp = d.json("POST", path, body=body)
+        check(st == 200, "adaptive: answered", (st, resp))
+        return time.time() - t0
+
+    alone = sorted(timed() for _ in range(5))
+    check(alone[2] < 0.15, "adaptive: a lone request does not wait out the 300 ms delay", alone)
+
+    # A second client announces a body and sends half of it.
+    slow = socket.create_connection(("127.0.0.1", d.port))
+    slow.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body[:len(body) // 2].encode()))
+    time.sleep(0.1)
+    waited = timed()
+    check(0.2 <= waited < 1.0, "adaptive: a part batch waits for an announced request, up to the delay",
+          waited)
+    slow.close()  # leaves mid-body: the pool must hear that it is no longer coming
+    time.sleep(0.2)
+    after = sorted(timed() for _ in range(5))
+    check(after[2] < 0.15, "adaptive: a client that left mid-body leaves nothing announced", after)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="rnnd-batching-") as tmp:
         d = Daemon(repo=make_repo(tmp))
@@ -390,6 +423,7 @@ def main():
             test_priority_order(d)
             test_cancel(d)
             test_cancel_frees_room(d)
+            test_adaptive_delay(d)
         finally:
             rc, _ = d.stop()
             check(rc == 0, "rnnd exits 0 on SIGTERM", rc)

@@ -473,7 +473,7 @@ out:
 }
 
 /* Below this many bytes of JSON the skeleton saves less than it costs. */
-#define FAST_PATH_MIN 512
+#define FAST_PATH_MIN 128
 
 int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
                       const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret,

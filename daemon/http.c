@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
@@ -335,6 +336,93 @@ static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connectio
         return r;
 }
 
+struct length_headers {
+        unsigned n;        /* Content-Length headers seen */
+        const char *first; /* the first one's value */
+        bool differ;       /* a later one says something else */
+};
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+        struct length_headers *c = cls;
+
+        (void)kind;
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+                return MHD_YES;
+        if (c->n++ == 0)
+                c->first = value;
+        else if (value == NULL || c->first == NULL || strcmp(value, c->first) != 0)
+                c->differ = true;
+        return MHD_YES;
+}
+
+/*
+ * What libmicrohttpd 0.9.75 lets through (issue 18, docs/HTTP.md): a NUL
+ * in the URL (unescape_cb leaves %00 encoded), Content-Length headers that
+ * disagree (RFC 9112 §6.3: a message a proxy in front may frame otherwise),
+ * and a Transfer-Encoding other than chunked, which MHD would wait on until
+ * the connection timed out.  Prepares the 400/501, with Connection: close,
+ * and returns its status, or 0.
+ */
+static unsigned check_framing(struct rnnd_http_request *r)
+{
+        const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        struct length_headers cl = {0};
+        int status = 0;
+
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_length, &cl);
+        if (strstr(r->path, "%00") != NULL)
+                status = rnnd_http_fail(r, RNND_EINVAL, "the URL holds %%00 (a NUL byte)");
+        else if (cl.differ)
+                status = rnnd_http_fail(r, RNND_EINVAL, "%u Content-Length headers that disagree",
+                                        cl.n);
+        else if (te != NULL && strcasecmp(te, "chunked") != 0)
+                status = rnnd_http_fail(r, RNND_ENOTIMPL,
+                                        "Transfer-Encoding '%.40s' is not supported (only "
+                                        "chunked, or a Content-Length)",
+                                        te);
+        if (status == 0)
+                return 0;
+        rnnd_http_respond_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        return (unsigned)status;
+}
+
+/*
+ * libmicrohttpd's own unescaping, but %00 stays as it is: a decoded NUL
+ * would end the C string MHD hands over, so that "/v2/models/m%00x" reached
+ * the routes as "/v2/models/m".  check_framing() refuses what keeps it.
+ */
+static int hexval(char c)
+{
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
+}
+
+static size_t unescape_cb(void *cls, struct MHD_Connection *c, char *s)
+{
+        char *w = s;
+        const char *p = s;
+
+        (void)cls;
+        (void)c;
+        while (*p != '\0') {
+                int hi = p[0] == '%' ? hexval(p[1]) : -1, lo = hi >= 0 ? hexval(p[2]) : -1;
+
+                if (lo >= 0 && (hi | lo) != 0) {
+                        *w++ = (char)(hi * 16 + lo);
+                        p += 3;
+                } else {
+                        *w++ = *p++;
+                }
+        }
+        *w = '\0';
+        return (size_t)(w - s);
+}
+
 /* Checks the declared length; prepares 413/400 and returns its status, or 0. */
 static unsigned check_length(struct rnnd_http_request *r)
 {
@@ -419,7 +507,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                         return MHD_NO;
                 }
                 *req_cls = r;
-                status = h->routes.match(r);
+                status = check_framing(r);
+                if (status == 0)
+                        status = h->routes.match(r);
                 if (status == 0)
                         status = check_length(r);
                 if (status == 0)
@@ -617,7 +707,7 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
                 (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
-                MHD_OPTION_END);
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_END);
         if (ai != NULL)
                 freeaddrinfo(ai);
         if (h->mhd == NULL)

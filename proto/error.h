@@ -33,7 +33,8 @@
         XX(ELIMIT, -15, 400, "limit exceeded")                                                     \
         XX(EMEDIATYPE, -16, 415, "unsupported media type")                                         \
         XX(EDEVLOST, -17, 503, "device unavailable")                                               \
-        XX(EAUTH, -18, 401, "unauthorized")
+        XX(EAUTH, -18, 401, "unauthorized")                                                        \
+        XX(ENOTIMPL, -19, 501, "not implemented")
 
 enum rnnd_errno {
 #define RNND_ERRNO_ENUM(name, val, status, msg) RNND_##name = (val),

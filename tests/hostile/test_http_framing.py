@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""test_http_framing.py: the hostile-client suite's HTTP framing cases, against
+the real rnnd (docs/TESTING.md, issue 18 items 8 and 9).  Each request goes
+out as raw bytes on its own socket, so nothing between the test and the
+daemon can repair it:
+
+- a NUL in the URL (%00) is a 400, never the route the truncated path names
+  (libmicrohttpd decoded it and the path ended there: /v2/models/m%00x was m);
+- Content-Length headers that disagree are a 400 and the connection closes
+  (RFC 9112 §6.3; a proxy that frames by the other one is a smuggling vector);
+- a Transfer-Encoding other than chunked is a 501 at once (it waited for the
+  connection timeout);
+- the daemon still serves afterwards.
+
+Python 3 standard library only.  Prints one line per failed check and a
+summary "N passed, N failed"; exits 1 when any check failed.
+"""
+
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
+import test_http  # noqa: E402  (Daemon, check)
+
+check = test_http.check
+DEMO = os.path.join(test_http.SRC, "config", "models")
+BODY = open(os.path.join(DEMO, "digits_lstm", "example.json"), "rb").read()
+INFER = b"/v2/models/digits_lstm/infer"
+
+
+def raw(port, data, wait=5.0):
+    """Sends data; returns (seconds until the daemon closed or wait passed, bytes, closed)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(wait)
+    t0, out, closed = time.time(), b"", False
+    s.sendall(data)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                closed = True
+                break
+            out += d
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    s.close()
+    return time.time() - t0, out, closed
+
+
+def status_of(out):
+    try:
+        return int(out.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def post(path, headers, body=BODY):
+    return b"POST " + path + b" HTTP/1.1\r\nHost: t\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+
+
+def main():
+    d = test_http.Daemon(repo=DEMO)
+    length = b"Content-Length: %d" % len(BODY)
+    try:
+        for path, what in ((b"/v2/models/digits_lstm%00evil/infer", "a model name cut at %00"),
+                           (b"/v2/models/digits_lstm/infer%00/../../x", "a route cut at %00")):
+            dt, out, _ = raw(d.port, post(path, [length, b"Connection: close"]))
+            check(status_of(out) == 400 and b"%00" in out and b"X-Request-Id" in out,
+                  "%s: 400 naming %%00, never the truncated route" % what, out[:200])
+
+        dt, out, closed = raw(d.port, post(INFER, [length, b"Content-Length: 5"]))
+        check(status_of(out) == 400 and b"Content-Length" in out and closed and dt < 2,
+              "Content-Length headers that disagree: 400 and the connection closes", (dt, out[:200]))
+        dt, out, _ = raw(d.port, post(INFER, [length, length, b"Connection: close"]))
+        check(status_of(out) == 200, "two equal Content-Length headers are one: 200", out[:120])
+
+        for te in (b"gzip, chunked", b"identity"):
+            dt, out, closed = raw(d.port, post(INFER, [b"Transfer-Encoding: " + te],
+                                               b"5\r\nhello\r\n0\r\n\r\n"))
+            check(status_of(out) == 501 and te in out and closed and dt < 2,
+                  "Transfer-Encoding %s: 501 at once and the connection closes" % te.decode(),
+                  (dt, out[:200]))
+        # chunked itself is served.
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY)
+        dt, out, _ = raw(d.port, post(INFER, [b"Transfer-Encoding: chunked", b"Connection: close"], chunked))
+        check(status_of(out) == 200, "Transfer-Encoding chunked: 200", out[:120])
+
+        st, _, _ = d.request("GET", "/v2/health/ready")
+        check(st == 200, "the daemon still serves after the framing cases", st)
+        rc, _ = d.stop()
+        check(rc == 0, "SIGTERM exits 0", rc)
+        err = d.stderr()
+        check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
+    finally:
+        d.close()
+    print("%d passed, %d failed" % (test_http.passed, test_http.failed))
+    return 1 if test_http.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

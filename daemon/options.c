@@ -455,7 +455,8 @@ int rnnd_options_read_token(const char *path, char *buf, size_t cap, size_t *ret
         size_t len, i;
         int fd, r = 0;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: a FIFO here must be refused below, not wait for a writer. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return rnnd_error_set(reterr, RNND_EINVAL, "cannot open '%s': %s", path,
                                       strerror(errno));
@@ -907,7 +908,8 @@ int rnnd_options_load_file(struct rnnd_options *o, const char *path, rnnd_error_
         size_t len = 0;
         int fd, r;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: a FIFO here must be refused below, not wait for a writer. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return rnnd_error_set(reterr, RNND_EIO, "%s: %s", path, strerror(errno));
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -463,6 +463,36 @@ START_TEST(test_file_nul_and_missing)
 }
 END_TEST
 
+/*
+ * A FIFO as rnnd.conf or as auth_token_file is refused at once: opened
+ * without O_NONBLOCK it waited for a writer, and start-up (or a SIGHUP) with
+ * it.  The Check fork's timeout catches a hang; alarm() makes it quick.
+ */
+START_TEST(test_fifo_refused)
+{
+        char dir[] = "/tmp/rnnd-opt-XXXXXX", path[64];
+        struct rnnd_options o;
+        rnnd_error_t e = {0};
+        char token[65];
+        size_t len;
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/fifo", dir);
+        ck_assert_int_eq(mkfifo(path, 0600), 0);
+        alarm(5);
+        ck_assert_int_eq(rnnd_options_init(&o), 0);
+        ck_assert_int_eq(rnnd_options_load_file(&o, path, &e), RNND_EIO);
+        ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
+        ck_assert_int_eq(rnnd_options_read_token(path, token, sizeof(token), &len, &e),
+                         RNND_EINVAL);
+        ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
+        alarm(0);
+        rnnd_options_done(&o);
+        unlink(path);
+        rmdir(dir);
+}
+END_TEST
+
 /* The command line. */
 
 static int parse(struct rnnd_options *o, enum rnnd_command *cmd, rnnd_error_t *e, ...)
@@ -754,6 +784,7 @@ static Suite *options_suite(void)
         tcase_add_test(tc, test_help_lists_every_key);
         tcase_add_test(tc, test_dump_round_trip);
         tcase_add_test(tc, test_committed_conf_is_dump);
+        tcase_add_test(tc, test_fifo_refused);
         suite_add_tcase(s, tc);
         return s;
 }

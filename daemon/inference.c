@@ -263,6 +263,9 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         ret = rnnd_infer_bind(&c->req, cfg, &c->bound, reterr);
         if (ret < 0)
                 return ret;
+        ret = rnnd_infer_outputs_check(&c->bound, cfg, srv->opts->max_response_bytes, reterr);
+        if (ret < 0)
+                return ret;
         ret = rnnd_infer_outputs_alloc(&c->bound, cfg, &c->outs, reterr);
         if (ret < 0)
                 return ret;

@@ -137,6 +137,19 @@ static const struct rnnd_option options[] = {
                         "for `input`. Larger tensors are answered 400.",
         },
         {
+                .name = "max_response_bytes",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(max_response_bytes),
+                .def = "64M",
+                .min = 4 * KIB,
+                .max = 4 * GIB,
+                .metavar = "BYTES",
+                .help = "Largest response one inference request may ask for, counting each JSON "
+                        "float at its longest (17 bytes) and each binary one at 4. A request "
+                        "whose outputs could be larger is answered 400 before anything is "
+                        "allocated for them. Bytes, or with a K, M or G suffix.",
+        },
+        {
                 .name = "max_json_depth",
                 .type = RNND_OPT_UINT,
                 .offset = OFF(max_json_depth),

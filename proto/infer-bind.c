@@ -384,26 +384,75 @@ void rnnd_infer_bound_done(struct rnnd_infer_bound *b)
  * Outputs
  */
 
-int rnnd_infer_outputs_alloc(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
-                             struct rnnd_infer_outputs *ret, rnnd_error_t *reterr)
+/* The shape of each output kind for b's batch under cfg. */
+static void output_shapes(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
+                          uint64_t shapes[RNND_OUT_COUNT][3], unsigned ndims[RNND_OUT_COUNT])
 {
-        struct rnnd_infer_outputs o = {.format = b->format, .B = b->B, .T = b->T};
         uint64_t ld = (uint64_t)cfg->num_layers * rnnd_model_config_dirs(cfg);
         uint64_t hp = rnnd_model_config_out_size(cfg);
-        uint64_t shapes[RNND_OUT_COUNT][3] = {
+        const uint64_t s[RNND_OUT_COUNT][3] = {
                 {b->B, b->T, rnnd_model_config_dirs(cfg) * hp},
                 {b->B, ld, hp},
                 {b->B, ld, cfg->hidden_size},
                 {b->B, b->T, cfg->head.units},
         };
-        unsigned ndims[RNND_OUT_COUNT] = {3, 3, 3, 3};
-        struct rnnd_infer_limits nolimit = {.max_elements = UINT64_MAX};
-        int r = 0;
 
+        memcpy(shapes, s, sizeof(s));
+        for (unsigned k = 0; k < RNND_OUT_COUNT; k++)
+                ndims[k] = 3;
         if (cfg->head.apply == RNND_HEAD_LAST) {
                 shapes[RNND_OUT_SCORES][1] = cfg->head.units;
                 ndims[RNND_OUT_SCORES] = 2;
         }
+}
+
+/*
+ * Bytes a response may take per element: a JSON float is at most 16
+ * characters and a comma (fmtfloat.h); a binary one is 4.  Per tensor and
+ * per sequence, room for names, shapes and brackets.
+ */
+#define JSON_BYTES_PER_FLOAT 17u
+#define TENSOR_OVERHEAD      256u
+#define SEQUENCE_OVERHEAD    64u
+
+int rnnd_infer_outputs_check(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
+                             uint64_t max_bytes, rnnd_error_t *reterr)
+{
+        uint64_t shapes[RNND_OUT_COUNT][3], total = 0;
+        unsigned ndims[RNND_OUT_COUNT];
+
+        output_shapes(b, cfg, shapes, ndims);
+        for (unsigned i = 0; i < b->n_out; i++) {
+                rnnd_infer_output_t k = b->out[i];
+                uint64_t n = 1, per = b->binary[k] ? 4 : JSON_BYTES_PER_FLOAT;
+
+                for (unsigned d = 0; d < ndims[k]; d++) /* saturating */
+                        n = shapes[k][d] != 0 && n > UINT64_MAX / shapes[k][d] ? UINT64_MAX
+                                                                               : n * shapes[k][d];
+                n = n > UINT64_MAX / per ? UINT64_MAX : n * per;
+                n += TENSOR_OVERHEAD + (uint64_t)b->B * SEQUENCE_OVERHEAD;
+                total = total > UINT64_MAX - n ? UINT64_MAX : total + n;
+        }
+        if (total <= max_bytes)
+                return 0;
+        return rnnd_error_set(reterr, RNND_ELIMIT,
+                              "the outputs asked for would take up to %" PRIu64
+                              " bytes, more than max_response_bytes (%" PRIu64
+                              "); ask for fewer outputs (\"outputs\"), binary_data, or fewer "
+                              "or shorter sequences",
+                              total, max_bytes);
+}
+
+int rnnd_infer_outputs_alloc(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
+                             struct rnnd_infer_outputs *ret, rnnd_error_t *reterr)
+{
+        struct rnnd_infer_outputs o = {.format = b->format, .B = b->B, .T = b->T};
+        uint64_t shapes[RNND_OUT_COUNT][3];
+        unsigned ndims[RNND_OUT_COUNT];
+        struct rnnd_infer_limits nolimit = {.max_elements = UINT64_MAX};
+        int r = 0;
+
+        output_shapes(b, cfg, shapes, ndims);
         o.lengths = rnnd_mallocarray(b->B, sizeof(uint32_t));
         if (o.lengths == NULL) {
                 r = rnnd__infer_nomem(reterr, "lengths");

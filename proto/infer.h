@@ -223,6 +223,15 @@ int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_mode
 void rnnd_infer_bound_done(struct rnnd_infer_bound *b);
 
 /*
+ * Fails with RNND_ELIMIT (HTTP 400), naming max_response_bytes, when the
+ * outputs b wants could make a response longer than max_bytes (JSON
+ * floats counted at their longest), before anything is allocated for them
+ * (docs/HTTP.md "Limits").  Thread-safe.
+ */
+int rnnd_infer_outputs_check(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
+                             uint64_t max_bytes, rnnd_error_t *reterr);
+
+/*
  * Allocates zeroed FP32 tensors for the outputs b wants, shaped for cfg (the
  * config b was bound with), into *ret (all new; release with
  * rnnd_infer_outputs_done()).  Errors: RNND_ENOMEM; never writes *ret on

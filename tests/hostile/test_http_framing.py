@@ -10,7 +10,10 @@ daemon can repair it:
   (RFC 9112 §6.3; a proxy that frames by the other one is a smuggling vector);
 - a Transfer-Encoding other than chunked is a 501 at once (it waited for the
   connection timeout);
-- the daemon still serves afterwards.
+- the daemon still serves afterwards;
+- outputs bounded (item 7): with max_response_bytes at 64K, eight images asking
+  for every output as JSON (up to ~100 KB) are a 400 naming the limit, the same
+  as binary (~20 KB) is served, and RSS does not grow.
 
 Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
@@ -62,7 +65,45 @@ def post(path, headers, body=BODY):
     return b"POST " + path + b" HTTP/1.1\r\nHost: t\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
 
 
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_output_limit():
+    import json
+    ts = json.load(open(os.path.join(DEMO, "digits_lstm", "test_set.json")))
+    inputs = [{"name": "input", "datatype": "FP32", "shape": [8, 8, 8], "data": ts["x"][:8]}]
+    d = test_http.Daemon("--max_response_bytes=64K", repo=DEMO)
+    try:
+        path = "/v2/models/digits_lstm/infer"
+        st, _, b = d.json("POST", path, body=json.dumps({"inputs": inputs}))
+        check(st == 400 and "max_response_bytes" in b.get("error", ""),
+              "every output as JSON past max_response_bytes: 400 naming it", (st, b))
+        outs = [{"name": n, "parameters": {"binary_data": True}} for n in ("output", "h_n", "c_n", "scores")]
+        body = json.dumps({"inputs": inputs, "outputs": outs}).encode()
+        st, h, raw = d.request("POST", path, body=body,
+                               headers={"Inference-Header-Content-Length": str(len(body))})
+        check(st == 200 and "inference-header-content-length" in h,
+              "the same outputs as binary fit: 200", (st, raw[:200]))
+        st, _, b = d.json("POST", path, body=json.dumps({"inputs": inputs, "outputs": [{"name": "scores"}]}))
+        check(st == 200, "scores alone as JSON: 200", (st, b))
+        before = rss_kb(d.proc.pid)
+        for _ in range(200):
+            d.json("POST", path, body=json.dumps({"inputs": inputs}))
+        grew = rss_kb(d.proc.pid) - before
+        check(grew < 8192, "200 refused output bombs leave RSS flat (KiB grown)", grew)
+        rc, _ = d.stop()
+        check(rc == 0, "SIGTERM exits 0 after the output bombs", rc)
+    finally:
+        d.close()
+
+
 def main():
+    test_output_limit()
     d = test_http.Daemon(repo=DEMO)
     length = b"Content-Length: %d" % len(BODY)
     try:

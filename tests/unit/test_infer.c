@@ -1131,6 +1131,37 @@ START_TEST(test_render_roundtrip)
 }
 END_TEST
 
+/*
+ * max_response_bytes: the bound counts each wanted output at 17 bytes a JSON
+ * float or 4 a binary one, plus 256 a tensor and 64 a sequence; one byte
+ * under it is a 400 naming the limit.
+ */
+START_TEST(test_outputs_check)
+{
+        static const char body[] = "{\"inputs\":[" T(
+                "input", "FP32", "[1,1,2]",
+                "[1,2]") "],\"outputs\":[{\"name\":"
+                         "\"h_n\"},{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}";
+        struct rnnd_model_config cfg;
+        struct rnnd_infer_request req;
+        struct rnnd_infer_bound b;
+        struct rnnd_infer_outputs o;
+        rnnd_error_t e = {0};
+        uint64_t want = 0;
+
+        make_cfg(M_GRU, &cfg);
+        kserve_ok(body, M_GRU, &req, &b);
+        ck_assert_int_eq(rnnd_infer_outputs_alloc(&b, &cfg, &o, &e), 0);
+        for (unsigned i = 0; i < o.n; i++)
+                want += o.t[i].numel * (o.binary[i] ? 4 : 17) + 256 + 64 * b.B;
+        ck_assert_int_eq(rnnd_infer_outputs_check(&b, &cfg, want, &e), 0);
+        ck_assert_int_eq(rnnd_infer_outputs_check(&b, &cfg, want - 1, &e), RNND_ELIMIT);
+        ck_assert_ptr_nonnull(strstr(e.msg, "max_response_bytes"));
+        rnnd_infer_outputs_done(&o);
+        release(&req, &b);
+}
+END_TEST
+
 /* The exact text, for a small model: id and version omitted, outputs in request order. */
 START_TEST(test_render_text)
 {
@@ -1428,6 +1459,7 @@ static Suite *infer_suite(void)
         tcase_add_loop_test(tc, test_kserve_data, 0, RNND_ELEMENTSOF(flat_nested));
         tcase_add_test(tc, test_kserve_nested);
         tcase_add_loop_test(tc, test_kserve_fast_path, 0, 2);
+        tcase_add_test(tc, test_outputs_check);
         tcase_add_test(tc, test_kserve_tokens_states);
         tcase_add_test(tc, test_kserve_sequence_params);
         tcase_add_test(tc, test_kserve_binary_output);

@@ -95,6 +95,7 @@ START_TEST(test_table_rows)
                 "connection_timeout",
                 "max_body_bytes",
                 "max_tensor_elements",
+                "max_response_bytes",
                 "max_json_depth",
                 "per_connection_memory",
                 "log_level",
@@ -139,6 +140,7 @@ START_TEST(test_defaults)
         ck_assert_uint_eq(o.connection_timeout, 30);
         ck_assert_uint_eq(o.max_body_bytes, 64u << 20);
         ck_assert_uint_eq(o.max_tensor_elements, 16777216);
+        ck_assert_uint_eq(o.max_response_bytes, 64u << 20);
         ck_assert_uint_eq(o.max_json_depth, 32);
         ck_assert_uint_eq(o.per_connection_memory, 64u << 10);
         ck_assert_int_eq(o.log_level, RNND_LOG_INFO);

@@ -698,6 +698,14 @@ int rnnd_reload_init(struct rnnd_reload *rl, uv_loop_t *loop, rnnd_error_t *rete
         return 0;
 }
 
+void rnnd_reload_drain(struct rnnd_reload *rl)
+{
+        if (rl != NULL && rl->cur != NULL)
+                answer(rl->cur, 503,
+                       "the server is shutting down: the operation did not finish within "
+                       "shutdown_timeout");
+}
+
 void rnnd_reload_stop(struct rnnd_reload *rl)
 {
 

@@ -77,6 +77,14 @@ bool rnnd_reload_pending(struct rnnd_reload *rl, const char *name);
  */
 bool rnnd_reload_authorized(struct rnnd_reload *rl, const char *authorization);
 
+/*
+ * At shutdown, once shutdown_timeout has passed: answers the running
+ * operation's waiter 503 (the operation itself finishes on libuv's thread
+ * pool and is then dropped), so that no request stays suspended when
+ * libmicrohttpd stops.  Loop thread.
+ */
+void rnnd_reload_drain(struct rnnd_reload *rl);
+
 /* At shutdown: answers operations still waiting 503.  Loop thread. */
 void rnnd_reload_stop(struct rnnd_reload *rl);
 

@@ -218,6 +218,8 @@ static void drain_tick(uv_timer_t *t)
                          atomic_load(&srv->http.suspended), pr.queued, pr.running);
                 /* The hook answers what it holds 503 (the real one stops every pool). */
                 srv->infer.drain(srv->infer.cls);
+                /* A repository load still running: its client hears 503 now. */
+                rnnd_reload_drain(srv->reload);
                 srv->drain_phase = 1;
                 srv->drain_deadline_ms = now + DRAIN_GRACE_MS;
                 return;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "alloc.h"
 #include "check-main.h"
@@ -345,6 +346,63 @@ START_TEST(test_drain_on_sigterm)
 }
 END_TEST
 
+/*
+ * SIGTERM while a repository load is still running after shutdown_timeout:
+ * the load's client is answered 503 and the daemon stops cleanly (it
+ * aborted in libmicrohttpd: "MHD_stop_daemon() called while we have
+ * suspended connections", issue 18 item 2).  libuv's one pool thread is
+ * held by a 3 s job queued first, so the load cannot finish in time.
+ */
+static int load_status;
+static char load_body[512];
+
+static void hold_pool(uv_work_t *w)
+{
+        (void)w;
+        sleep(3);
+}
+
+static void *load_client(void *arg)
+{
+        (void)arg;
+        load_status = http("POST", "/v2/repository/models/lstm_l1_uni_equal_h0/load", "{}",
+                           load_body, sizeof(load_body));
+        return NULL;
+}
+
+static void *term_when_loading(void *arg)
+{
+        pthread_t c;
+        int i;
+
+        (void)arg;
+        pthread_create(&c, NULL, load_client, NULL);
+        for (i = 0; i < 500 && atomic_load(&srv->http.suspended) == 0; i++)
+                usleep(10000);
+        kill(getpid(), SIGTERM);
+        pthread_join(c, NULL);
+        return NULL;
+}
+
+START_TEST(test_drain_with_load_running)
+{
+        rnnd_error_t err = {0};
+        uv_work_t hold;
+        pthread_t client;
+
+        setenv("UV_THREADPOOL_SIZE", "1", 1); /* this forked test's first libuv work */
+        start(true, "0");
+        ck_assert_int_eq(uv_queue_work(&srv->loop, &hold, hold_pool, NULL), 0);
+        pthread_create(&client, NULL, term_when_loading, NULL);
+        ck_assert_msg(rnnd_server_run(srv, &err) == 0, "%s", err.msg);
+        pthread_join(client, NULL);
+        ck_assert_int_eq(load_status, 503);
+        ck_assert_msg(strstr(load_body, "shutting down") != NULL, "%s", load_body);
+        ck_assert_uint_eq(atomic_load(&srv->http.suspended), 0);
+        finish();
+}
+END_TEST
+
 static Suite *async_suite(void)
 {
         Suite *s = suite_create("async");
@@ -353,6 +411,7 @@ static Suite *async_suite(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_suspend_resume_many);
         tcase_add_test(tc, test_drain_on_sigterm);
+        tcase_add_test(tc, test_drain_with_load_running);
         suite_add_tcase(s, tc);
         return s;
 }

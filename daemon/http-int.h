@@ -41,6 +41,15 @@ struct rnnd_served_model;
 struct rnnd_served_version;
 struct rnnd_pool;
 
+/* The connection table (http-conns.c): set up by rnnd_http_start, freed by rnnd_http_stop. */
+int rnnd__http_conns_init(struct rnnd_http *h, size_t cap);
+void rnnd__http_conns_done(struct rnnd_http *h);
+/* MHD_OPTION_NOTIFY_CONNECTION's callback; cls is the struct rnnd_http. */
+void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                            enum MHD_ConnectionNotificationCode toe);
+/* r's connection enters (true, at the first handler call) or leaves a request. */
+void rnnd__http_conn_busy(struct rnnd_http_request *r, bool busy);
+
 struct rnnd_http_request {
         struct rnnd_http *http;       /* immutable */
         struct rnnd_server *srv;      /* = http->app; immutable */

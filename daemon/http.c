@@ -332,6 +332,7 @@ static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connectio
                 return NULL;
         }
         take_request_id(r);
+        rnnd__http_conn_busy(r, true);
         atomic_fetch_add(&h->inflight, 1);
         return r;
 }
@@ -604,6 +605,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
                      printable(r->path, path, sizeof(path)), status, ms, r->len,
                      (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
                                                                                       : "");
+        rnnd__http_conn_busy(r, false);
         atomic_fetch_sub(&h->inflight, 1);
         rnnd_http_request_unref(r);
 }
@@ -611,9 +613,23 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
 /* MHD's error log, into rnnd_log at warning.  cls is unused. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+        /*
+         * What one client's connection did: a line per connection under a flood
+         * of them (the daemon's own lines about reaped connections sum them up).
+         */
+        static const char *const per_connection[] = {
+                "Connection socket is closed", "Server reached connection limit",
+                "Server reached per-IP",       "Failed to receive data",
+                "Failed to send data",         "Connection was closed by remote side",
+        };
+        int level = RNND_LOG_WARNING;
+
         (void)cls;
-        if (rnnd_log_enabled(RNND_LOG_WARNING))
-                rnnd_log_writev(RNND_LOG_WARNING, NULL, fmt, ap);
+        for (size_t i = 0; i < sizeof(per_connection) / sizeof(per_connection[0]); i++)
+                if (strncmp(fmt, per_connection[i], strlen(per_connection[i])) == 0)
+                        level = RNND_LOG_DEBUG;
+        if (rnnd_log_enabled(level))
+                rnnd_log_writev(level, NULL, fmt, ap);
 }
 
 /* The front end's life. */
@@ -678,6 +694,9 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
         fd = activated_socket(reterr);
         if (fd < -1)
                 return fd;
+        /* MHD enforces connection_limit; the slack covers connections it is closing. */
+        if (rnnd__http_conns_init(h, (size_t)o->connection_limit + 64) < 0)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
         if (fd >= 0) {
                 where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
         } else {
@@ -707,7 +726,9 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
                 (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
-                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_END);
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+                rnnd__http_conn_notify, h, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                (unsigned int)rnnd_options_per_address_limit(o), MHD_OPTION_END);
         if (ai != NULL)
                 freeaddrinfo(ai);
         if (h->mhd == NULL)
@@ -736,10 +757,11 @@ void rnnd_http_quiesce(struct rnnd_http *h)
 
 void rnnd_http_stop(struct rnnd_http *h)
 {
-        if (h->mhd == NULL)
-                return;
-        MHD_stop_daemon(h->mhd);
-        h->mhd = NULL;
+        if (h->mhd != NULL) {
+                MHD_stop_daemon(h->mhd);
+                h->mhd = NULL;
+        }
+        rnnd__http_conns_done(h);
         if (h->listen_fd >= 0) {
                 close(h->listen_fd);
                 h->listen_fd = -1;

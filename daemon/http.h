@@ -31,6 +31,7 @@
 struct rnnd_http_request;
 struct rnnd_server;
 struct MHD_Daemon;
+struct rnnd_conns;
 
 /*
  * The route handler the HTTP layer calls (routes.c's rnnd_routes, installed
@@ -61,12 +62,13 @@ struct rnnd_http {
         struct rnnd_route_handler routes;         /* immutable after start */
         uint32_t id_seed;                         /* random prefix of request ids; immutable */
         atomic_uint_fast64_t id_counter;          /* atomic */
-        struct MHD_Daemon *mhd; /* set by start, cleared by stop; loop thread only */
-        int listen_fd;          /* returned by MHD_quiesce_daemon, or -1; loop thread only */
-        char listen_name[300];  /* "127.0.0.1:8000" as bound; immutable after start */
-        atomic_bool stopping;   /* atomic: set by rnnd_http_quiesce() */
-        atomic_uint inflight;   /* atomic: requests between first call and completion */
-        atomic_uint suspended;  /* atomic: requests suspended by the hook */
+        struct MHD_Daemon *mhd;   /* set by start, cleared by stop; loop thread only */
+        int listen_fd;            /* returned by MHD_quiesce_daemon, or -1; loop thread only */
+        char listen_name[300];    /* "127.0.0.1:8000" as bound; immutable after start */
+        atomic_bool stopping;     /* atomic: set by rnnd_http_quiesce() */
+        atomic_uint inflight;     /* atomic: requests between first call and completion */
+        atomic_uint suspended;    /* atomic: requests suspended by the hook */
+        struct rnnd_conns *conns; /* the connections MHD holds (http-conns.c); set by start */
 };
 
 /* Sets h up for app with the settings *opts (swapped by reloads).  Before start. */
@@ -89,6 +91,23 @@ void rnnd_http_quiesce(struct rnnd_http *h);
 
 /* Stops MHD for good, only once nothing is suspended; idempotent.  Loop or main thread. */
 void rnnd_http_stop(struct rnnd_http *h);
+
+/* How often the loop should call rnnd_http_reap(). */
+#define RNND_HTTP_REAP_MS 250
+
+/* What one rnnd_http_reap() shut down, and how many connections are open. */
+struct rnnd_http_reaped {
+        unsigned slow; /* not inside a request for header_timeout */
+        unsigned gone; /* closed by their clients */
+        unsigned idle; /* the longest idle, to make room near connection_limit */
+        size_t open;
+};
+
+/*
+ * Shuts down the connections a client should no longer hold (http-conns.c,
+ * docs/OPERATIONS.md "Limits"); libmicrohttpd then closes them.  Loop thread.
+ */
+void rnnd_http_reap(struct rnnd_http *h, struct rnnd_http_reaped *ret);
 
 /* Whether MHD is running.  Thread-safe once start returned. */
 bool rnnd_http_listening(const struct rnnd_http *h);

@@ -114,6 +114,33 @@ static const struct rnnd_option options[] = {
                         "suffix: 30s, 5m, 1h.",
         },
         {
+                .name = "header_timeout",
+                .type = RNND_OPT_DURATION,
+                .offset = OFF(header_timeout),
+                .def = "10s",
+                .min = 0,
+                .max = 3600,
+                .metavar = "SECONDS",
+                .help = "Close a connection that has not sent a whole request head this long "
+                        "after it opened or after its last response: a client trickling header "
+                        "bytes, half a request line, or a keep-alive connection idle that long. "
+                        "Connections their clients closed are closed at once, and near "
+                        "connection_limit the longest idle ones make room for new clients. "
+                        "0 turns the deadline off.",
+        },
+        {
+                .name = "per_address_limit",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(per_address_limit),
+                .def = "0",
+                .min = 0,
+                .max = 1048576,
+                .metavar = "N",
+                .help = "Most concurrent connections from one client address; more are "
+                        "refused. 0 is three quarters of connection_limit. Behind a proxy, where "
+                        "every connection comes from its address, set it to connection_limit.",
+        },
+        {
                 .name = "max_body_bytes",
                 .type = RNND_OPT_BYTES,
                 .offset = OFF(max_body_bytes),
@@ -1172,6 +1199,13 @@ static unsigned cpu_count(void)
 unsigned rnnd_options_threads(const struct rnnd_options *o)
 {
         return o->threads > 0 ? (unsigned)o->threads : cpu_count();
+}
+
+unsigned rnnd_options_per_address_limit(const struct rnnd_options *o)
+{
+        uint64_t n = o->per_address_limit > 0 ? o->per_address_limit : o->connection_limit * 3 / 4;
+
+        return n < 1 ? 1u : n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
 }
 
 unsigned rnnd_options_cpu_threads(const struct rnnd_options *o)

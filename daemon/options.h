@@ -47,6 +47,8 @@ struct rnnd_options {
         uint64_t threads;               /* MHD thread pool; 0 = number of CPUs */
         uint64_t connection_limit;      /* concurrent connections */
         uint64_t connection_timeout;    /* seconds of inactivity */
+        uint64_t header_timeout;        /* seconds outside a request before closing; 0 = off */
+        uint64_t per_address_limit;     /* connections from one address; 0 = 3/4 of the limit */
         uint64_t max_body_bytes;        /* request body cap */
         uint64_t max_tensor_elements;   /* per tensor in a request */
         uint64_t max_response_bytes;    /* the outputs one request may ask for */
@@ -179,6 +181,9 @@ int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *p
 
 /* threads with "auto" resolved to the number of online CPUs. */
 unsigned rnnd_options_threads(const struct rnnd_options *o);
+
+/* per_address_limit with 0 resolved to 3/4 of connection_limit (at least 1). */
+unsigned rnnd_options_per_address_limit(const struct rnnd_options *o);
 
 /* The CPU engine's threads per instance: cpu_threads, or the CPU count for auto.  Thread-safe. */
 unsigned rnnd_options_cpu_threads(const struct rnnd_options *o);

@@ -265,7 +265,12 @@ bool rnnd_reload_pending(struct rnnd_reload *rl, const char *name)
 
 /* Settings the running daemon cannot take: its socket, its HTTP threads, its log format. */
 static const char *const fixed_settings[] = {
-        "listen",     "threads", "connection_limit", "connection_timeout", "per_connection_memory",
+        "listen",
+        "threads",
+        "connection_limit",
+        "connection_timeout",
+        "per_connection_memory",
+        "per_address_limit",
         "log_format",
 };
 

@@ -190,6 +190,7 @@ static void finish(struct rnnd_server *srv)
         close_handle((uv_handle_t *)&srv->watchdog_timer);
         close_sweep(srv);
         close_handle((uv_handle_t *)&srv->reap_timer);
+        close_handle((uv_handle_t *)&srv->conn_timer);
         rnnd_reload_close(srv->reload);
         for (i = 0; i < sizeof(srv->sig) / sizeof(srv->sig[0]); i++)
                 close_handle((uv_handle_t *)&srv->sig[i]);
@@ -390,6 +391,30 @@ static void device_fault_stop(struct rnnd_server *srv)
         begin_stop(srv, "device fault");
 }
 
+/*
+ * Connections a client should no longer hold (http-conns.c): shut down every
+ * RNND_HTTP_REAP_MS; what was shut down is logged at most every 10 s.
+ */
+static void conn_tick(uv_timer_t *t)
+{
+        struct rnnd_server *srv = t->data;
+        struct rnnd_http_reaped r, *sum = &srv->conn_reaped;
+        uint64_t now = uv_now(&srv->loop);
+
+        rnnd_http_reap(&srv->http, &r);
+        sum->slow += r.slow;
+        sum->gone += r.gone;
+        sum->idle += r.idle;
+        if (sum->slow + sum->gone + sum->idle == 0 || now - srv->conn_logged_ms < 10000)
+                return;
+        rnnd_log(RNND_LOG_NOTICE,
+                 "closed %u connections without a request for header_timeout, %u closed by their "
+                 "clients, %u idle ones to make room (%zu open)",
+                 sum->slow, sum->gone, sum->idle, r.open);
+        memset(sum, 0, sizeof(*sum));
+        srv->conn_logged_ms = now;
+}
+
 static void sweep_wake(uv_async_t *a)
 {
         device_fault_stop(a->data);
@@ -410,6 +435,8 @@ static int init_loop(struct rnnd_server *srv, rnnd_error_t *reterr)
         uv_timer_init(&srv->loop, &srv->drain_timer);
         uv_timer_init(&srv->loop, &srv->watchdog_timer);
         uv_timer_init(&srv->loop, &srv->reap_timer);
+        uv_timer_init(&srv->loop, &srv->conn_timer);
+        srv->conn_timer.data = srv;
         srv->drain_timer.data = srv;
         srv->watchdog_timer.data = srv;
         uv_timer_init(&srv->loop, &srv->sweep_timer);
@@ -452,7 +479,11 @@ int rnnd_server_start(struct rnnd_server *srv, rnnd_error_t *reterr)
         r = init_loop(srv, reterr);
         if (r < 0)
                 return r;
-        return rnnd_http_start(&srv->http, reterr);
+        r = rnnd_http_start(&srv->http, reterr);
+        if (r < 0)
+                return r;
+        uv_timer_start(&srv->conn_timer, conn_tick, RNND_HTTP_REAP_MS, RNND_HTTP_REAP_MS);
+        return 0;
 }
 
 int rnnd_server_run(struct rnnd_server *srv, rnnd_error_t *reterr)
@@ -500,6 +531,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                 close_handle((uv_handle_t *)&srv->watchdog_timer);
                 close_sweep(srv);
                 close_handle((uv_handle_t *)&srv->reap_timer);
+                close_handle((uv_handle_t *)&srv->conn_timer);
                 rnnd_reload_close(srv->reload);
                 uv_run(&srv->loop, UV_RUN_DEFAULT);
                 uv_loop_close(&srv->loop);

@@ -82,12 +82,15 @@ struct rnnd_server {
         struct rnnd_infer_hook infer;            /* immutable after start */
         struct rnnd_http http;                   /* the HTTP front end (http.h) */
 
-        uv_loop_t loop;             /* loop thread only */
-        uv_signal_t sig[3];         /* SIGINT, SIGTERM, SIGHUP; loop thread only */
-        uv_timer_t drain_timer;     /* shutdown; loop thread only */
-        uv_timer_t watchdog_timer;  /* systemd watchdog; loop thread only */
-        uv_timer_t reap_timer;      /* frees retired models (rnnd_models_reap); loop thread only */
-        bool watchdog_on;           /* loop thread only */
+        uv_loop_t loop;            /* loop thread only */
+        uv_signal_t sig[3];        /* SIGINT, SIGTERM, SIGHUP; loop thread only */
+        uv_timer_t drain_timer;    /* shutdown; loop thread only */
+        uv_timer_t watchdog_timer; /* systemd watchdog; loop thread only */
+        uv_timer_t reap_timer;     /* frees retired models (rnnd_models_reap); loop thread only */
+        uv_timer_t conn_timer;     /* rnnd_http_reap(); loop thread only */
+        uint64_t conn_logged_ms;   /* uv_now() of the last line about reaped connections */
+        struct rnnd_http_reaped conn_reaped; /* shut down since that line; loop thread only */
+        bool watchdog_on;                    /* loop thread only */
         bool watchdog_stalled;      /* the last look found a stalled pool; loop thread only */
         uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
         int drain_phase;            /* 0 waiting, 1 drained the hook; loop thread only */

@@ -93,6 +93,8 @@ START_TEST(test_table_rows)
                 "threads",
                 "connection_limit",
                 "connection_timeout",
+                "header_timeout",
+                "per_address_limit",
                 "max_body_bytes",
                 "max_tensor_elements",
                 "max_response_bytes",
@@ -138,6 +140,9 @@ START_TEST(test_defaults)
         ck_assert_uint_eq(o.threads, 0); /* auto */
         ck_assert_uint_eq(o.connection_limit, 1024);
         ck_assert_uint_eq(o.connection_timeout, 30);
+        ck_assert_uint_eq(o.header_timeout, 10);
+        ck_assert_uint_eq(o.per_address_limit, 0);
+        ck_assert_uint_eq(rnnd_options_per_address_limit(&o), 768);
         ck_assert_uint_eq(o.max_body_bytes, 64u << 20);
         ck_assert_uint_eq(o.max_tensor_elements, 16777216);
         ck_assert_uint_eq(o.max_response_bytes, 64u << 20);

@@ -1,0 +1,210 @@
+/*
+ * http-conns.c: the connections libmicrohttpd holds, and closing the ones a
+ * client should no longer hold (http-int.h; docs/OPERATIONS.md "Limits").
+ *
+ * libmicrohttpd 0.9.75 closes a connection only after connection_timeout
+ * without a byte, so a client that trickles header bytes keeps one for
+ * ever, idle keep-alive sockets shut new clients out until they time out,
+ * and in its epoll mode a connection whose client closed it before sending a
+ * whole request stays in CLOSE-WAIT until the timeout too (issue 18 items 4
+ * and 5).  So rnnd keeps its own table of the connections (MHD's
+ * connection-notify callback) and of whether each is inside a request (from
+ * the first handler call to completion), and the loop thread looks at it
+ * every RNND_HTTP_REAP_MS (rnnd_http_reap) and shuts down, which makes MHD
+ * close them:
+ *   - a connection not inside a request for header_timeout: a request head
+ *     that does not complete in time (slowloris, half a request line), or a
+ *     keep-alive connection idle that long;
+ *   - one its client has closed (a read would see the end of the stream);
+ *   - when the table is 7/8 full, the longest idle ones down to 3/4, so
+ *     that new clients find room.
+ * A slot's fd is only shut down under the table's lock, and MHD reports a
+ * connection closed (taking the lock) before it closes its fd, so a shut
+ * down fd is never one MHD reused.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "http-int.h"
+#include "log.h"
+
+struct rnnd_conn {
+        int fd;                 /* -1: a free slot; guarded by mu */
+        bool doomed;            /* shut down, waiting for MHD to close it; guarded by mu */
+        atomic_bool busy;       /* inside a request */
+        _Atomic uint64_t since; /* rnnd_now_ns() when it opened or its last request ended */
+};
+
+struct rnnd_conns {
+        pthread_mutex_t mu;
+        struct rnnd_conn *slot; /* [cap] */
+        size_t cap;
+        size_t open; /* slots in use; guarded by mu */
+        size_t next; /* where the next free slot is looked for first; guarded by mu */
+};
+
+int rnnd__http_conns_init(struct rnnd_http *h, size_t cap)
+{
+        struct rnnd_conns *c = rnnd_calloc(1, sizeof(*c));
+
+        if (c == NULL)
+                return RNND_ENOMEM;
+        c->slot = rnnd_calloc(cap, sizeof(c->slot[0]));
+        if (c->slot == NULL) {
+                rnnd_free(c);
+                return RNND_ENOMEM;
+        }
+        for (size_t i = 0; i < cap; i++)
+                c->slot[i].fd = -1;
+        c->cap = cap;
+        pthread_mutex_init(&c->mu, NULL);
+        h->conns = c;
+        return 0;
+}
+
+void rnnd__http_conns_done(struct rnnd_http *h)
+{
+        struct rnnd_conns *c = h->conns;
+
+        if (c == NULL)
+                return;
+        pthread_mutex_destroy(&c->mu);
+        rnnd_free(c->slot);
+        rnnd_free(c);
+        h->conns = NULL;
+}
+
+void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                            enum MHD_ConnectionNotificationCode toe)
+{
+        struct rnnd_http *h = cls;
+        struct rnnd_conns *c = h->conns;
+        struct rnnd_conn *s = *socket_context;
+        const union MHD_ConnectionInfo *ci;
+
+        if (c == NULL)
+                return;
+        pthread_mutex_lock(&c->mu);
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+                if (s != NULL) {
+                        s->fd = -1;
+                        s->doomed = false;
+                        c->open--;
+                }
+        } else if ((ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)) !=
+                   NULL) {
+                for (size_t k = 0; k < c->cap && s == NULL; k++) {
+                        size_t i = (c->next + k) % c->cap;
+
+                        if (c->slot[i].fd < 0)
+                                s = &c->slot[i];
+                }
+                if (s != NULL) {
+                        s->fd = ci->connect_fd;
+                        s->doomed = false;
+                        atomic_store(&s->busy, false);
+                        atomic_store(&s->since, rnnd_now_ns());
+                        c->next = (size_t)(s - c->slot) + 1;
+                        c->open++;
+                }
+        }
+        pthread_mutex_unlock(&c->mu);
+        *socket_context = toe == MHD_CONNECTION_NOTIFY_CLOSED ? NULL : s;
+}
+
+/* The slot of r's connection, or NULL (a table full, which MHD's own limit prevents). */
+static struct rnnd_conn *slot_of(struct rnnd_http_request *r)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return ci != NULL ? ci->socket_context : NULL;
+}
+
+void rnnd__http_conn_busy(struct rnnd_http_request *r, bool busy)
+{
+        struct rnnd_conn *s = slot_of(r);
+
+        if (s == NULL)
+                return;
+        if (!busy)
+                atomic_store(&s->since, rnnd_now_ns());
+        atomic_store(&s->busy, busy);
+}
+
+/* Whether the client closed its side: no byte waits and the stream has ended. */
+static bool client_gone(int fd)
+{
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void doom(struct rnnd_conn *s, unsigned *count)
+{
+        shutdown(s->fd, SHUT_RDWR);
+        s->doomed = true;
+        (*count)++;
+}
+
+static int older(const void *a, const void *b)
+{
+        const struct rnnd_conn *x = *(struct rnnd_conn *const *)a;
+        const struct rnnd_conn *y = *(struct rnnd_conn *const *)b;
+        uint64_t sx = atomic_load(&x->since), sy = atomic_load(&y->since);
+
+        return sx < sy ? -1 : sx > sy;
+}
+
+/* When the table is 7/8 full, shuts down the longest idle connections down to 3/4. */
+static void make_room(struct rnnd_conns *c, size_t limit, struct rnnd_http_reaped *ret)
+{
+        size_t live = c->open - ret->slow - ret->gone, n = 0, want;
+        struct rnnd_conn **idle;
+
+        if (live * 8 < limit * 7)
+                return;
+        idle = rnnd_mallocarray(c->cap, sizeof(idle[0]));
+        if (idle == NULL)
+                return;
+        for (size_t i = 0; i < c->cap; i++)
+                if (c->slot[i].fd >= 0 && !c->slot[i].doomed && !atomic_load(&c->slot[i].busy))
+                        idle[n++] = &c->slot[i];
+        qsort(idle, n, sizeof(idle[0]), older);
+        want = live - limit * 3 / 4;
+        for (size_t i = 0; i < n && i < want; i++)
+                doom(idle[i], &ret->idle);
+        rnnd_free(idle);
+}
+
+void rnnd_http_reap(struct rnnd_http *h, struct rnnd_http_reaped *ret)
+{
+        const struct rnnd_options *o = *h->opts;
+        struct rnnd_conns *c = h->conns;
+        uint64_t now = rnnd_now_ns(), deadline = o->header_timeout * UINT64_C(1000000000);
+
+        memset(ret, 0, sizeof(*ret));
+        if (c == NULL)
+                return;
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < c->cap; i++) {
+                struct rnnd_conn *s = &c->slot[i];
+
+                if (s->fd < 0 || s->doomed || atomic_load(&s->busy))
+                        continue;
+                if (deadline > 0 && now - atomic_load(&s->since) > deadline)
+                        doom(s, &ret->slow);
+                else if (client_gone(s->fd))
+                        doom(s, &ret->gone);
+        }
+        make_room(c, (size_t)o->connection_limit, ret);
+        ret->open = c->open;
+        pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""test_connections.py: the hostile-client suite's connection abuse, against the
+real rnnd (docs/TESTING.md, issue 18 items 4 and 5; the limits are in
+docs/OPERATIONS.md):
+
+- 1,100 connections that send half a request line and close leave no socket
+  in CLOSE-WAIT (libmicrohttpd 0.9.75's epoll mode held them until
+  connection_timeout) and refuse no client;
+- 400 idle connections from one address, past a connection_limit of 256, do
+  not shut out a client from another address (the per-address limit, and
+  the longest idle connections closed to make room);
+- clients trickling header bytes are closed after header_timeout, while a
+  keep-alive client asking every second is served throughout;
+- per_address_limit: one address past it is refused, another is served.
+
+Python 3 standard library only.  Prints one line per failed check and a
+summary "N passed, N failed"; exits 1 when any check failed.
+"""
+
+import http.client
+import os
+import resource
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
+import test_http  # noqa: E402  (Daemon, check)
+
+check = test_http.check
+DEMO = os.path.join(test_http.SRC, "config", "models")
+
+
+def probe(port, source="127.0.0.2", conn=None):
+    """GET /v2/health/live from another loopback address: (status or error, seconds)."""
+    t0 = time.time()
+    c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=(source, 0))
+    try:
+        c.request("GET", "/v2/health/live")
+        r = c.getresponse()
+        r.read()
+        return r.status, time.time() - t0
+    except OSError as e:
+        return str(e), time.time() - t0
+    finally:
+        if conn is None:
+            c.close()
+
+
+def close_wait(port):
+    """Sockets of the daemon's port in CLOSE-WAIT (state 08 of /proc/net/tcp)."""
+    n = 0
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "08" and int(parts[1].split(":")[1], 16) == port:
+                        n += 1
+        except OSError:
+            pass
+    return n
+
+
+def closed_by_daemon(s, wait):
+    """Whether the daemon closed s within wait seconds (a read sees the end, or a reset)."""
+    s.settimeout(wait)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+def test_abandoned():
+    d = test_http.Daemon(repo=DEMO)
+    try:
+        for _ in range(1100):
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(b"GET /v2/hea")
+            s.close()
+        deadline = time.time() + 3
+        while close_wait(d.port) > 0 and time.time() < deadline:
+            time.sleep(0.1)
+        left = close_wait(d.port)
+        check(left == 0, "1,100 abandoned half request lines leave no CLOSE-WAIT socket", left)
+        st, dt = probe(d.port)
+        check(st == 200 and dt < 1, "a new client is served after them", (st, dt))
+        d.stop()
+    finally:
+        d.close()
+
+
+def test_idle_and_slow():
+    d = test_http.Daemon("--connection_limit=256", "--header_timeout=2", repo=DEMO)
+    socks = []
+    try:
+        for _ in range(400):
+            try:
+                socks.append(socket.create_connection(("127.0.0.1", d.port)))
+            except OSError:
+                break
+        time.sleep(0.3)
+        st, dt = probe(d.port)
+        check(st == 200 and dt < 2, "400 idle connections from one address past a limit of 256: "
+              "a client from another address is served", (st, dt))
+        for s in socks:
+            s.close()
+        socks = []
+        time.sleep(0.5)
+
+        # Slowloris: a header line every half second, never the end of the head.
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")
+            socks.append(s)
+        keep = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5, source_address=("127.0.0.2", 0))
+        served = 0
+        t0 = time.time()
+        while time.time() - t0 < 4:
+            for s in socks:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+            if probe(d.port, conn=keep)[0] == 200:
+                served += 1
+            time.sleep(0.5)
+        closed = sum(closed_by_daemon(s, 0.5) for s in socks)
+        check(closed == 20, "clients trickling header bytes are closed after header_timeout (2 s)", closed)
+        check(served >= 7, "a keep-alive client asking every half second is served throughout", served)
+        keep.close()
+        d.stop()
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+
+
+def test_per_address():
+    d = test_http.Daemon("--per_address_limit=10", repo=DEMO)
+    socks = []
+    try:
+        socks = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(10)]
+        time.sleep(0.2)
+        extra = socket.create_connection(("127.0.0.1", d.port))
+        socks.append(extra)
+        check(closed_by_daemon(extra, 2), "the 11th connection from one address is refused")
+        st, dt = probe(d.port)
+        check(st == 200, "another address is served", (st, dt))
+        d.stop()
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    test_abandoned()
+    test_idle_and_slow()
+    test_per_address()
+    print("%d passed, %d failed" % (test_http.passed, test_http.failed))
+    return 1 if test_http.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -53,7 +53,11 @@ int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,
 /* Where a data array lies in a request's text; len 0: none found. */
 struct rnnd__infer_span {
         size_t off, len;
+        unsigned depth; /* the array's own nesting: 1 for a flat list */
 };
+
+/* Where the data arrays stand in a KServe request: root { inputs [ { data. */
+#define RNND__INFER_SPAN_BASE_DEPTH 3u
 
 /*
  * Writes to skel (room for n bytes) the KServe request text[0..n) with the

@@ -422,9 +422,10 @@ static int open_body(struct kctx *c, const void *body, size_t len, size_t json_l
                 return r;
         if (c->spans != NULL) {
                 /* The data arrays count towards the depth the skeleton no longer has. */
-                r = rnnd__infer_check_depth(body, json_len, c->lim->max_depth, c->err);
-                if (r < 0)
-                        return r;
+                for (unsigned i = 0; i < RNND_INFER_MAX_TENSORS; i++)
+                        if (c->spans[i].len > 0 &&
+                            RNND__INFER_SPAN_BASE_DEPTH + c->spans[i].depth > c->lim->max_depth)
+                                return rnnd_error_set(c->err, RNND_ELIMIT, "too deep");
                 text = c->skel;
                 text_len = c->skel_len;
         }

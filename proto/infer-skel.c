@@ -51,10 +51,11 @@ static bool skip_string(struct walk *w)
  */
 #define RNND__SKEL_MAX_DEPTH 64
 
-static bool skip_value(struct walk *w)
+static bool skip_value(struct walk *w, unsigned *deepest)
 {
         unsigned depth = 0;
 
+        *deepest = 0;
         ws(w);
         if (w->p >= w->end)
                 return false;
@@ -70,6 +71,8 @@ static bool skip_value(struct walk *w)
                 case '{':
                         if (++depth > RNND__SKEL_MAX_DEPTH)
                                 return false;
+                        if (depth > *deepest)
+                                *deepest = depth;
                         w->p++;
                         break;
                 case ']':
@@ -152,15 +155,17 @@ static bool input_key(struct walk *w, void *arg)
         struct input_ctx *c = arg;
         const char *start;
         bool ok, is = key_is(w, "data", &ok);
+        unsigned deepest;
 
         if (!ok)
                 return false;
         start = w->p;
-        if (!skip_value(w))
+        if (!skip_value(w, &deepest))
                 return false;
         if (is && *start == '[' && c->span->len == 0) {
                 c->span->off = (size_t)(start - c->text);
                 c->span->len = (size_t)(w->p - start);
+                c->span->depth = deepest;
         }
         return true;
 }
@@ -175,12 +180,12 @@ static bool root_key(struct walk *w, void *arg)
 {
         struct root_ctx *c = arg;
         bool ok, is = key_is(w, "inputs", &ok);
-        unsigned i = 0;
+        unsigned i = 0, deepest;
 
         if (!ok)
                 return false;
         if (!is || c->seen_inputs || w->p >= w->end || *w->p != '[')
-                return skip_value(w);
+                return skip_value(w, &deepest);
         c->seen_inputs = true;
         w->p++;
         ws(w);

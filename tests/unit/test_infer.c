@@ -153,12 +153,12 @@ END_TEST
  * number: for good requests and for thousands of damaged ones, the same
  * result, the same tensors byte for byte, or the same error message.
  */
-static void same_as_jansson(const char *body, size_t len)
+static void same_as_jansson_lim(const char *body, size_t len, const struct rnnd_infer_limits *lim)
 {
         struct rnnd_infer_request a, b;
         rnnd_error_t ea = {0}, eb = {0};
-        int ra = rnnd_kserve_parse(body, len, len, NULL, &a, &ea);
-        int rb = rnnd__kserve_parse_jansson(body, len, len, NULL, &b, &eb);
+        int ra = rnnd_kserve_parse(body, len, len, lim, &a, &ea);
+        int rb = rnnd__kserve_parse_jansson(body, len, len, lim, &b, &eb);
 
         ck_assert_msg(ra == rb, "%d vs %d (%s / %s) for %.*s", ra, rb, ea.msg, eb.msg, (int)len,
                       body);
@@ -177,6 +177,11 @@ static void same_as_jansson(const char *body, size_t len)
         }
         rnnd_infer_request_done(&a);
         rnnd_infer_request_done(&b);
+}
+
+static void same_as_jansson(const char *body, size_t len)
+{
+        same_as_jansson_lim(body, len, NULL);
 }
 
 /* A request long enough for the fast path: [2,8,5] FP32, tokens, h0, padded with an id. */

@@ -21,6 +21,33 @@ static void put_float(struct rnnd_strbuf *b, float f)
                 b->len += rnnd_fmtfloat(f, b->data + b->len);
 }
 
+/*
+ * A row of n floats as a JSON list: room for all of it is made once (a
+ * float takes at most RNND_FMTFLOAT_LEN - 1 bytes and a comma), so that each
+ * float is printed straight into the buffer.
+ */
+static void put_row(struct rnnd_strbuf *b, const float *x, uint64_t n)
+{
+        char *p;
+
+        if (n > (SIZE_MAX - 3) / RNND_FMTFLOAT_LEN ||
+            rnnd_strbuf_reserve(b, (size_t)n * RNND_FMTFLOAT_LEN + 2) <
+                    (size_t)n * RNND_FMTFLOAT_LEN + 2) {
+                b->oom = true;
+                return;
+        }
+        p = b->data + b->len;
+        *p++ = '[';
+        for (uint64_t i = 0; i < n; i++) {
+                if (i > 0)
+                        *p++ = ',';
+                p += rnnd_fmtfloat(x[i], p);
+        }
+        *p++ = ']';
+        *p = '\0';
+        b->len = (size_t)(p - b->data);
+}
+
 /* x as nested lists of shape[0..ndim) (a bare number when ndim is 0). */
 static void put_floats(struct rnnd_strbuf *b, const float *x, const uint64_t *shape, unsigned ndim)
 {
@@ -30,16 +57,17 @@ static void put_floats(struct rnnd_strbuf *b, const float *x, const uint64_t *sh
                 put_float(b, x[0]);
                 return;
         }
+        if (ndim == 1) {
+                put_row(b, x, shape[0]);
+                return;
+        }
         for (unsigned d = 1; d < ndim; d++)
                 inner *= shape[d];
         rnnd_strbuf_putc(b, '[');
         for (uint64_t i = 0; i < shape[0] && !b->oom; i++) {
                 if (i > 0)
                         rnnd_strbuf_putc(b, ',');
-                if (ndim == 1)
-                        put_float(b, x[i]);
-                else
-                        put_floats(b, x + i * inner, shape + 1, ndim - 1);
+                put_floats(b, x + i * inner, shape + 1, ndim - 1);
         }
         rnnd_strbuf_putc(b, ']');
 }

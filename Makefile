@@ -6,6 +6,7 @@
 #                suites on the CPU stand-in of tests/cudasim), print a summary
 #   make bench   build and run the benchmarks (tests/bench)
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
+#   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
 #   make fuzz-cover  line and branch coverage of make fuzz's corpus
 #   make soak    the daemon under load, reloads, file swaps and SIGKILLs for
@@ -26,7 +27,7 @@ FUZZ_PKGS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-fuzz install-debs build run test bench bench-load fuzz fuzz-cover soak clean format
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json fuzz fuzz-cover soak clean format
 
 all: build
 
@@ -73,6 +74,9 @@ bench: build
 
 bench-load: build
 	@RNND_BENCH=load sh tests/bench/run.sh $(BUILD)
+
+bench-json: build
+	@RNND_BENCH=json sh tests/bench/run.sh $(BUILD)
 
 fuzz: deps deps-fuzz
 	@sh tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(FUZZ_SECONDS)

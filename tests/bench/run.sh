@@ -7,7 +7,9 @@
 # tests/bench/load_bench.py: rnnd under rnnd-load for every scenario of
 # tests/bench/scenarios.json (--quick makes it short too).  Stdout is the
 # markdown report, everything else goes to stderr.  RNND_BENCH=load runs the
-# load part only (`make bench-load`); RNND_BENCH=engine the engine part only.
+# load part only (`make bench-load`); RNND_BENCH=engine the engine part only;
+# RNND_BENCH=json only rnnd-json-bench (`make bench-json`: a KServe request's
+# JSON parse and render on the demo model), which `make bench` runs first.
 # tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
@@ -30,6 +32,19 @@ load_bench() {
 if [ "$part" = load ]; then
   load_bench "$@"
   exit
+fi
+json_bench() {
+  [ -f "$build/build.ninja" ] || meson setup "$build" >&2
+  ninja -C "$build" >&2
+  (cd "$root" && "$build/tests/bench/rnnd-json-bench" config/models digits_lstm)
+}
+if [ "$part" = json ]; then
+  json_bench
+  exit
+fi
+if [ "$part" = all ]; then
+  json_bench
+  echo
 fi
 
 if [ -n "${RNND_BENCH_PYTHON:-}" ]; then

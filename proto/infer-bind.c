@@ -156,11 +156,15 @@ static int bind_outputs(const struct rnnd_infer_request *req, const struct rnnd_
 }
 
 /*
- * The sequence extension's parameters.  No model keeps state between requests
- * yet, so a request that names a sequence is refused rather than answered as
- * a stateless one (docs/HTTP.md): this is the one place that decides it.
+ * The sequence extension's parameters (docs/HTTP.md): only a model with a
+ * "sequence" block in its config.json serves them, never a bidirectional
+ * one (its backward direction needs the whole sequence), and until the
+ * daemon keeps state between requests none does, so such a request is
+ * refused rather than answered as a stateless one.  The one place that
+ * decides it.
  */
-static int check_sequence_params(const struct rnnd_infer_params *q, rnnd_error_t *err)
+static int check_sequence_params(const struct rnnd_infer_params *q,
+                                 const struct rnnd_model_config *cfg, rnnd_error_t *err)
 {
         const char *name = q->sequence_id != 0 || q->sequence_id_str[0] != '\0' ? "sequence_id"
                            : q->sequence_start                                  ? "sequence_start"
@@ -169,10 +173,23 @@ static int check_sequence_params(const struct rnnd_infer_params *q, rnnd_error_t
 
         if (name == NULL)
                 return 0;
+        if (!cfg->sequence.present)
+                return rnnd_error_set(err, RNND_EINVAL,
+                                      "parameters.%s: this model does not support sequences (its "
+                                      "config.json has no \"sequence\" block; every request is "
+                                      "stateless: send each sequence whole, with h0/c0 to carry "
+                                      "state)",
+                                      name);
+        if (cfg->bidirectional)
+                return rnnd_error_set(
+                        err, RNND_EINVAL,
+                        "parameters.%s: a bidirectional model cannot take a sequence "
+                        "in chunks (its backward direction needs the whole sequence): "
+                        "send each sequence whole",
+                        name);
         return rnnd_error_set(err, RNND_EINVAL,
-                              "parameters.%s: this model does not support sequences (every "
-                              "request is stateless: send each sequence whole, with h0/c0 to "
-                              "carry state)",
+                              "parameters.%s: stateful sequences are not served yet: send each "
+                              "sequence whole, with h0/c0 to carry state",
                               name);
 }
 
@@ -349,7 +366,7 @@ int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_mode
         struct rnnd_infer_bound b = {.format = req->format};
         int r;
 
-        r = check_sequence_params(&req->params, reterr);
+        r = check_sequence_params(&req->params, cfg, reterr);
         if (r == 0)
                 r = bind_names(req, cfg, in, &x, reterr);
         if (r == 0)

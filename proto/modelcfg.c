@@ -194,7 +194,7 @@ static const struct field top_fields[] = {
         U32("max_sequence_length", false, CFG(max_sequence_length), 1, RNND_CFG_MAX_SEQ_LEN),
         OBJECT("batching", NO_FLAG, batching_fields),
         CUSTOM("instances", false, parse_instances),
-        OBJECT("sequence", NO_FLAG, sequence_fields),
+        OBJECT("sequence", CFG(sequence.present), sequence_fields),
         CUSTOM("version_policy", false, parse_version_policy),
         END,
 };

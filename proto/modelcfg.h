@@ -120,6 +120,7 @@ struct rnnd_model_config {
         struct rnnd_instance_group instances[RNND_CFG_MAX_INSTANCE_GROUPS]; /* [{auto}] */
 
         struct {
+                bool present;             /* the block is there: the model serves sequences */
                 uint32_t idle_timeout_ms; /* 60000 */
                 uint32_t max_sequences;   /* 10000 */
         } sequence;

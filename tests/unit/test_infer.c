@@ -328,7 +328,7 @@ START_TEST(test_kserve_tokens_states)
 }
 END_TEST
 
-/* The sequence parameters parse; bind refuses them while no model keeps state. */
+/* The sequence parameters parse; bind says why a model does not take them (yet). */
 START_TEST(test_kserve_sequence_params)
 {
         static const char body[] =
@@ -347,8 +347,17 @@ START_TEST(test_kserve_sequence_params)
         ck_assert(req.params.sequence_start && req.params.sequence_end);
         ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), RNND_EINVAL);
         ck_assert_str_eq(e.msg, "parameters.sequence_id: this model does not support sequences "
-                                "(every request is stateless: send each sequence whole, with "
-                                "h0/c0 to carry state)");
+                                "(its config.json has no \"sequence\" block; every request is "
+                                "stateless: send each sequence whole, with h0/c0 to carry state)");
+        /* With a sequence block: a bidirectional model cannot stream. */
+        cfg.sequence.present = true;
+        cfg.bidirectional = true;
+        ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), RNND_EINVAL);
+        ck_assert_ptr_nonnull(strstr(e.msg, "bidirectional model cannot take a sequence"));
+        /* A unidirectional one: refused until the daemon keeps state (issue 17). */
+        cfg.bidirectional = false;
+        ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), RNND_EINVAL);
+        ck_assert_ptr_nonnull(strstr(e.msg, "not served yet"));
         rnnd_infer_request_done(&req);
 }
 END_TEST

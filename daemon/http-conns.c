@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "alloc.h"
@@ -35,6 +36,8 @@
 #include "log.h"
 
 struct rnnd_conn {
+        unsigned char addr[16]; /* the client's address: 4 bytes (IPv4) or 16; guarded by mu */
+        unsigned char alen;     /* 0: unknown (a Unix socket); guarded by mu */
         int fd;                 /* -1: a free slot; guarded by mu */
         bool doomed;            /* shut down, waiting for MHD to close it; guarded by mu */
         atomic_bool busy;       /* inside a request */
@@ -45,8 +48,9 @@ struct rnnd_conns {
         pthread_mutex_t mu;
         struct rnnd_conn *slot; /* [cap] */
         size_t cap;
-        size_t open; /* slots in use; guarded by mu */
-        size_t next; /* where the next free slot is looked for first; guarded by mu */
+        size_t open;      /* slots in use; guarded by mu */
+        size_t next;      /* where the next free slot is looked for first; guarded by mu */
+        unsigned refused; /* past per_address_limit since the last reap; guarded by mu */
 };
 
 int rnnd__http_conns_init(struct rnnd_http *h, size_t cap)
@@ -78,6 +82,45 @@ void rnnd__http_conns_done(struct rnnd_http *h)
         rnnd_free(c->slot);
         rnnd_free(c);
         h->conns = NULL;
+}
+
+/* The client address of conn into s. */
+static void take_address(struct MHD_Connection *conn, struct rnnd_conn *s)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+        s->alen = 0;
+        if (sa != NULL && sa->sa_family == AF_INET) {
+                memcpy(s->addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+                s->alen = 4;
+        } else if (sa != NULL && sa->sa_family == AF_INET6) {
+                memcpy(s->addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+                s->alen = 16;
+        }
+}
+
+/*
+ * Whether s's address holds more than per_address_limit connections with s:
+ * libmicrohttpd's own per-IP limit is kept per thread of its pool, so it
+ * lets through up to threads times the limit.  Under mu.
+ */
+static bool over_address_limit(const struct rnnd_conns *c, const struct rnnd_conn *s,
+                               unsigned limit)
+{
+        unsigned n = 0;
+
+        if (s->alen == 0)
+                return false;
+        for (size_t i = 0; i < c->cap; i++) {
+                const struct rnnd_conn *o = &c->slot[i];
+
+                if (o->fd >= 0 && !o->doomed && o->alen == s->alen &&
+                    memcmp(o->addr, s->addr, s->alen) == 0 && ++n > limit)
+                        return true;
+        }
+        return false;
 }
 
 void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -112,6 +155,12 @@ void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
                         atomic_store(&s->since, rnnd_now_ns());
                         c->next = (size_t)(s - c->slot) + 1;
                         c->open++;
+                        take_address(conn, s);
+                        if (over_address_limit(c, s, rnnd_options_per_address_limit(*h->opts))) {
+                                shutdown(s->fd, SHUT_RDWR); /* MHD closes it at once */
+                                s->doomed = true;
+                                c->refused++;
+                        }
                 }
         }
         pthread_mutex_unlock(&c->mu);
@@ -205,6 +254,8 @@ void rnnd_http_reap(struct rnnd_http *h, struct rnnd_http_reaped *ret)
                         doom(s, &ret->gone);
         }
         make_room(c, (size_t)o->connection_limit, ret);
+        ret->refused = c->refused;
+        c->refused = 0;
         ret->open = c->open;
         pthread_mutex_unlock(&c->mu);
 }

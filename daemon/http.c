@@ -727,8 +727,7 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-                rnnd__http_conn_notify, h, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                (unsigned int)rnnd_options_per_address_limit(o), MHD_OPTION_END);
+                rnnd__http_conn_notify, h, MHD_OPTION_END);
         if (ai != NULL)
                 freeaddrinfo(ai);
         if (h->mhd == NULL)

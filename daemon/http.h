@@ -97,9 +97,10 @@ void rnnd_http_stop(struct rnnd_http *h);
 
 /* What one rnnd_http_reap() shut down, and how many connections are open. */
 struct rnnd_http_reaped {
-        unsigned slow; /* not inside a request for header_timeout */
-        unsigned gone; /* closed by their clients */
-        unsigned idle; /* the longest idle, to make room near connection_limit */
+        unsigned slow;    /* not inside a request for header_timeout */
+        unsigned gone;    /* closed by their clients */
+        unsigned idle;    /* the longest idle, to make room near connection_limit */
+        unsigned refused; /* new ones past per_address_limit */
         size_t open;
 };
 

@@ -405,12 +405,14 @@ static void conn_tick(uv_timer_t *t)
         sum->slow += r.slow;
         sum->gone += r.gone;
         sum->idle += r.idle;
-        if (sum->slow + sum->gone + sum->idle == 0 || now - srv->conn_logged_ms < 10000)
+        sum->refused += r.refused;
+        if (sum->slow + sum->gone + sum->idle + sum->refused == 0 ||
+            now - srv->conn_logged_ms < 10000)
                 return;
         rnnd_log(RNND_LOG_NOTICE,
                  "closed %u connections without a request for header_timeout, %u closed by their "
-                 "clients, %u idle ones to make room (%zu open)",
-                 sum->slow, sum->gone, sum->idle, r.open);
+                 "clients, %u idle ones to make room, %u past per_address_limit (%zu open)",
+                 sum->slow, sum->gone, sum->idle, sum->refused, r.open);
         memset(sum, 0, sizeof(*sum));
         srv->conn_logged_ms = now;
 }

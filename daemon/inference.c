@@ -38,7 +38,16 @@ struct infer_ctx {
         enum rnnd_infer_protocol proto;
         uint64_t t_start_ns; /* handle() began */
         uint64_t input_ns;   /* parse, bind and allocate took */
+        /* A chunk of a stateful sequence (issue 17; docs/DESIGN.md §6). */
+        struct rnnd_stream *stream; /* the live sequence, or NULL; guarded by streams_mu */
+        bool stream_end;            /* sequence_end: the state goes after this chunk */
+        size_t lh, lc;              /* floats of h and c in the state */
+        float *state;               /* [2 * (lh + lc)]: h0, c0, then h_n, c_n when not asked */
+        struct infer_ctx *next;     /* queued behind the running chunk; guarded by streams_mu */
 };
+
+/* Most chunks of one sequence that may wait behind its running chunk. */
+#define STREAM_MAX_WAITING 16
 
 /* Records a finished job in its version's statistics. */
 static void record(struct infer_ctx *c, int status, uint64_t output_ns)
@@ -74,6 +83,7 @@ static void ctx_free(void *data)
         rnnd_infer_bound_done(&c->bound);
         rnnd_infer_request_done(&c->req);
         rnnd_free(c->seqs);
+        rnnd_free(c->state);
         rnnd_free(c);
 }
 
@@ -157,10 +167,15 @@ static void prepare_outputs(struct rnnd_http_request *http)
  * ran, or failed.  Rendering waits for the MHD thread, so that the worker
  * goes back to its queue.
  */
+static void stream_done(struct infer_ctx *c, int status);
+
 static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
 {
         struct infer_ctx *c = job->udata;
         struct rnnd_http_request *http = c->http;
+
+        if (c->stream != NULL)
+                stream_done(c, status); /* the next chunk of its sequence may run now */
 
         if (status < 0) {
                 bool expected = status == RNND_EUNAVAIL || status == RNND_ETIMEDOUT ||
@@ -175,6 +190,187 @@ static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
                 rnnd_http_resume_to_prepare(http, prepare_outputs);
         }
         rnnd_http_request_unref(http); /* may free c */
+}
+
+/*
+ * Stateful sequences (issue 17; docs/DESIGN.md §6).  The state lives in
+ * host memory, in the version's table (engine/seqtab.h): a chunk is bound
+ * with it as h0/c0 and runs as an ordinary one-sequence job, so chunks of
+ * different sequences batch together on any backend; when it ends, its
+ * h_n/c_n become the state, and the next chunk of the same sequence, which
+ * waited behind it, is submitted.  The table's lock (streams_mu) is never
+ * held across a submit, since a submit may complete other jobs.
+ */
+
+/* Between two expiry sweeps of a table. */
+#define STREAM_SWEEP_NS UINT64_C(1000000000)
+
+static struct rnnd_seq_id stream_id(const struct rnnd_infer_params *q)
+{
+        struct rnnd_seq_id id = {.num = q->sequence_id};
+
+        snprintf(id.str, sizeof(id.str), "%s", q->sequence_id_str);
+        return id;
+}
+
+/*
+ * Points the chunk's one sequence at the state: h0/c0 copied from its
+ * sequence, h_n/c_n into the outputs asked for or else c->state's second
+ * half.  Under streams_mu.
+ */
+static void stream_load(struct infer_ctx *c)
+{
+        struct rnnd_seq *q = &c->seqs[0];
+        float *const *out = c->outs.by_kind;
+        float *in = c->state, *scratch = c->state + c->lh + c->lc;
+
+        memcpy(in, c->stream->state, (c->lh + c->lc) * sizeof(float));
+        q->h0 = in;
+        q->c0 = c->lc > 0 ? in + c->lh : NULL;
+        q->h_n = out[RNND_OUT_H_N] != NULL ? out[RNND_OUT_H_N] : scratch;
+        q->c_n = c->lc == 0                  ? NULL
+                 : out[RNND_OUT_C_N] != NULL ? out[RNND_OUT_C_N]
+                                             : scratch + c->lh;
+}
+
+/* Submits c's job; a refusal answers it at once, as a failed job. */
+static void submit(struct infer_ctx *c)
+{
+        rnnd_error_t err = {0};
+        int r = rnnd_pool_submit(c->sv->pool, &c->job, &err);
+
+        if (r < 0)
+                job_done(&c->job, r, &err);
+}
+
+/* Appends c to s's chunks waiting behind the running one.  Under streams_mu. */
+static int stream_wait(struct infer_ctx *c, struct rnnd_stream *s, rnnd_error_t *reterr)
+{
+        struct infer_ctx **pp = (struct infer_ctx **)&s->waiting;
+
+        if (s->n_waiting >= STREAM_MAX_WAITING)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                      "%d chunks of this sequence wait already behind the running "
+                                      "one; send the next when one is answered",
+                                      STREAM_MAX_WAITING);
+        while (*pp != NULL)
+                pp = &(*pp)->next;
+        *pp = c;
+        s->n_waiting++;
+        c->stream = s;
+        return 0;
+}
+
+/*
+ * A chunk on the MHD thread, its job ready to submit: starts or finds its
+ * sequence and loads the state; *queued when a chunk of it is running (c
+ * then waits behind it and is submitted by stream_done()).
+ */
+static int stream_begin(struct infer_ctx *c, const struct rnnd_model_config *cfg, bool *queued,
+                        rnnd_error_t *reterr)
+{
+        struct rnnd_served_version *sv = c->sv;
+        const struct rnnd_infer_params *q = &c->req.params;
+        const struct rnnd_infer_bound *b = &c->bound;
+        struct rnnd_seq_id id = stream_id(q);
+        uint64_t now = rnnd_now_ns();
+        struct rnnd_stream *s = NULL;
+        enum rnnd_seq_gone why;
+        bool running = false;
+        int r = 0;
+
+        *queued = false;
+        if (sv->streams == NULL)
+                return rnnd_error_set(reterr, RNND_EINVAL, "this model serves no sequences");
+        if (!q->sequence_start && (b->h0 != NULL || b->c0 != NULL))
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "h0/c0: only the chunk with sequence_start sets a "
+                                      "sequence's state; rnnd keeps it from chunk to chunk");
+        c->lh = (size_t)cfg->num_layers * rnnd_model_config_out_size(cfg);
+        c->lc = cfg->cell == RNND_CELL_LSTM ? (size_t)cfg->num_layers * cfg->hidden_size : 0;
+        c->state = rnnd_calloc(2 * (c->lh + c->lc), sizeof(float));
+        if (c->state == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        c->stream_end = q->sequence_end;
+        pthread_mutex_lock(&sv->streams_mu);
+        if (now - sv->streams_swept_ns > STREAM_SWEEP_NS) {
+                rnnd_seqtab_expire(sv->streams, now);
+                sv->streams_swept_ns = now;
+        }
+        if (q->sequence_start) {
+                r = rnnd_seqtab_start(sv->streams, &id, now, &s, reterr);
+                if (r == 0 && b->h0 != NULL)
+                        memcpy(s->state, b->h0, c->lh * sizeof(float));
+                if (r == 0 && b->c0 != NULL && c->lc > 0)
+                        memcpy(s->state + c->lh, b->c0, c->lc * sizeof(float));
+        } else {
+                s = rnnd_seqtab_find(sv->streams, &id, now, &running, &why, reterr);
+                r = s != NULL ? 0 : RNND_EINVAL;
+        }
+        if (r == 0 && running) {
+                r = stream_wait(c, s, reterr);
+                *queued = r == 0;
+        } else if (r == 0) {
+                c->stream = s;
+                stream_load(c);
+        }
+        pthread_mutex_unlock(&sv->streams_mu);
+        return r;
+}
+
+/* Answers every chunk of list (waiting behind one that ended the sequence) 400. */
+static void stream_refuse(struct infer_ctx *list)
+{
+        while (list != NULL) {
+                struct infer_ctx *c = list;
+                rnnd_error_t err = {0};
+
+                list = c->next;
+                c->next = NULL;
+                c->stream = NULL;
+                rnnd_error_set(&err, RNND_EINVAL,
+                               "this sequence has ended: a chunk before this one had "
+                               "sequence_end");
+                job_done(&c->job, RNND_EINVAL, &err);
+        }
+}
+
+/*
+ * c's job ended (status 0: it ran): its h_n/c_n become the state, and the
+ * next chunk of the sequence runs, or the sequence is released (removed
+ * after a chunk with sequence_end).  Any thread; not under a pool's lock.
+ */
+static void stream_done(struct infer_ctx *c, int status)
+{
+        struct rnnd_served_version *sv = c->sv;
+        struct rnnd_stream *s = c->stream;
+        struct infer_ctx *next = NULL, *refused = NULL;
+
+        c->stream = NULL;
+        pthread_mutex_lock(&sv->streams_mu);
+        if (status == 0) {
+                memcpy(s->state, c->seqs[0].h_n, c->lh * sizeof(float));
+                if (c->lc > 0)
+                        memcpy(s->state + c->lh, c->seqs[0].c_n, c->lc * sizeof(float));
+        }
+        if (status == 0 && c->stream_end) {
+                refused = s->waiting;
+                s->waiting = NULL;
+                s->n_waiting = 0;
+                rnnd_seqtab_release(sv->streams, s, true, rnnd_now_ns());
+        } else if (s->waiting != NULL) {
+                next = s->waiting;
+                s->waiting = next->next;
+                s->n_waiting--;
+                next->next = NULL;
+                stream_load(next);
+        } else {
+                rnnd_seqtab_release(sv->streams, s, false, rnnd_now_ns());
+        }
+        pthread_mutex_unlock(&sv->streams_mu);
+        stream_refuse(refused);
+        if (next != NULL)
+                submit(next);
 }
 
 /* Parses a decimal Inference-Header-Content-Length; false when malformed. */
@@ -228,6 +424,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         struct infer_ctx *c;
         const char *body;
         size_t len, json_len;
+        bool queued = false;
         int ret;
 
         body = rnnd_http_request_body(r, &len);
@@ -276,26 +473,26 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         if (ret < 0)
                 return ret;
 
+        /* Last, since a sequence's chunk holds its sequence from here on. */
+        if (rnnd_infer_is_sequence(&c->req.params)) {
+                ret = stream_begin(c, cfg, &queued, reterr);
+                if (ret < 0)
+                        return ret;
+        }
+
         c->input_ns = rnnd_now_ns() - c->t_start_ns;
         c->job.done = job_done;
         c->job.alive = job_alive;
         c->job.udata = c;
         c->http = rnnd_http_request_ref(r);
         rnnd_http_suspend(r);
-        ret = rnnd_pool_submit(sv->pool, &c->job, reterr);
-        if (ret < 0) {
-                rnnd_metrics_stat_add(&sv->stats.fail, rnnd_now_ns() - c->t_start_ns);
-                /* Refused at once (queue full, stopping): answer now. */
-                rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(r), "model %s: %s",
-                             sv->owner->entry->name, reterr != NULL ? reterr->msg : "");
-                rnnd_http_fail_err(r, ret, reterr);
-                rnnd_http_resume(r);
-                rnnd_http_request_unref(c->http);
-        }
+        if (!queued)
+                submit(c); /* refused at once (queue full, stopping): answered now */
         return 0;
 }
 
-static const char *const infer_extensions[] = {"binary_tensor_data", "schedule_policy", NULL};
+static const char *const infer_extensions[] = {"binary_tensor_data", "schedule_policy", "sequence",
+                                               NULL};
 
 /*
  * shutdown_timeout passed with requests still waiting: every pool is

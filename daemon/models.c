@@ -170,6 +170,27 @@ static void pool_opts(struct rnnd_models *t, const struct rnnd_model_config *cfg
         };
 }
 
+/*
+ * The table of live sequences of a version whose model serves them: a
+ * sequence block, one direction (docs/DESIGN.md §6).  Its state is h then,
+ * for an LSTM, c: [num_layers, H'] and [num_layers, H].
+ */
+static int make_streams(const struct rnnd_model_config *cfg, struct rnnd_served_version *sv,
+                        rnnd_error_t *err)
+{
+        struct rnnd_seqtab_params sp = {
+                .max_sequences = cfg->sequence.max_sequences,
+                .idle_timeout_ns = (uint64_t)cfg->sequence.idle_timeout_ms * 1000000u,
+                .state_floats = (size_t)cfg->num_layers *
+                                (rnnd_model_config_out_size(cfg) +
+                                 (cfg->cell == RNND_CELL_LSTM ? cfg->hidden_size : 0)),
+        };
+
+        if (!cfg->sequence.present || cfg->bidirectional)
+                return 0;
+        return rnnd_seqtab_new(&sp, &sv->streams, err);
+}
+
 /* Loads one version and starts its instances; a failure stays in sv. */
 static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
                          const struct rnnd_placement_env *env, struct rnnd_served_model *m,
@@ -194,6 +215,8 @@ static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
                 if (sv->descs == NULL)
                         r = rnnd_error_set(&err, RNND_ENOMEM, "out of memory");
         }
+        if (r == 0)
+                r = make_streams(&m->entry->cfg, sv, &err);
         if (r < 0) {
                 rnnd_placement_done(&pl);
                 sv->status = r;
@@ -251,6 +274,7 @@ struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct 
         placement_env(o, &env);
         for (size_t j = 0; j < e->n_versions; j++) {
                 m->versions[j].version = e->versions[j];
+                pthread_mutex_init(&m->versions[j].streams_mu, NULL);
                 load_version(t, o, &env, m, &m->versions[j]);
         }
         return m;
@@ -262,6 +286,8 @@ void rnnd_models_free_model(struct rnnd_served_model *m)
                 return;
         for (size_t j = 0; j < m->n_versions; j++) {
                 m->versions[j].pool = rnnd_pool_free(m->versions[j].pool);
+                m->versions[j].streams = rnnd_seqtab_free(m->versions[j].streams);
+                pthread_mutex_destroy(&m->versions[j].streams_mu);
                 rnnd_model_unref(m->versions[j].model);
                 rnnd_free(m->versions[j].descs);
         }

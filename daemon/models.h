@@ -28,6 +28,7 @@
 #include "options.h"
 #include "pool.h"
 #include "repository.h"
+#include "seqtab.h"
 
 struct rnnd_served_model;
 
@@ -45,7 +46,15 @@ struct rnnd_served_version {
         struct rnnd_backend_desc *descs;
         /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
         unsigned group_end[RNND_CFG_MAX_INSTANCE_GROUPS];
-        struct rnnd_served_model *owner;       /* immutable */
+        struct rnnd_served_model *owner; /* immutable */
+        /*
+         * The live stateful sequences (issue 17, daemon/inference.c), when the
+         * model has a sequence block and is unidirectional; else NULL.  A
+         * reload that keeps the model keeps them.
+         */
+        rnnd_seqtab_t *streams;                /* guarded by streams_mu */
+        pthread_mutex_t streams_mu;            /* initialized with the version */
+        uint64_t streams_swept_ns;             /* the last expiry sweep; guarded by streams_mu */
         struct rnnd_metrics_counters requests; /* atomic */
         struct rnnd_version_stats stats;       /* atomic */
 };

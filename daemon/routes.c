@@ -636,6 +636,25 @@ static void serve_model_stats(struct rnnd_http_request *r)
         respond_json(r, 200, &b);
 }
 
+/*
+ * Triton's sequence_batching for a model that keeps sequences (issue 17):
+ * its idle timeout, and no control inputs, since rnnd keeps the state itself
+ * and takes start, end and the id as request parameters, as tritonclient
+ * and perf_analyzer send them.
+ */
+static void put_sequence_batching(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg)
+{
+        rnnd_strbuf_json_key(b, "sequence_batching");
+        rnnd_strbuf_putc(b, '{');
+        rnnd_strbuf_json_kv_u64(b, "max_sequence_idle_microseconds",
+                                (uint64_t)cfg->sequence.idle_timeout_ms * 1000u);
+        rnnd_strbuf_json_key(b, "control_input");
+        rnnd_strbuf_puts(b, "[]");
+        rnnd_strbuf_json_key(b, "direct");
+        rnnd_strbuf_puts(b, "{}");
+        rnnd_strbuf_putc(b, '}');
+}
+
 static void serve_model_config(struct rnnd_http_request *r)
 {
         struct rnnd_served_version *sv = loaded_version(r);
@@ -682,6 +701,8 @@ static void serve_model_config(struct rnnd_http_request *r)
         rnnd_strbuf_json_kv_str(&b, "timeout_action", "REJECT");
         rnnd_strbuf_json_kv_bool(&b, "allow_timeout_override", true);
         rnnd_strbuf_puts(&b, "}}");
+        if (sv->streams != NULL)
+                put_sequence_batching(&b, cfg);
 
         /* Each group's instances as placed: where each runs, and why not on cuDNN. */
         rnnd_strbuf_json_key(&b, "instance_group");

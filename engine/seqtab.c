@@ -23,9 +23,9 @@ struct gone {
 
 struct rnnd_seqtab {
         struct rnnd_seqtab_params p;
-        struct rnnd_seq **bucket; /* [n_buckets] */
-        size_t n_buckets;         /* a power of two */
-        struct gone *ring;        /* [ring_cap] */
+        struct rnnd_stream **bucket; /* [n_buckets] */
+        size_t n_buckets;            /* a power of two */
+        struct gone *ring;           /* [ring_cap] */
         size_t ring_cap, ring_n, ring_at;
         struct rnnd_seqtab_counts counts;
 };
@@ -83,7 +83,7 @@ rnnd_seqtab_t *rnnd_seqtab_free(rnnd_seqtab_t *t)
         if (t == NULL)
                 return NULL;
         for (size_t i = 0; t->bucket != NULL && i < t->n_buckets; i++) {
-                struct rnnd_seq *s = t->bucket[i], *next;
+                struct rnnd_stream *s = t->bucket[i], *next;
 
                 for (; s != NULL; s = next) {
                         next = s->next;
@@ -96,9 +96,9 @@ rnnd_seqtab_t *rnnd_seqtab_free(rnnd_seqtab_t *t)
         return NULL;
 }
 
-static struct rnnd_seq **slot(rnnd_seqtab_t *t, const struct rnnd_seq_id *id)
+static struct rnnd_stream **slot(rnnd_seqtab_t *t, const struct rnnd_seq_id *id)
 {
-        struct rnnd_seq **pp = &t->bucket[id_hash(id) & (t->n_buckets - 1)];
+        struct rnnd_stream **pp = &t->bucket[id_hash(id) & (t->n_buckets - 1)];
 
         while (*pp != NULL && !id_eq(&(*pp)->id, id))
                 pp = &(*pp)->next;
@@ -109,7 +109,7 @@ static struct rnnd_seq **slot(rnnd_seqtab_t *t, const struct rnnd_seq_id *id)
 static void grow(rnnd_seqtab_t *t)
 {
         size_t n = t->n_buckets * 2;
-        struct rnnd_seq **b;
+        struct rnnd_stream **b;
 
         if (t->counts.live <= t->n_buckets || n > SIZE_MAX / sizeof(b[0]))
                 return;
@@ -117,7 +117,7 @@ static void grow(rnnd_seqtab_t *t)
         if (b == NULL)
                 return;
         for (size_t i = 0; i < t->n_buckets; i++) {
-                struct rnnd_seq *s = t->bucket[i], *next;
+                struct rnnd_stream *s = t->bucket[i], *next;
 
                 for (; s != NULL; s = next) {
                         size_t k = id_hash(&s->id) & (n - 1);
@@ -141,9 +141,9 @@ static void remember(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, enum rnnd_s
 }
 
 /* Takes the sequence at *pp out of the table, remembering why. */
-static void unlink_seq(rnnd_seqtab_t *t, struct rnnd_seq **pp, enum rnnd_seq_gone why)
+static void unlink_seq(rnnd_seqtab_t *t, struct rnnd_stream **pp, enum rnnd_seq_gone why)
 {
-        struct rnnd_seq *s = *pp;
+        struct rnnd_stream *s = *pp;
 
         *pp = s->next;
         remember(t, &s->id, why);
@@ -155,15 +155,15 @@ static void unlink_seq(rnnd_seqtab_t *t, struct rnnd_seq **pp, enum rnnd_seq_gon
         rnnd_free(s);
 }
 
-static bool idle_past(const rnnd_seqtab_t *t, const struct rnnd_seq *s, uint64_t now)
+static bool idle_past(const rnnd_seqtab_t *t, const struct rnnd_stream *s, uint64_t now)
 {
         return !s->busy && now > s->last_ns && now - s->last_ns > t->p.idle_timeout_ns;
 }
 
 int rnnd_seqtab_start(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t now,
-                      struct rnnd_seq **ret, rnnd_error_t *reterr)
+                      struct rnnd_stream **ret, rnnd_error_t *reterr)
 {
-        struct rnnd_seq **pp = slot(t, id), *s = *pp;
+        struct rnnd_stream **pp = slot(t, id), *s = *pp;
         char name[RNND_SEQ_ID_MAX + 32];
 
         if (s != NULL && s->busy)
@@ -188,6 +188,8 @@ int rnnd_seqtab_start(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t n
                 grow(t);
         }
         memset(s->state, 0, t->p.state_floats * sizeof(float));
+        s->waiting = NULL;
+        s->n_waiting = 0;
         s->last_ns = now;
         s->busy = true;
         t->counts.started++;
@@ -195,8 +197,8 @@ int rnnd_seqtab_start(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t n
         return 0;
 }
 
-struct rnnd_seq *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t now,
-                                  bool *running, enum rnnd_seq_gone *why, rnnd_error_t *reterr)
+struct rnnd_stream *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t now,
+                                     bool *running, enum rnnd_seq_gone *why, rnnd_error_t *reterr)
 {
         static const char *const said[] = {
                 [RNND_SEQ_NEVER] = "was never started (send sequence_start first)",
@@ -204,7 +206,7 @@ struct rnnd_seq *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id *id
                 [RNND_SEQ_EXPIRED] = "expired (unused for sequence.idle_timeout_ms)",
                 [RNND_SEQ_DROPPED] = "was dropped: the model was reloaded with new weights",
         };
-        struct rnnd_seq **pp = slot(t, id), *s = *pp;
+        struct rnnd_stream **pp = slot(t, id), *s = *pp;
         char name[RNND_SEQ_ID_MAX + 32];
 
         *why = RNND_SEQ_NEVER;
@@ -231,7 +233,7 @@ struct rnnd_seq *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id *id
         return NULL;
 }
 
-void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_seq *s, bool end, uint64_t now)
+void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_stream *s, bool end, uint64_t now)
 {
         s->busy = false;
         s->last_ns = now;
@@ -241,14 +243,14 @@ void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_seq *s, bool end, uint64_
 
 /* Removes the sequences for which drop() says so, remembering why; returns how many. */
 static size_t remove_if(rnnd_seqtab_t *t,
-                        bool (*drop)(const rnnd_seqtab_t *t, const struct rnnd_seq *s,
+                        bool (*drop)(const rnnd_seqtab_t *t, const struct rnnd_stream *s,
                                      uint64_t now),
                         uint64_t now, enum rnnd_seq_gone why)
 {
         size_t n = 0;
 
         for (size_t i = 0; i < t->n_buckets; i++) {
-                struct rnnd_seq **pp = &t->bucket[i];
+                struct rnnd_stream **pp = &t->bucket[i];
 
                 while (*pp != NULL) {
                         if (drop(t, *pp, now)) {
@@ -267,7 +269,7 @@ size_t rnnd_seqtab_expire(rnnd_seqtab_t *t, uint64_t now)
         return remove_if(t, idle_past, now, RNND_SEQ_EXPIRED);
 }
 
-static bool not_busy(const rnnd_seqtab_t *t, const struct rnnd_seq *s, uint64_t now)
+static bool not_busy(const rnnd_seqtab_t *t, const struct rnnd_stream *s, uint64_t now)
 {
         (void)t;
         (void)now;

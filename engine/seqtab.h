@@ -37,12 +37,14 @@ struct rnnd_seq_id {
 };
 
 /* A live sequence.  The caller reads and writes state; the rest is the table's. */
-struct rnnd_seq {
+struct rnnd_stream {
         struct rnnd_seq_id id;
-        float *state;          /* [state_floats]: zeros at start */
-        uint64_t last_ns;      /* started, or its last chunk ended */
-        bool busy;             /* a chunk is running: rnnd_seqtab_release() ends it */
-        struct rnnd_seq *next; /* the table's */
+        float *state;             /* [state_floats]: zeros at start */
+        uint64_t last_ns;         /* started, or its last chunk ended */
+        bool busy;                /* a chunk is running: rnnd_seqtab_release() ends it */
+        void *waiting;            /* the caller's: chunks queued behind the running one */
+        unsigned n_waiting;       /* the caller's */
+        struct rnnd_stream *next; /* the table's */
 };
 
 /* Why an id is not live. */
@@ -72,7 +74,7 @@ rnnd_seqtab_t *rnnd_seqtab_free(rnnd_seqtab_t *t);
  * idle ones), with a message naming sequence.max_sequences; RNND_ENOMEM.
  */
 int rnnd_seqtab_start(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t now,
-                      struct rnnd_seq **ret, rnnd_error_t *reterr);
+                      struct rnnd_stream **ret, rnnd_error_t *reterr);
 
 /*
  * The live sequence id, for its next chunk, marked busy; NULL when it is
@@ -82,14 +84,14 @@ int rnnd_seqtab_start(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t n
  * this one behind it (chunks of one sequence run one at a time, in order)
  * and starts it when rnnd_seqtab_release() would have been called.
  */
-struct rnnd_seq *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t now,
-                                  bool *running, enum rnnd_seq_gone *why, rnnd_error_t *reterr);
+struct rnnd_stream *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t now,
+                                     bool *running, enum rnnd_seq_gone *why, rnnd_error_t *reterr);
 
 /*
  * A chunk of s ended at now: s is no longer busy; with end set, s is
  * removed (remembered as ended) and must not be used again.
  */
-void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_seq *s, bool end, uint64_t now);
+void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_stream *s, bool end, uint64_t now);
 
 /* Removes the live sequences idle (not busy) since before now - idle_timeout.  Returns how many. */
 size_t rnnd_seqtab_expire(rnnd_seqtab_t *t, uint64_t now);

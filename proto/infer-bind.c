@@ -158,10 +158,10 @@ static int bind_outputs(const struct rnnd_infer_request *req, const struct rnnd_
 /*
  * The sequence extension's parameters (docs/HTTP.md): only a model with a
  * "sequence" block in its config.json serves them, never a bidirectional
- * one (its backward direction needs the whole sequence), and until the
- * daemon keeps state between requests none does, so such a request is
- * refused rather than answered as a stateless one.  The one place that
- * decides it.
+ * one (its backward direction needs the whole sequence); elsewhere such a
+ * request is refused rather than answered as a stateless one.  A sequence
+ * request needs its id and holds one sequence (checked once B is known).
+ * The one place that decides it.
  */
 static int check_sequence_params(const struct rnnd_infer_params *q,
                                  const struct rnnd_model_config *cfg, rnnd_error_t *err)
@@ -187,10 +187,11 @@ static int check_sequence_params(const struct rnnd_infer_params *q,
                         "in chunks (its backward direction needs the whole sequence): "
                         "send each sequence whole",
                         name);
-        return rnnd_error_set(err, RNND_EINVAL,
-                              "parameters.%s: stateful sequences are not served yet: send each "
-                              "sequence whole, with h0/c0 to carry state",
-                              name);
+        if (q->sequence_id == 0 && q->sequence_id_str[0] == '\0')
+                return rnnd_error_set(err, RNND_EINVAL,
+                                      "parameters.sequence_id: missing (parameters.%s needs it)",
+                                      name);
+        return 0;
 }
 
 /*
@@ -359,6 +360,12 @@ static int bind_states(const struct rnnd_tensor *h0, const struct rnnd_tensor *c
         return 0;
 }
 
+bool rnnd_infer_is_sequence(const struct rnnd_infer_params *q)
+{
+        return q->sequence_id != 0 || q->sequence_id_str[0] != '\0' || q->sequence_start ||
+               q->sequence_end;
+}
+
 int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_model_config *cfg,
                     struct rnnd_infer_bound *ret, rnnd_error_t *reterr)
 {
@@ -379,6 +386,11 @@ int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_mode
                 r = bind_states(in[IN_H0], in[IN_C0], cfg, &b, reterr);
         if (r == 0)
                 r = bind_outputs(req, cfg, &b, reterr);
+        if (r == 0 && rnnd_infer_is_sequence(&req->params) && b.B != 1)
+                r = rnnd_error_set(reterr, RNND_EINVAL,
+                                   "parameters.sequence_id: a sequence request holds one sequence "
+                                   "(B = 1), got %" PRIu32,
+                                   b.B);
         if (r < 0) {
                 rnnd_infer_bound_done(&b);
                 return r;

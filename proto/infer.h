@@ -219,6 +219,9 @@ void rnnd_infer_request_done(struct rnnd_infer_request *req);
 int rnnd_infer_bind(const struct rnnd_infer_request *req, const struct rnnd_model_config *cfg,
                     struct rnnd_infer_bound *ret, rnnd_error_t *reterr);
 
+/* Whether the request names a sequence (the sequence extension's parameters). */
+bool rnnd_infer_is_sequence(const struct rnnd_infer_params *q);
+
 /* Frees what bind allocated in *b and zeroes it; accepts NULL.  Thread-safe. */
 void rnnd_infer_bound_done(struct rnnd_infer_bound *b);
 

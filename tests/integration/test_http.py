@@ -208,7 +208,7 @@ def test_routes(d):
     check(meta.get("name") == "rnnd" and re.match(r"^\d+\.\d+\.\d+", meta.get("version", "")),
           "GET /v2 has name and version", meta)
     check(meta.get("extensions") == ["model_configuration", "statistics", "model_repository", "binary_tensor_data",
-                                     "schedule_policy"],
+                                     "schedule_policy", "sequence"],
           "GET /v2 lists exactly the implemented extensions", meta)
 
     # Model metadata, with and without a version.

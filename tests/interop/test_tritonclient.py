@@ -429,6 +429,55 @@ def test_aio(url, goldens):
     asyncio.run(run())
 
 
+def test_sequence_api():
+    """tritonclient's sequence_id / sequence_start / sequence_end against a model with a
+    sequence block (issue 17): a digit streamed in three chunks scores as the whole image does,
+    with string and integer ids, and the config shows sequence_batching."""
+    import shutil
+    import tempfile
+    demo = os.path.join(th.SRC, "config", "models")
+    with tempfile.TemporaryDirectory(prefix="rnnd-seq-tc-") as tmp:
+        shutil.copytree(os.path.join(demo, "digits_lstm"), os.path.join(tmp, "digits_lstm"))
+        path = os.path.join(tmp, "digits_lstm", "config.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg["sequence"] = {}
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        with open(os.path.join(demo, "digits_lstm", "test_set.json")) as f:
+            ts = json.load(f)
+        d = Daemon(repo=tmp)
+        try:
+            c = httpclient.InferenceServerClient("127.0.0.1:%d" % d.port)
+            sb = c.get_model_config("digits_lstm").get("sequence_batching")
+            check(sb is not None and sb.get("max_sequence_idle_microseconds") == 60000000,
+                  "tritonclient sees sequence_batching in the config", sb)
+            for k, sid in enumerate((77, "digit-stream-1")):
+                x = np.array(ts["x"][k], dtype=np.float32)[None]
+                whole_in = httpclient.InferInput("input", list(x.shape), "FP32")
+                whole_in.set_data_from_numpy(x)
+                whole = c.infer("digits_lstm", [whole_in]).as_numpy("scores")
+                got = None
+                for i, (a, b) in enumerate(((0, 3), (3, 5), (5, x.shape[1]))):
+                    part = httpclient.InferInput("input", [1, b - a, x.shape[2]], "FP32")
+                    part.set_data_from_numpy(np.ascontiguousarray(x[:, a:b]))
+                    got = c.infer("digits_lstm", [part], sequence_id=sid, sequence_start=i == 0,
+                                  sequence_end=i == 2).as_numpy("scores")
+                check(float(np.abs(got - whole).max()) <= 1e-5,
+                      "tritonclient sequence %r: three chunks score as the whole image" % (sid,),
+                      float(np.abs(got - whole).max()))
+            try:
+                c.infer("digits_lstm", [whole_in], sequence_id=77)
+                check(False, "tritonclient: a continuation after sequence_end is refused")
+            except InferenceServerException as e:
+                check("has ended" in str(e), "tritonclient: a continuation after sequence_end is "
+                      "refused, saying it ended", str(e))
+            c.close()
+            d.stop()
+        finally:
+            d.close()
+
+
 def main():
     t0 = time.time()
     names = sorted(e for e in os.listdir(GOLDEN) if os.path.isfile(os.path.join(GOLDEN, e, "io.safetensors")))
@@ -452,6 +501,7 @@ def main():
             c.close()
         test_async(url, goldens)
         test_aio(url, goldens)
+        test_sequence_api()
         check(d.request("GET", "/v2/health/ready")[0] == 200, "the daemon still serves at the end")
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)

@@ -354,10 +354,11 @@ START_TEST(test_kserve_sequence_params)
         cfg.bidirectional = true;
         ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), RNND_EINVAL);
         ck_assert_ptr_nonnull(strstr(e.msg, "bidirectional model cannot take a sequence"));
-        /* A unidirectional one: refused until the daemon keeps state (issue 17). */
+        /* A unidirectional one binds it: the daemon keeps the state. */
         cfg.bidirectional = false;
-        ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), RNND_EINVAL);
-        ck_assert_ptr_nonnull(strstr(e.msg, "not served yet"));
+        ck_assert_int_eq(rnnd_infer_bind(&req, &cfg, &b, &e), 0);
+        ck_assert(rnnd_infer_is_sequence(&req.params));
+        rnnd_infer_bound_done(&b);
         rnnd_infer_request_done(&req);
 }
 END_TEST

@@ -107,7 +107,7 @@ START_TEST(test_cases)
         ck_assert_int_eq(rnnd_seqtab_new(&p, &t, &e), 0);
         for (const struct op *op = cases[_i]; op->k != DONE; op++) {
                 struct rnnd_seq_id id = op->id != NULL ? make_id(op->id) : (struct rnnd_seq_id){0};
-                struct rnnd_seq *s = NULL;
+                struct rnnd_stream *s = NULL;
                 enum rnnd_seq_gone why;
                 bool running;
                 int r;
@@ -175,7 +175,7 @@ START_TEST(test_many)
         ck_assert_int_eq(rnnd_seqtab_new(&p, &t, &e), 0);
         for (uint64_t i = 1; i <= 5000; i++) {
                 struct rnnd_seq_id id = {.num = i};
-                struct rnnd_seq *s;
+                struct rnnd_stream *s;
 
                 if (i % 2 == 0)
                         snprintf(id.str, sizeof(id.str), "stream-%llu", (unsigned long long)i);
@@ -186,7 +186,7 @@ START_TEST(test_many)
         for (uint64_t i = 1; i <= 5000; i++) {
                 struct rnnd_seq_id id = {.num = i};
                 enum rnnd_seq_gone why;
-                struct rnnd_seq *s;
+                struct rnnd_stream *s;
                 bool running;
 
                 if (i % 2 == 0)

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""test_sequences.py: stateful sequences (issue 17) against the real rnnd.
+
+A model with a `sequence` block in its config.json keeps each sequence's
+h (and c) between requests.  For golden models (tests/golden: PyTorch's
+outputs), sequence 0 of the golden batch is sent in chunks of several lengths
+with the sequence parameters; the chunks' outputs, put end to end, and the
+last chunk's h_n/c_n must be PyTorch's for the whole sequence.  Then: chunks
+sent before the previous one is answered run in order, streams interleave,
+and the errors: a continuation of an id never started or ended, h0 on a
+continuation, B > 1, a bidirectional model, a model without the block,
+expiry after idle_timeout_ms, max_sequences (503 with Retry-After), and a
+SIGHUP that keeps an unchanged model's sequences.
+
+Python 3 standard library only.  Prints one line per failed check and a
+summary "N passed, N failed"; exits 1 when any check failed.
+"""
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_http as th  # noqa: E402
+from test_http import Daemon, check, GOLDEN  # noqa: E402
+from test_infer import read_safetensors, max_err  # noqa: E402
+
+TOL = 1e-5
+SEQ = {"idle_timeout_ms": 1500, "max_sequences": 4}
+MODELS = ("lstm_l3_uni_equal_h0", "gru_l3_uni_equal_h0", "lstm_proj_l1_uni_ragged_h0")
+
+
+def make_repo(tmp):
+    for name in MODELS + ("lstm_l1_uni_equal_h0", "gru_h48_l2_bi_ragged_h0"):
+        src = os.path.join(GOLDEN, name)
+        dst = os.path.join(tmp, name)
+        os.makedirs(os.path.join(dst, "1"))
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        if name != "lstm_l1_uni_equal_h0":  # the one model without the block
+            cfg["sequence"] = SEQ
+        with open(os.path.join(dst, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        shutil.copy(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
+    return tmp
+
+
+def golden_seq(name, b):
+    """Sequence b of a golden case: its x [T, I] rows, h0/c0 and the outputs PyTorch gave."""
+    io = read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
+    _, (B, T, I), x = io["x"]
+    length = T
+    if "lengths" in io:
+        length = io["lengths"][2][b]
+    seq = {"x": [x[(b * T + t) * I:(b * T + t + 1) * I] for t in range(length)], "I": I}
+    for key in ("h0", "c0", "h_n", "c_n", "output"):
+        if key in io:
+            _, shape, vals = io[key]
+            per = len(vals) // shape[0]
+            seq[key] = (shape[1:], vals[b * per:(b + 1) * per])
+    if "output" in seq:
+        (t_, w), vals = seq["output"]
+        seq["output"] = ([t_, w], vals[:length * w])
+    return seq
+
+
+def chunk_body(seq, rows, params, with_state=False):
+    inputs = [{"name": "input", "datatype": "FP32", "shape": [1, len(rows), seq["I"]],
+               "data": [v for r in rows for v in r]}]
+    if with_state:
+        for key in ("h0", "c0"):
+            if key in seq:
+                shape, vals = seq[key]
+                inputs.append({"name": key, "datatype": "FP32", "shape": [1] + shape, "data": vals})
+    return json.dumps({"parameters": params, "inputs": inputs})
+
+
+def stream(d, name, sid, seq, cuts):
+    """Sends seq in chunks ending at cuts; returns (statuses, outputs end to end, last response)."""
+    path = "/v2/models/%s/infer" % name
+    out, statuses, last, at = [], [], None, 0
+    for i, end in enumerate(cuts):
+        params = {"sequence_id": sid}
+        if i == 0:
+            params["sequence_start"] = True
+        if i == len(cuts) - 1:
+            params["sequence_end"] = True
+        st, _, resp = d.json("POST", path, body=chunk_body(seq, seq["x"][at:end], params, i == 0))
+        statuses.append(st)
+        if st == 200:
+            outs = {o["name"]: o for o in resp["outputs"]}
+            out += outs["output"]["data"]
+            last = outs
+        at = end
+    return statuses, out, last
+
+
+def compare(name, how, seq, statuses, out, last):
+    if not check(all(s == 200 for s in statuses), "%s %s: every chunk 200" % (name, how), statuses):
+        return
+    check(max_err(out, seq["output"][1]) <= TOL,
+          "%s %s: the chunks' outputs end to end are PyTorch's for the whole sequence" % (name, how),
+          max_err(out, seq["output"][1]))
+    for key in ("h_n", "c_n"):
+        if key in seq:
+            check(max_err(last[key]["data"], seq[key][1]) <= TOL,
+                  "%s %s: %s after the last chunk is PyTorch's" % (name, how, key),
+                  max_err(last[key]["data"], seq[key][1]))
+
+
+def test_goldens(d):
+    for name in MODELS:
+        seq = golden_seq(name, 0)
+        T = len(seq["x"])
+        for cuts in ([T], [1, T], [1, 2, T], list(range(1, T + 1))):
+            cuts = sorted(set(c for c in cuts if 1 <= c <= T))
+            statuses, out, last = stream(d, name, 100 + len(cuts), seq, cuts)
+            compare(name, "in chunks ending at %s" % cuts, seq, statuses, out, last)
+
+
+def test_order_and_interleave(d):
+    """Chunks sent before the previous one is answered run in order; two streams interleave."""
+    name = MODELS[0]
+    path = "/v2/models/%s/infer" % name
+    seqs = [golden_seq(name, 0), golden_seq(name, 1)]
+    T = len(seqs[0]["x"])
+    results = {}
+
+    def send(key, sid, seq, i, params):
+        st, _, resp = d.json("POST", path, body=chunk_body(seq, seq["x"][i:i + 1], params, i == 0))
+        results[key] = (st, resp)
+
+    threads = []
+    for i in range(T):
+        for k, sid in ((0, 7), (1, "s-7")):
+            params = {"sequence_id": sid}
+            if i == 0:
+                params["sequence_start"] = True
+            if i == T - 1:
+                params["sequence_end"] = True
+            if i == 0:  # the start first, alone, so the rest find the sequence live
+                send((k, i), sid, seqs[k], i, params)
+                continue
+            t = threading.Thread(target=send, args=((k, i), sid, seqs[k], i, params))
+            t.start()
+            threads.append(t)
+            time.sleep(0.005)  # arrival order
+    for t in threads:
+        t.join()
+    for k in (0, 1):
+        statuses = [results[(k, i)][0] for i in range(T)]
+        out = []
+        for i in range(T):
+            if results[(k, i)][0] == 200:
+                out += {o["name"]: o for o in results[(k, i)][1]["outputs"]}["output"]["data"]
+        last = {o["name"]: o for o in results[(k, T - 1)][1].get("outputs", [])}
+        compare(name, "stream %d, one step a chunk, sent without waiting" % k, seqs[k], statuses, out, last)
+
+
+def test_errors(d):
+    seq = golden_seq(MODELS[1], 0)
+    path = "/v2/models/%s/infer" % MODELS[1]
+    one = seq["x"][:1]
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 999}))
+    check(st == 400 and "never started" in b.get("error", ""), "a continuation never started: 400 saying so", (st, b))
+    stream(d, MODELS[1], 42, seq, [1, 2])
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 42}))
+    check(st == 400 and "has ended" in b.get("error", ""), "a continuation after the end: 400 saying so", (st, b))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 43, "sequence_start": True}))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 43}, True))
+    check(st == 400 and "h0" in b.get("error", ""), "h0 on a continuation: 400 naming h0", (st, b))
+    body = json.dumps({"parameters": {"sequence_id": 44, "sequence_start": True},
+                       "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, seq["I"]],
+                                   "data": one[0] * 2}]})
+    st, _, b = d.json("POST", path, body=body)
+    check(st == 400 and "B = 1" in b.get("error", ""), "two sequences in a sequence request: 400", (st, b))
+    bi = "/v2/models/gru_h48_l2_bi_ragged_h0/infer"
+    st, _, b = d.json("POST", bi, body=chunk_body(seq, one, {"sequence_id": 1, "sequence_start": True}))
+    check(st == 400 and "bidirectional" in b.get("error", ""), "a bidirectional model: 400 saying why", (st, b))
+    plain = "/v2/models/lstm_l1_uni_equal_h0/infer"
+    st, _, b = d.json("POST", plain, body=chunk_body(golden_seq("lstm_l1_uni_equal_h0", 0), one,
+                                                     {"sequence_id": 1, "sequence_start": True}))
+    check(st == 400 and "sequence" in b.get("error", ""), "a model without the block: 400 saying so", (st, b))
+
+
+def test_limits(d):
+    seq = golden_seq(MODELS[1], 0)
+    path = "/v2/models/%s/infer" % MODELS[1]
+    one = seq["x"][:1]
+    time.sleep(1.7)  # every sequence of the tests before has expired
+    for sid in range(500, 504):
+        st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": sid, "sequence_start": True}))
+        check(st == 200, "start of sequence %d of 4" % sid, (st, b))
+    st, h, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 504, "sequence_start": True}))
+    check(st == 503 and h.get("retry-after") and "max_sequences" in b.get("error", ""),
+          "a fifth live sequence: 503 with Retry-After naming max_sequences", (st, h, b))
+    os.kill(d.proc.pid, signal.SIGHUP)  # nothing changed: the sequences stay
+    time.sleep(0.5)
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 500}))
+    check(st == 200, "after a SIGHUP that changed nothing, a sequence goes on", (st, b))
+    time.sleep(1.7)
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 501}))
+    check(st == 400 and "expired" in b.get("error", ""), "idle past idle_timeout_ms: 400 saying expired", (st, b))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 504, "sequence_start": True}))
+    check(st == 200, "expired sequences make room for new ones", (st, b))
+
+
+def main():
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
+        d = Daemon(repo=make_repo(tmp))
+        try:
+            test_goldens(d)
+            test_order_and_interleave(d)
+            test_errors(d)
+            test_limits(d)
+            st, _, b = d.json("GET", "/v2")
+            check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
+            st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])
+            sb = b.get("sequence_batching", {}) if st == 200 else {}
+            check(sb.get("max_sequence_idle_microseconds") == SEQ["idle_timeout_ms"] * 1000
+                  and sb.get("control_input") == [],
+                  "the config shows sequence_batching with the idle timeout", b)
+            st, _, b = d.json("GET", "/v2/models/lstm_l1_uni_equal_h0/config")
+            check(st == 200 and "sequence_batching" not in b, "a model without the block shows none", b)
+            rc, _ = d.stop()
+            check(rc == 0, "SIGTERM exits 0", rc)
+            err = d.stderr()
+            check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
+        finally:
+            d.close()
+    print("test_sequences: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
+    return 1 if th.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

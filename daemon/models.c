@@ -382,6 +382,37 @@ static void retire(struct rnnd_models *t, struct rnnd_served_model *m)
                 t->ev.retired(t->ev.arg);
 }
 
+/*
+ * The sequences live in a replaced build's versions are remembered as
+ * dropped by the versions of its replacement (new weights, new tables), so
+ * that their next chunks say why.  Loop thread.
+ */
+static void hand_over_streams(struct rnnd_served_model *old, struct rnnd_served_model **models,
+                              size_t n)
+{
+        struct rnnd_served_model **m =
+                bsearch(old->entry->name, models, n, sizeof(models[0]), cmp_model_name);
+
+        for (size_t j = 0; m != NULL && j < old->n_versions; j++) {
+                struct rnnd_served_version *from = &old->versions[j];
+                struct rnnd_served_version *to = rnnd_models_find_version(*m, from->version);
+                size_t k;
+
+                if (from->streams == NULL || to == NULL || to->streams == NULL)
+                        continue;
+                pthread_mutex_lock(&from->streams_mu);
+                pthread_mutex_lock(&to->streams_mu);
+                k = rnnd_seqtab_note_dropped(from->streams, to->streams);
+                pthread_mutex_unlock(&to->streams_mu);
+                pthread_mutex_unlock(&from->streams_mu);
+                if (k > 0)
+                        rnnd_log(RNND_LOG_NOTICE,
+                                 "model %s version %" PRIu64 ": %zu live sequences dropped by the "
+                                 "reload",
+                                 old->entry->name, from->version, k);
+        }
+}
+
 void rnnd_models_swap(struct rnnd_models *t, struct rnnd_served_model **models, size_t n)
 {
         struct rnnd_served_model **old;
@@ -397,8 +428,10 @@ void rnnd_models_swap(struct rnnd_models *t, struct rnnd_served_model **models, 
         for (i = 0; i < n; i++)
                 models[i]->mark = true;
         for (i = 0; i < old_n; i++)
-                if (!old[i]->mark)
+                if (!old[i]->mark) {
+                        hand_over_streams(old[i], models, n);
                         retire(t, old[i]);
+                }
         for (i = 0; i < n; i++)
                 models[i]->mark = false;
         rnnd_free(old);

@@ -281,6 +281,16 @@ size_t rnnd_seqtab_drop_all(rnnd_seqtab_t *t)
         return remove_if(t, not_busy, 0, RNND_SEQ_DROPPED);
 }
 
+size_t rnnd_seqtab_note_dropped(const rnnd_seqtab_t *from, rnnd_seqtab_t *to)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < from->n_buckets; i++)
+                for (const struct rnnd_stream *s = from->bucket[i]; s != NULL; s = s->next, n++)
+                        remember(to, &s->id, RNND_SEQ_DROPPED);
+        return n;
+}
+
 void rnnd_seqtab_counts(const rnnd_seqtab_t *t, struct rnnd_seqtab_counts *ret)
 {
         *ret = t->counts;

@@ -102,6 +102,13 @@ size_t rnnd_seqtab_expire(rnnd_seqtab_t *t, uint64_t now);
  */
 size_t rnnd_seqtab_drop_all(rnnd_seqtab_t *t);
 
+/*
+ * A reload replaced the model of from with that of to: to remembers every
+ * sequence live in from as dropped, so that its next chunk says so.
+ * Returns how many.
+ */
+size_t rnnd_seqtab_note_dropped(const rnnd_seqtab_t *from, rnnd_seqtab_t *to);
+
 /* Live sequences and what happened so far. */
 void rnnd_seqtab_counts(const rnnd_seqtab_t *t, struct rnnd_seqtab_counts *ret);
 

@@ -210,6 +210,29 @@ def test_limits(d):
     check(st == 200, "expired sequences make room for new ones", (st, b))
 
 
+def test_reload_changed(d, tmp):
+    """New weights (a changed file) drop the model's live sequences; their next chunk says so."""
+    name = MODELS[2]
+    seq = golden_seq(name, 0)
+    path = "/v2/models/%s/infer" % name
+    one = seq["x"][:1]
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "kept-then-dropped",
+                                                                "sequence_start": True}))
+    check(st == 200, "a sequence starts before the reload", (st, b))
+    weights = os.path.join(tmp, name, "1", "model.safetensors")
+    data = open(weights, "rb").read()
+    os.unlink(weights)
+    with open(weights, "wb") as f:  # the same bytes in a new file: the model is rebuilt
+        f.write(data)
+    os.kill(d.proc.pid, signal.SIGHUP)
+    deadline = time.time() + 10
+    while time.time() < deadline and "sequences dropped by the reload" not in d.stderr():
+        time.sleep(0.05)
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "kept-then-dropped"}))
+    check(st == 400 and "reloaded" in b.get("error", ""),
+          "after a reload with new weights, the next chunk says the sequence was dropped", (st, b))
+
+
 def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
@@ -219,6 +242,7 @@ def main():
             test_order_and_interleave(d)
             test_errors(d)
             test_limits(d)
+            test_reload_changed(d, tmp)
             st, _, b = d.json("GET", "/v2")
             check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
             st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])

@@ -208,6 +208,31 @@ START_TEST(test_many)
 }
 END_TEST
 
+/* A reload's new table remembers the old one's live ids as dropped. */
+START_TEST(test_note_dropped)
+{
+        struct rnnd_seqtab_params p = {
+                .max_sequences = 8, .idle_timeout_ns = 100, .state_floats = 2};
+        struct rnnd_seq_id a = {.num = 5}, b = {.str = "five"};
+        rnnd_seqtab_t *from, *to;
+        struct rnnd_stream *s;
+        enum rnnd_seq_gone why;
+        rnnd_error_t e = {0};
+        bool running;
+
+        ck_assert_int_eq(rnnd_seqtab_new(&p, &from, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_new(&p, &to, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_start(from, &a, 0, &s, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_start(from, &b, 0, &s, &e), 0);
+        ck_assert_uint_eq(rnnd_seqtab_note_dropped(from, to), 2);
+        ck_assert_ptr_null(rnnd_seqtab_find(to, &b, 1, &running, &why, &e));
+        ck_assert_int_eq(why, RNND_SEQ_DROPPED);
+        ck_assert_ptr_nonnull(strstr(e.msg, "reloaded"));
+        rnnd_seqtab_free(from);
+        rnnd_seqtab_free(to);
+}
+END_TEST
+
 static Suite *seqtab_suite(void)
 {
         Suite *s = suite_create("seqtab");
@@ -215,6 +240,7 @@ static Suite *seqtab_suite(void)
 
         tcase_add_loop_test(tc, test_cases, 0, (int)(sizeof(cases) / sizeof(cases[0])));
         tcase_add_test(tc, test_many);
+        tcase_add_test(tc, test_note_dropped);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -137,6 +137,10 @@ enum version_metric {
         VM_QUEUE_DEPTH,
         VM_BATCHES_RUNNING,
         VM_IN_SERVICE,
+        VM_SEQ_LIVE, /* the stateful sequences: only versions that keep them */
+        VM_SEQ_STARTED,
+        VM_SEQ_ENDED,
+        VM_SEQ_EXPIRED,
 };
 
 /* A Prometheus label value, quoted, with \\, " and newlines escaped. */
@@ -245,6 +249,18 @@ static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, con
         case VM_IN_SERVICE:
                 put_count(b, "rnnd_instances_in_service", labels, ps->in_service);
                 break;
+        case VM_SEQ_LIVE:
+                put_count(b, "rnnd_sequences_live", labels, sv->seq.live);
+                break;
+        case VM_SEQ_STARTED:
+                put_count(b, "rnnd_sequences_started_total", labels, sv->seq.started);
+                break;
+        case VM_SEQ_ENDED:
+                put_count(b, "rnnd_sequences_ended_total", labels, sv->seq.ended);
+                break;
+        case VM_SEQ_EXPIRED:
+                put_count(b, "rnnd_sequences_expired_total", labels, sv->seq.expired);
+                break;
         }
 }
 
@@ -295,11 +311,22 @@ static const char *const version_metric_help[] = {
                                "# TYPE rnnd_batches_running gauge\n",
         [VM_IN_SERVICE] = "# HELP rnnd_instances_in_service Instances that can run batches.\n"
                           "# TYPE rnnd_instances_in_service gauge\n",
+        [VM_SEQ_LIVE] = "# HELP rnnd_sequences_live Stateful sequences live now.\n"
+                        "# TYPE rnnd_sequences_live gauge\n",
+        [VM_SEQ_STARTED] = "# HELP rnnd_sequences_started_total Stateful sequences started "
+                           "(restarts included).\n"
+                           "# TYPE rnnd_sequences_started_total counter\n",
+        [VM_SEQ_ENDED] = "# HELP rnnd_sequences_ended_total Stateful sequences ended by "
+                         "sequence_end.\n"
+                         "# TYPE rnnd_sequences_ended_total counter\n",
+        [VM_SEQ_EXPIRED] = "# HELP rnnd_sequences_expired_total Stateful sequences expired "
+                           "after sequence.idle_timeout_ms.\n"
+                           "# TYPE rnnd_sequences_expired_total counter\n",
 };
 
 static void put_version_metrics(struct rnnd_strbuf *b, const struct rnnd_metrics_source *src)
 {
-        for (unsigned k = VM_REQUEST_S; k <= VM_IN_SERVICE; k++) {
+        for (unsigned k = VM_REQUEST_S; k <= VM_SEQ_EXPIRED; k++) {
                 rnnd_strbuf_puts(b, version_metric_help[k]);
                 for (size_t i = 0; i < src->n_models; i++) {
                         const struct rnnd_metrics_counters *requests;
@@ -313,7 +340,7 @@ static void put_version_metrics(struct rnnd_strbuf *b, const struct rnnd_metrics
                                 char labels[RNND_CFG_NAME_MAX + 64];
 
                                 src->version(src->cls, i, j, &sv);
-                                if (sv.pool == NULL)
+                                if (sv.pool == NULL || (k >= VM_SEQ_LIVE && !sv.sequences))
                                         continue;
                                 rnnd_pool_stats(sv.pool, &ps);
                                 snprintf(labels, sizeof(labels),

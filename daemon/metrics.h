@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "pool.h"
+#include "seqtab.h"
 #include "strbuf.h"
 
 /* HTTP statuses counted by rnnd_requests_total; any other is counted as "other". */
@@ -83,6 +84,8 @@ struct rnnd_metrics_version {
         rnnd_pool_t *pool;                     /* NULL when not loaded: no families */
         const struct rnnd_backend_desc *descs; /* [instances] */
         unsigned instances;
+        bool sequences;                /* the version keeps stateful sequences */
+        struct rnnd_seqtab_counts seq; /* then: live, started, ended, expired */
 };
 
 /*

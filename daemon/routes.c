@@ -959,7 +959,7 @@ static void metrics_model(void *cls, size_t i, const char **name,
 
 static void metrics_version(void *cls, size_t i, size_t j, struct rnnd_metrics_version *ret)
 {
-        const struct rnnd_served_version *sv =
+        struct rnnd_served_version *sv =
                 &((struct rnnd_server *)cls)->models.models[i]->versions[j];
 
         ret->version = sv->version;
@@ -968,6 +968,12 @@ static void metrics_version(void *cls, size_t i, size_t j, struct rnnd_metrics_v
         ret->pool = sv->pool;
         ret->descs = sv->descs;
         ret->instances = sv->instances;
+        ret->sequences = sv->streams != NULL;
+        if (ret->sequences) {
+                pthread_mutex_lock(&sv->streams_mu);
+                rnnd_seqtab_counts(sv->streams, &ret->seq);
+                pthread_mutex_unlock(&sv->streams_mu);
+        }
 }
 
 static void serve_metrics(struct rnnd_http_request *r)

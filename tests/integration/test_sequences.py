@@ -18,6 +18,7 @@ summary "N passed, N failed"; exits 1 when any check failed.
 
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -250,6 +251,17 @@ def main():
             check(sb.get("max_sequence_idle_microseconds") == SEQ["idle_timeout_ms"] * 1000
                   and sb.get("control_input") == [],
                   "the config shows sequence_batching with the idle timeout", b)
+            st, _, text = d.request("GET", "/metrics")
+            text = text.decode()
+            for fam, kind in (("rnnd_sequences_live", "gauge"), ("rnnd_sequences_started_total", "counter"),
+                              ("rnnd_sequences_ended_total", "counter"), ("rnnd_sequences_expired_total", "counter")):
+                check("# TYPE %s %s" % (fam, kind) in text, "/metrics has %s" % fam)
+            started = re.search(r'^rnnd_sequences_started_total\{model="%s",version="1"\} (\d+)$' % MODELS[1], text, re.M)
+            expired = re.search(r'^rnnd_sequences_expired_total\{model="%s",version="1"\} (\d+)$' % MODELS[1], text, re.M)
+            check(started and int(started.group(1)) >= 8 and expired and int(expired.group(1)) >= 1,
+                  "the sequence counters count %s's starts and expiries" % MODELS[1], (started, expired))
+            check('rnnd_sequences_live{model="lstm_l1_uni_equal_h0"' not in text,
+                  "a model without the block has no sequence series")
             st, _, b = d.json("GET", "/v2/models/lstm_l1_uni_equal_h0/config")
             check(st == 200 and "sequence_batching" not in b, "a model without the block shows none", b)
             rc, _ = d.stop()

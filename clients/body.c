@@ -212,7 +212,10 @@ int rnnd_load_body_make(struct rnnd_load_body *b, const struct rnnd_load_payload
                 break;
         case RNND_API_V2:
         case RNND_API_GET:
-                rnnd_strbuf_puts(&b->head, "{\"inputs\":[");
+                rnnd_strbuf_putc(&b->head, '{');
+                if (b->params[0] != '\0')
+                        rnnd_strbuf_printf(&b->head, "\"parameters\":%s,", b->params);
+                rnnd_strbuf_puts(&b->head, "\"inputs\":[");
                 put_shape(&b->head, p, n, T);
                 if (p->format == RNND_TENSORS_BINARY) {
                         rnnd_strbuf_printf(&b->head, ",\"parameters\":{\"binary_data_size\":%zu}}",

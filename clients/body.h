@@ -47,9 +47,10 @@ struct rnnd_load_body {
         struct rnnd_strbuf tail;   /* JSON (or lengths bytes) after the data */
         struct rnnd_load_seg *seg; /* [cap] */
         unsigned n_seg, cap;
-        size_t size;     /* total bytes */
-        size_t json_len; /* binary: Inference-Header-Content-Length; else size */
-        unsigned cur;    /* read cursor: segment and offset in it */
+        size_t size;      /* total bytes */
+        size_t json_len;  /* binary: Inference-Header-Content-Length; else size */
+        unsigned cur;     /* read cursor: segment and offset in it */
+        char params[192]; /* v2: the request's "parameters" object, or "" (set before make) */
         size_t off;
 };
 

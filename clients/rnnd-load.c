@@ -54,6 +54,7 @@ struct tally {
         uint64_t sent_in_window;   /* of which before the phase's end */
         uint64_t done, ok, errors; /* answered (or failed); 200; the rest */
         uint64_t sequences_ok;
+        uint64_t steps_ok;         /* --streams: the chunks' steps answered 200 */
         uint64_t http[HTTP_CODES]; /* errors by HTTP status */
         uint64_t curl[CURL_LAST];  /* errors by curl code */
         uint64_t overflow;         /* open loop: dropped, backlog full */
@@ -70,6 +71,10 @@ struct slot {
         uint32_t n_seqs;
         uint64_t intended, started; /* ns since start */
         char snip[SNIPPET];         /* the answer's first bytes */
+        uint64_t stream_id;         /* --streams: the sequence this slot sends, 0 = none */
+        uint32_t stream_len;        /* its length */
+        uint32_t stream_pos;        /* steps answered so far */
+        uint32_t chunk;             /* steps in the chunk in flight */
         size_t snip_len;
         unsigned next_free;
 };
@@ -86,6 +91,7 @@ struct run {
         struct slot *slots;
         unsigned n_slots, n_busy, free_head;
         uint64_t rng_len, rng_arr;
+        uint64_t next_stream_id; /* --streams: ids are next_stream_id++ */
         struct timespec t0;
         uint64_t warm_end, end; /* ns since start; end is UINT64_MAX with --requests */
         bool issuing;
@@ -462,6 +468,9 @@ static int setup(struct run *r, rnnd_error_t *err)
         struct rnnd_loadspec *s = &r->s;
         int ret;
 
+        if (s->streams > 0)
+                s->concurrency = s->streams; /* one chunk in flight per live sequence */
+        r->next_stream_id = 1 + (s->seed << 32);
         ret = setup_lengths(r, err);
         if (ret == 0)
                 ret = setup_request(r, err);
@@ -524,6 +533,28 @@ static struct tally *tally_of(struct run *r, uint64_t intended)
         return intended < r->warm_end ? &r->warm : &r->meas;
 }
 
+/*
+ * --streams: the slot's next chunk, of its sequence or of a new one when
+ * that ended: its length into sl->lengths[0] and its sequence parameters.
+ */
+static void next_chunk(struct run *r, struct slot *sl)
+{
+        uint32_t left;
+
+        if (sl->stream_id == 0 || sl->stream_pos >= sl->stream_len) {
+                sl->stream_id = r->next_stream_id++;
+                sl->stream_len = sl->lengths[0]; /* drawn as --length says */
+                sl->stream_pos = 0;
+        }
+        left = sl->stream_len - sl->stream_pos;
+        sl->chunk = left < r->s.chunk_length ? left : r->s.chunk_length;
+        sl->lengths[0] = sl->chunk;
+        snprintf(sl->body.params, sizeof(sl->body.params),
+                 "{\"sequence_id\":%" PRIu64 ",\"sequence_start\":%s,\"sequence_end\":%s}",
+                 sl->stream_id, sl->stream_pos == 0 ? "true" : "false",
+                 sl->chunk == left ? "true" : "false");
+}
+
 /* Sends one request scheduled at intended on a free slot. */
 static void start(struct run *r, uint64_t intended)
 {
@@ -541,6 +572,8 @@ static void start(struct run *r, uint64_t intended)
                 sl->n_seqs = r->s.sequences;
                 for (uint32_t i = 0; i < sl->n_seqs; i++)
                         sl->lengths[i] = draw_length(r);
+                if (r->s.streams > 0)
+                        next_chunk(r, sl);
                 if (rnnd_load_body_make(&sl->body, &r->payload, sl->n_seqs, sl->lengths, &e) < 0) {
                         fprintf(stderr, "rnnd-load: %s\n", e.msg);
                         exit(2);
@@ -620,12 +653,18 @@ static void complete(struct run *r, struct slot *sl, CURLcode cr)
         t->bytes_out += (double)up;
         t->bytes_in += (double)down;
         t->last_done = now;
+        if (r->s.streams > 0 && (cr != CURLE_OK || code != 200))
+                sl->stream_pos = sl->stream_len; /* a failed chunk ends its stream: start anew */
         if (cr != CURLE_OK) {
                 t->errors++;
                 t->curl[cr < CURL_LAST ? cr : CURLE_OK]++;
         } else if (code == 200) {
                 t->ok++;
                 t->sequences_ok += r->s.api == RNND_API_GET ? 0 : sl->n_seqs;
+                if (r->s.streams > 0) {
+                        t->steps_ok += sl->chunk;
+                        sl->stream_pos += sl->chunk;
+                }
                 rnnd_hist_record(&t->latency, now - sl->intended);
                 rnnd_hist_record(&t->service, now - sl->started);
         } else {
@@ -868,6 +907,12 @@ static void report_json(const struct run *r, int exit_code)
         rnnd_strbuf_printf(&b, "%.3f", el > 0 ? (double)t->ok / el : 0);
         rnnd_strbuf_json_key(&b, "sequences_per_s");
         rnnd_strbuf_printf(&b, "%.3f", el > 0 ? (double)t->sequences_ok / el : 0);
+        if (s->streams > 0) {
+                rnnd_strbuf_json_kv_u64(&b, "streams", s->streams);
+                rnnd_strbuf_json_kv_u64(&b, "chunk_length", s->chunk_length);
+                rnnd_strbuf_json_key(&b, "useful_steps_per_s");
+                rnnd_strbuf_printf(&b, "%.3f", el > 0 ? (double)t->steps_ok / el : 0);
+        }
         rnnd_strbuf_json_key(&b, "bytes_out");
         rnnd_strbuf_printf(&b, "%.0f", t->bytes_out);
         rnnd_strbuf_json_key(&b, "bytes_in");
@@ -922,7 +967,13 @@ static void report_text(const struct run *r)
                 printf(", %.1f sequences/s", el > 0 ? (double)t->sequences_ok / el : 0);
         printf("; %.2f MB/s out, %.2f MB/s in\n", el > 0 ? t->bytes_out / el / 1e6 : 0,
                el > 0 ? t->bytes_in / el / 1e6 : 0);
-        print_hist(s->mode == RNND_LOAD_OPEN ? "latency (ms, from scheduled send)" : "latency (ms)",
+        if (s->streams > 0)
+                printf("  streams: %" PRIu32 " live, chunks of %" PRIu32 " steps: %.1f useful "
+                       "steps/s\n",
+                       s->streams, s->chunk_length, el > 0 ? (double)t->steps_ok / el : 0);
+        print_hist(s->streams > 0              ? "chunk latency (ms)"
+                   : s->mode == RNND_LOAD_OPEN ? "latency (ms, from scheduled send)"
+                                               : "latency (ms)",
                    &t->latency);
         if (s->mode == RNND_LOAD_OPEN)
                 print_hist("service time (ms, from actual send)", &t->service);

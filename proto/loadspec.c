@@ -183,6 +183,27 @@ static const struct key keys[] = {
          RNND_LOAD_MAX_SEQS,
          NULL,
          NULL},
+        {{"streams", "N",
+          "Streaming (issue 17's stateful sequences, api v2): keep N sequences live, each "
+          "sent in chunks of --chunk-length steps with sequence_id, sequence_start and "
+          "sequence_end, the next chunk when the last is answered; a sequence's length is "
+          "drawn as --length says, and a new one starts when one ends. Closed loop with N "
+          "in flight; the model needs a sequence block. 0: off."},
+         K_U32,
+         OFF(streams),
+         0,
+         0,
+         RNND_LOAD_MAX_STREAMS,
+         NULL,
+         NULL},
+        {{"chunk-length", "L", "Steps per chunk with --streams (the last chunk may be shorter)."},
+         K_U32,
+         OFF(chunk_length),
+         0,
+         1,
+         RNND_LOAD_MAX_LENGTH,
+         NULL,
+         NULL},
         {{"length", "L|MIN..MAX|@FILE",
           "Sequence lengths: fixed, uniform in MIN..MAX, or drawn uniformly from the "
           "lengths in FILE (whitespace- or comma-separated, # comments). T of a request "
@@ -278,6 +299,7 @@ void rnnd_loadspec_init(struct rnnd_loadspec *s)
         s->arrival = RNND_ARRIVAL_FIXED;
         s->duration_s = 10;
         s->sequences = 1;
+        s->chunk_length = 8;
         s->len_dist = RNND_LEN_FIXED;
         s->len_min = s->len_max = 8;
         s->seed = 1;
@@ -607,6 +629,10 @@ int rnnd_loadspec_check(const struct rnnd_loadspec *s, rnnd_error_t *reterr)
                 return rnnd_error_set(reterr, RNND_EINVAL, "format binary needs api v2");
         if (s->mode == RNND_LOAD_OPEN && s->rate <= 0)
                 return rnnd_error_set(reterr, RNND_EINVAL, "mode open needs a rate");
+        if (s->streams > 0 &&
+            (s->api != RNND_API_V2 || s->mode != RNND_LOAD_CLOSED || s->sequences != 1))
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "streams needs api v2, mode closed and sequences 1");
         return 0;
 }
 

@@ -31,6 +31,7 @@
 #define RNND_LOAD_MAX_OUTPUTS  8u         /* outputs asked for, or listed by metadata */
 #define RNND_LOAD_MAX_LENGTH   (1u << 20) /* longest sequence a spec may ask for */
 #define RNND_LOAD_MAX_SEQS     65536u     /* sequences per request */
+#define RNND_LOAD_MAX_STREAMS  65536u     /* --streams */
 #define RNND_LOAD_MAX_INFLIGHT 65536u     /* concurrency */
 #define RNND_LOAD_SPEC_BYTES   (1u << 20) /* a spec file */
 
@@ -91,6 +92,8 @@ struct rnnd_loadspec {
         double duration_s;                /* 10, unless requests is set */
         uint64_t requests;                /* 0 = run for duration_s */
         uint32_t sequences;               /* per request (1) */
+        uint32_t streams;                 /* stateful sequences kept live (0 = none) */
+        uint32_t chunk_length;            /* steps per chunk of a stream (8) */
         rnnd_load_lengths_t len_dist;     /* fixed 8 */
         uint32_t len_min, len_max;        /* 8, 8 */
         char len_file[RNND_LOAD_STR_MAX]; /* RNND_LEN_FILE: one length per line */

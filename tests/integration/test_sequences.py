@@ -234,6 +234,27 @@ def test_reload_changed(d, tmp):
           "after a reload with new weights, the next chunk says the sequence was dropped", (st, b))
 
 
+def test_load_streams(d):
+    """rnnd-load --streams keeps sequences live in chunks: no error, every chunk's steps counted,
+    and the daemon's counters saw the sequences start and end."""
+    import subprocess
+    load = os.environ.get("RNND_LOAD", "")
+    if not os.path.exists(load):
+        check(False, "rnnd-load is built ($RNND_LOAD)", load)
+        return
+    p = subprocess.run([load, "--url", "http://127.0.0.1:%d" % d.port, "--model", MODELS[0], "--streams", "3",
+                        "--chunk-length", "2", "--length", "5", "--requests", "60", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        rep = json.loads(p.stdout)
+    except ValueError:
+        rep = {}
+    check(p.returncode == 0 and rep.get("errors", 1) == 0, "rnnd-load --streams: no error",
+          (p.returncode, p.stdout[-500:], p.stderr[-500:]))
+    check(rep.get("streams") == 3 and rep.get("useful_steps_per_s", 0) > 0,
+          "rnnd-load --streams reports useful steps/s", rep)
+
+
 def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
@@ -244,6 +265,7 @@ def main():
             test_errors(d)
             test_limits(d)
             test_reload_changed(d, tmp)
+            test_load_streams(d)
             st, _, b = d.json("GET", "/v2")
             check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
             st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])

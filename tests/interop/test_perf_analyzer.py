@@ -24,6 +24,7 @@ digits_gru) and one embedding model of the golden repository, and checks:
 Standard library only.  Environment: RNND_BIN, RNND_SRC.
 """
 
+import json
 import os
 import re
 import shutil
@@ -51,11 +52,43 @@ def perf_analyzer_path():
     return path
 
 
+SEQ_MODEL = "digits_lstm_seq"
+
+
 def repo(tmp):
     for name in ("digits_lstm", "digits_gru"):
         shutil.copytree(os.path.join(SRC, "config", "models", name), os.path.join(tmp, name))
     shutil.copytree(os.path.join(GOLDEN, EMB), os.path.join(tmp, EMB))
+    # The demo LSTM with a sequence block: perf_analyzer's sequence mode (issue 17).
+    shutil.copytree(os.path.join(SRC, "config", "models", "digits_lstm"), os.path.join(tmp, SEQ_MODEL))
+    path = os.path.join(tmp, SEQ_MODEL, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg["sequence"] = {}
+    with open(path, "w") as f:
+        json.dump(cfg, f)
     return tmp
+
+
+def sequence_counters(d, model):
+    _, _, body = d.request("GET", "/metrics")
+    text = body.decode()
+    return [int(re.search(r'^rnnd_sequences_%s_total\{model="%s",version="1"\} (\d+)$' % (k, model),
+                          text, re.M).group(1)) for k in ("started", "ended")]
+
+
+def test_sequences(pa, d):
+    """perf_analyzer --sequence-length against a model with a sequence block: it sees
+    sequence_batching in the config and streams sequences of 4 chunks, all served."""
+    started0, ended0 = sequence_counters(d, SEQ_MODEL)
+    rc, out = run(pa, d, SEQ_MODEL, ["--shape", "input:2,8", "--sequence-length", "4",
+                                     "--concurrency-range", "2"])
+    what = "perf_analyzer --sequence-length 4 on %s" % SEQ_MODEL
+    check(rc == 0 and "error" not in out.lower(), "%s: exit 0, no error" % what, out[-1500:])
+    started, ended = sequence_counters(d, SEQ_MODEL)
+    check(started - started0 >= REQUESTS // 4 and ended - ended0 >= REQUESTS // 4 - 2,
+          "%s: rnnd started and ended its sequences" % what, (started0, started, ended0, ended))
+    check(client_errors(d, SEQ_MODEL) == 0, "%s: no 4xx/5xx answered" % what, client_errors(d, SEQ_MODEL))
 
 
 def stats(d, model):
@@ -113,6 +146,7 @@ def main():
         d = Daemon(repo=repo(tmp))
         try:
             test_runs(pa, d)
+            test_sequences(pa, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
         finally:

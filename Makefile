@@ -19,7 +19,8 @@ MESON_ARGS ?=
 
 DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
-           libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
+           libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
+           nginx-light
 
 # make fuzz also needs clang and its libFuzzer runtime (make test's fuzz
 # smoke runs when they are there and skips when not).

@@ -20,6 +20,8 @@ has() { [ -e "$1" ] || { echo "FAIL: not installed: ${1#$dest}"; rc=1; }; }
 has "$root/bin/rnnd"
 has "$root/lib/systemd/system/rnnd.service"
 has "$root/lib/systemd/system/rnnd.socket"
+has "$root/lib/systemd/system/rnnd@.service"
+has "$root/lib/systemd/system/rnnd@.socket"
 has "$root/lib/sysusers.d/rnnd.conf"
 has "$root/lib/tmpfiles.d/rnnd.conf"
 has "$root/share/man/man8/rnnd.8"

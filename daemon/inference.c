@@ -40,6 +40,7 @@ struct infer_ctx {
         uint64_t input_ns;   /* parse, bind and allocate took */
         /* A chunk of a stateful sequence (issue 17; docs/DESIGN.md §6). */
         struct rnnd_stream *stream; /* the live sequence, or NULL; guarded by streams_mu */
+        bool stream_start;          /* sequence_start: the state starts again here */
         bool stream_end;            /* sequence_end: the state goes after this chunk */
         size_t lh, lc;              /* floats of h and c in the state */
         float *state;               /* [2 * (lh + lc)]: h0, c0, then h_n, c_n when not asked */
@@ -261,6 +262,17 @@ static int stream_wait(struct infer_ctx *c, struct rnnd_stream *s, rnnd_error_t 
         return 0;
 }
 
+/* A start's state: zeros, or the request's h0/c0.  Under streams_mu. */
+static void stream_initial_state(const struct infer_ctx *c, struct rnnd_stream *s)
+{
+        const struct rnnd_infer_bound *b = &c->bound;
+
+        if (b->h0 != NULL)
+                memcpy(s->state, b->h0, c->lh * sizeof(float));
+        if (b->c0 != NULL && c->lc > 0)
+                memcpy(s->state + c->lh, b->c0, c->lc * sizeof(float));
+}
+
 /*
  * A chunk on the MHD thread, its job ready to submit: starts or finds its
  * sequence and loads the state; *queued when a chunk of it is running (c
@@ -291,18 +303,19 @@ static int stream_begin(struct infer_ctx *c, const struct rnnd_model_config *cfg
         c->state = rnnd_calloc(2 * (c->lh + c->lc), sizeof(float));
         if (c->state == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        c->stream_start = q->sequence_start;
         c->stream_end = q->sequence_end;
         pthread_mutex_lock(&sv->streams_mu);
         if (now - sv->streams_swept_ns > STREAM_SWEEP_NS) {
                 rnnd_seqtab_expire(sv->streams, now);
                 sv->streams_swept_ns = now;
         }
-        if (q->sequence_start) {
+        if (q->sequence_start && (s = rnnd_seqtab_peek(sv->streams, &id)) != NULL && s->busy) {
+                running = true; /* a start queues behind its id's running chunk, as in Triton */
+        } else if (q->sequence_start) {
                 r = rnnd_seqtab_start(sv->streams, &id, now, &s, reterr);
-                if (r == 0 && b->h0 != NULL)
-                        memcpy(s->state, b->h0, c->lh * sizeof(float));
-                if (r == 0 && b->c0 != NULL && c->lc > 0)
-                        memcpy(s->state + c->lh, b->c0, c->lc * sizeof(float));
+                if (r == 0)
+                        stream_initial_state(c, s);
         } else {
                 s = rnnd_seqtab_find(sv->streams, &id, now, &running, &why, reterr);
                 r = s != NULL ? 0 : RNND_EINVAL;
@@ -338,13 +351,18 @@ static void stream_refuse(struct infer_ctx *list)
 /*
  * c's job ended (status 0: it ran): its h_n/c_n become the state, and the
  * next chunk of the sequence runs, or the sequence is released (removed
- * after a chunk with sequence_end).  Any thread; not under a pool's lock.
+ * after a chunk with sequence_end).  Chunks of one id run in arrival order,
+ * as Triton's sequence batcher runs them: after an end, a queued start
+ * begins the id again, and queued continuations before it are refused 400.
+ * Any thread; not under a pool's lock.
  */
 static void stream_done(struct infer_ctx *c, int status)
 {
         struct rnnd_served_version *sv = c->sv;
         struct rnnd_stream *s = c->stream;
-        struct infer_ctx *next = NULL, *refused = NULL;
+        struct infer_ctx *next = NULL, *refused = NULL, **tail = &refused;
+        bool ended = status == 0 && c->stream_end;
+        uint64_t now = rnnd_now_ns();
 
         c->stream = NULL;
         pthread_mutex_lock(&sv->streams_mu);
@@ -353,19 +371,24 @@ static void stream_done(struct infer_ctx *c, int status)
                 if (c->lc > 0)
                         memcpy(s->state + c->lh, c->seqs[0].c_n, c->lc * sizeof(float));
         }
-        if (status == 0 && c->stream_end) {
-                refused = s->waiting;
-                s->waiting = NULL;
-                s->n_waiting = 0;
-                rnnd_seqtab_release(sv->streams, s, true, rnnd_now_ns());
-        } else if (s->waiting != NULL) {
-                next = s->waiting;
+        while ((next = s->waiting) != NULL) {
                 s->waiting = next->next;
                 s->n_waiting--;
                 next->next = NULL;
-                stream_load(next);
+                if (!ended || next->stream_start)
+                        break;
+                *tail = next; /* a continuation of the sequence that just ended */
+                tail = &next->next;
+        }
+        if (next == NULL) {
+                rnnd_seqtab_release(sv->streams, s, ended, now);
         } else {
-                rnnd_seqtab_release(sv->streams, s, false, rnnd_now_ns());
+                if (next->stream_start) {
+                        rnnd_seqtab_restart(sv->streams, s, ended, now);
+                        stream_initial_state(next, s);
+                }
+                next->stream = s;
+                stream_load(next);
         }
         pthread_mutex_unlock(&sv->streams_mu);
         stream_refuse(refused);

@@ -233,6 +233,20 @@ struct rnnd_stream *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id 
         return NULL;
 }
 
+struct rnnd_stream *rnnd_seqtab_peek(rnnd_seqtab_t *t, const struct rnnd_seq_id *id)
+{
+        return *slot(t, id);
+}
+
+void rnnd_seqtab_restart(rnnd_seqtab_t *t, struct rnnd_stream *s, bool ended, uint64_t now)
+{
+        if (ended)
+                t->counts.ended++;
+        t->counts.started++;
+        memset(s->state, 0, t->p.state_floats * sizeof(float));
+        s->last_ns = now;
+}
+
 void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_stream *s, bool end, uint64_t now)
 {
         s->busy = false;

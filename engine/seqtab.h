@@ -93,6 +93,16 @@ struct rnnd_stream *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id 
  */
 void rnnd_seqtab_release(rnnd_seqtab_t *t, struct rnnd_stream *s, bool end, uint64_t now);
 
+/* The live sequence id, or NULL; nothing changes.  (For a start: is one running?) */
+struct rnnd_stream *rnnd_seqtab_peek(rnnd_seqtab_t *t, const struct rnnd_seq_id *id);
+
+/*
+ * A start queued behind a running chunk of the same id gets its turn: s
+ * (busy, held by the caller) starts again with its state zeroed; ended says
+ * that the chunk before it ended the sequence (counted as ended).
+ */
+void rnnd_seqtab_restart(rnnd_seqtab_t *t, struct rnnd_stream *s, bool ended, uint64_t now);
+
 /* Removes the live sequences idle (not busy) since before now - idle_timeout.  Returns how many. */
 size_t rnnd_seqtab_expire(rnnd_seqtab_t *t, uint64_t now);
 

@@ -163,6 +163,39 @@ def test_order_and_interleave(d):
         compare(name, "stream %d, one step a chunk, sent without waiting" % k, seqs[k], statuses, out, last)
 
 
+def test_restart_behind(d):
+    """As Triton's sequence batcher does, an id's chunks run in arrival order, starts included:
+    a new start sent while the id's last chunk still runs waits for it and begins afresh."""
+    name = MODELS[0]
+    path = "/v2/models/%s/infer" % name
+    seq = golden_seq(name, 0)
+    T = len(seq["x"])
+    for rnd in range(5):
+        d.json("POST", path, body=chunk_body(seq, seq["x"][:T - 1], {"sequence_id": 900, "sequence_start": True},
+                                             True))
+        results = {}
+
+        def send(key, body):
+            results[key] = d.json("POST", path, body=body)
+
+        end = threading.Thread(target=send, args=("end", chunk_body(seq, seq["x"][T - 1:], {
+            "sequence_id": 900, "sequence_end": True})))
+        again = threading.Thread(target=send, args=("again", chunk_body(seq, seq["x"], {
+            "sequence_id": 900, "sequence_start": True, "sequence_end": True}, True)))
+        end.start()
+        time.sleep(0.001)
+        again.start()
+        end.join()
+        again.join()
+        st_end, st_again = results["end"][0], results["again"][0]
+        check(st_end == 200 and st_again == 200,
+              "round %d: an end and the id's next start sent together: both 200" % rnd, (results["end"][2],
+                                                                                      results["again"][2]))
+        if st_again == 200:
+            outs = {o["name"]: o for o in results["again"][2]["outputs"]}
+            compare(name, "round %d, the start behind an end" % rnd, seq, [200], outs["output"]["data"], outs)
+
+
 def test_errors(d):
     seq = golden_seq(MODELS[1], 0)
     path = "/v2/models/%s/infer" % MODELS[1]
@@ -262,6 +295,7 @@ def main():
         try:
             test_goldens(d)
             test_order_and_interleave(d)
+            test_restart_behind(d)
             test_errors(d)
             test_limits(d)
             test_reload_changed(d, tmp)

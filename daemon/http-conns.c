@@ -101,23 +101,39 @@ static void take_address(struct MHD_Connection *conn, struct rnnd_conn *s)
         }
 }
 
+/* Whether the client closed its side: no byte waits and the stream has ended. */
+static bool client_gone(int fd)
+{
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /*
  * Whether s's address holds more than per_address_limit connections with s:
  * libmicrohttpd's own per-IP limit is kept per thread of its pool, so it
  * lets through up to threads times the limit.  Under mu.
  */
-static bool over_address_limit(const struct rnnd_conns *c, const struct rnnd_conn *s,
-                               unsigned limit)
+static bool over_address_limit(struct rnnd_conns *c, const struct rnnd_conn *s, unsigned limit)
 {
         unsigned n = 0;
 
         if (s->alen == 0)
                 return false;
         for (size_t i = 0; i < c->cap; i++) {
-                const struct rnnd_conn *o = &c->slot[i];
+                struct rnnd_conn *o = &c->slot[i];
 
-                if (o->fd >= 0 && !o->doomed && o->alen == s->alen &&
-                    memcmp(o->addr, s->addr, s->alen) == 0 && ++n > limit)
+                if (o->fd < 0 || o->doomed || o->alen != s->alen ||
+                    memcmp(o->addr, s->addr, s->alen) != 0)
+                        continue;
+                /* One its client closed, which MHD has not reaped yet, does not count. */
+                if (o != s && !atomic_load(&o->busy) && client_gone(o->fd)) {
+                        shutdown(o->fd, SHUT_RDWR);
+                        o->doomed = true;
+                        continue;
+                }
+                if (++n > limit)
                         return true;
         }
         return false;
@@ -187,13 +203,15 @@ void rnnd__http_conn_busy(struct rnnd_http_request *r, bool busy)
         atomic_store(&s->busy, busy);
 }
 
-/* Whether the client closed its side: no byte waits and the stream has ended. */
-static bool client_gone(int fd)
+/*
+ * How long s has been outside a request at now; 0 when its time is later
+ * than now (set by another thread after now was read).
+ */
+static uint64_t idle_ns(const struct rnnd_conn *s, uint64_t now)
 {
-        char b;
-        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        uint64_t since = atomic_load(&s->since);
 
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        return since < now ? now - since : 0;
 }
 
 static void doom(struct rnnd_conn *s, unsigned *count)
@@ -212,8 +230,12 @@ static int older(const void *a, const void *b)
         return sx < sy ? -1 : sx > sy;
 }
 
+/* A connection idle for less than this is not taken to make room: its request may be on the way. */
+#define ROOM_MIN_IDLE_NS UINT64_C(1000000000)
+
 /* When the table is 7/8 full, shuts down the longest idle connections down to 3/4. */
-static void make_room(struct rnnd_conns *c, size_t limit, struct rnnd_http_reaped *ret)
+static void make_room(struct rnnd_conns *c, size_t limit, uint64_t now,
+                      struct rnnd_http_reaped *ret)
 {
         size_t live = c->open - ret->slow - ret->gone, n = 0, want;
         struct rnnd_conn **idle;
@@ -224,7 +246,8 @@ static void make_room(struct rnnd_conns *c, size_t limit, struct rnnd_http_reape
         if (idle == NULL)
                 return;
         for (size_t i = 0; i < c->cap; i++)
-                if (c->slot[i].fd >= 0 && !c->slot[i].doomed && !atomic_load(&c->slot[i].busy))
+                if (c->slot[i].fd >= 0 && !c->slot[i].doomed && !atomic_load(&c->slot[i].busy) &&
+                    idle_ns(&c->slot[i], now) >= ROOM_MIN_IDLE_NS)
                         idle[n++] = &c->slot[i];
         qsort(idle, n, sizeof(idle[0]), older);
         want = live - limit * 3 / 4;
@@ -248,12 +271,12 @@ void rnnd_http_reap(struct rnnd_http *h, struct rnnd_http_reaped *ret)
 
                 if (s->fd < 0 || s->doomed || atomic_load(&s->busy))
                         continue;
-                if (deadline > 0 && now - atomic_load(&s->since) > deadline)
+                if (deadline > 0 && idle_ns(s, now) > deadline)
                         doom(s, &ret->slow);
                 else if (client_gone(s->fd))
                         doom(s, &ret->gone);
         }
-        make_room(c, (size_t)o->connection_limit, ret);
+        make_room(c, (size_t)o->connection_limit, now, ret);
         ret->refused = c->refused;
         c->refused = 0;
         ret->open = c->open;

@@ -75,8 +75,12 @@ debs() {
     (cd "$apt/debs" && apt-get "$@" download $pkgs) >>"$log" 2>&1 && break
     [ "$try" = 2 ] && skip "apt-get download of $pkgs from Debian $SUITE failed; see $log"
   done
-  for d in "$apt/debs"/*.deb; do
-    dpkg -x "$d" "$cache/root" || skip "dpkg -x $d failed"
+  # Only this fetch's packages: unpacking every .deb there again rewrote the ld.so a
+  # perf_analyzer run was executing ("Text file busy") when promtool came second.
+  for p in $pkgs; do
+    for d in "$apt/debs/${p}_"*.deb; do
+      dpkg -x "$d" "$cache/root" || skip "dpkg -x $d failed"
+    done
   done
 }
 

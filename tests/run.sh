@@ -16,20 +16,27 @@ rc=0
 # onnx and clients/rnnd-convert (installed editable, so the test runs the
 # repository's code): a venv at .venv-test, made or completed here when they do
 # not import.  Without PyPI those suites SKIP (77) rather than fail.
-# (perf_analyzer and promtool are fetched by tests/interop/tools.sh.)
+# (perf_analyzer and promtool are fetched by tests/interop/tools.sh.)  The
+# kubernetes suite needs kubernetes-validate and the kserve wheel, installed
+# without its dependencies (only its models' source is read), both pinned.
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=$root/.venv-test
 imports='import tritonclient.http, numpy, prometheus_client, safetensors, h5py, onnx, rnnd_convert'
+imports="$imports, kubernetes_validate; import importlib.util as u; assert u.find_spec('kserve')"
+pip_install() {
+  "$venv/bin/pip" install -q --disable-pip-version-check --retries 2 --timeout 20 "$@" >/dev/null 2>&1
+}
 if ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
   echo "making .venv-test with tritonclient[http], numpy, prometheus_client, safetensors, h5py," \
-       "onnx and clients/rnnd-convert (pip) for the interop and convert suites"
+       "onnx, clients/rnnd-convert, kubernetes-validate and kserve (pip) for the interop," \
+       "convert and kubernetes suites"
   if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null; } ||
-     ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 2 --timeout 20 \
-       'tritonclient[http]' numpy prometheus_client safetensors h5py onnx \
-       -e "$root/clients/rnnd-convert" >/dev/null 2>&1 ||
+     ! pip_install 'tritonclient[http]' numpy prometheus_client safetensors h5py onnx \
+       kubernetes-validate==1.37.0 -e "$root/clients/rnnd-convert" ||
+     ! pip_install --no-deps kserve==0.21.0 ||
      ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
     echo "WARNING: could not install them into .venv-test (no network?);" \
-         "the interop and convert suites will SKIP"
+         "the interop, convert and kubernetes suites will SKIP"
   fi
 fi
 
@@ -40,8 +47,9 @@ meson test -C "$build" --print-errorlogs --num-processes 2 || rc=1
 [ -f "$asan/build.ninja" ] ||
   meson setup "$asan" -Db_sanitize=address,undefined -Dbuildtype=debug -Db_lundef=false || exit 1
 ninja -C "$asan" || exit 1
-# (The fuzz suite builds its own sanitized clang binaries: once is enough.)
-meson test -C "$asan" --print-errorlogs --num-processes 2 --no-suite lint --no-suite fuzz \
+# (The fuzz suite builds its own sanitized clang binaries, and the container
+# suite its own release build: once is enough.)
+meson test -C "$asan" --print-errorlogs --num-processes 2 --no-suite lint --no-suite fuzz --no-suite container \
   --timeout-multiplier 4 || rc=1
 
 # The GPU suites on the stand-in, where NVIDIA's headers are installed.

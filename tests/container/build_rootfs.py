@@ -260,6 +260,9 @@ def main():
     if os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("unshare"):
         print("build_rootfs: SKIP: needs root, debootstrap and unshare")
         sys.exit(77)
+    if subprocess.run(["unshare", "-m", "-n", "true"], capture_output=True).returncode != 0:
+        print("build_rootfs: SKIP: cannot make mount and network namespaces (unshare -m -n)")
+        sys.exit(77)
     try:
         urllib.request.urlopen(MIRROR + "/dists/bookworm/Release", timeout=20).close()
     except OSError as e:

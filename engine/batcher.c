@@ -309,6 +309,8 @@ uint64_t rnnd_batcher_due(const rnnd_batcher_t *b, uint64_t now,
                 return due < now ? due : now;
         if (o->expected > 0 || o->backlog >= 512)
                 return due;
+        if (o->returning > 0 && o->returning_until > now)
+                return o->returning_until < due ? o->returning_until : due;
         if (o->gap_ns != 0 && o->gap_ns <= o->run_ns && o->last_ns <= UINT64_MAX - o->gap_ns) {
                 next = o->last_ns + o->gap_ns;
                 if (next > now)

@@ -92,12 +92,14 @@ uint64_t rnnd_batcher_next_due(const rnnd_batcher_t *b);
  * fields mean none known.
  */
 struct rnnd_batcher_outlook {
-        uint32_t idle_others; /* instances idle besides the one that would run the batch */
-        uint32_t expected;    /* requests on their way: bodies still arriving */
-        uint64_t last_ns;     /* when the last sequences were queued */
-        uint64_t gap_ns;      /* the mean time between submits; 0 unknown */
-        uint64_t run_ns;      /* the mean time an instance takes for a batch; 0 unknown */
-        uint32_t backlog;     /* 0..1024: how often a finished batch found more waiting */
+        uint32_t idle_others;     /* instances idle besides the one that would run the batch */
+        uint32_t expected;        /* requests on their way: bodies still arriving */
+        uint64_t last_ns;         /* when the last sequences were queued */
+        uint64_t gap_ns;          /* the mean time between submits; 0 unknown */
+        uint64_t run_ns;          /* the mean time an instance takes for a batch; 0 unknown */
+        uint32_t backlog;         /* 0..1024: how often a finished batch found more waiting */
+        uint32_t returning;       /* requests answered lately whose clients have not come back */
+        uint64_t returning_until; /* when the last of those stops being expected */
 };
 
 /*
@@ -108,7 +110,10 @@ struct rnnd_batcher_outlook {
  *   - when o->backlog >= 512: instances mostly finish a batch to find the
  *     next one waiting, so they are busy anyway and fuller batches pay;
  *   - while o->expected > 0 and no other instance is idle (a request's body
- *     is arriving, and would otherwise wait for this batch to finish), or
+ *     is arriving, and would otherwise wait for this batch to finish),
+ *   - until o->returning_until while o->returning > 0 and no other instance
+ *     is idle: clients just answered usually send their next request within
+ *     a round trip (a closed loop), and it would find the instance busy, or
  *   - until the next submit the arrival rate predicts, o->last_ns +
  *     o->gap_ns, when that is still to come, no other instance is idle and
  *     o->gap_ns <= o->run_ns (submits come faster than a batch runs, so the

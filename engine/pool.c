@@ -11,8 +11,9 @@
  * one is due or goes back to sleep until one will be; a sequence that joins
  * a batch still waiting out its delay wakes nobody.  The due time is the
  * batcher's given what the pool knows of the work to come: idle workers,
- * requests the owner announced (rnnd_pool_expect), the mean gap between
- * submits and the mean run time, measured here (DESIGN.md §6).
+ * requests the owner announced (rnnd_pool_expect), requests answered lately
+ * whose clients have not yet come back, the mean gap between submits and the
+ * mean run time, measured here (DESIGN.md §6).
  * Queue timeouts must fire while every worker is busy, so they are swept by
  * the owner's loop (rnnd_pool_sweep), which the pool wakes through
  * opts.wakeup whenever a submit brings the earliest deadline forward.
@@ -70,6 +71,10 @@ struct worker {
  */
 #define REAP_INTERVAL_NS 100000000u
 
+/* Answers remembered as clients that may come back (adaptive_delay). */
+#define POOL_RETURNING   256u
+#define RETURNING_DELAYS 8u
+
 struct rnnd_pool {
         rnnd_model_t *m;            /* a reference; immutable */
         struct rnnd_pool_opts opts; /* immutable; instances points into workers */
@@ -83,14 +88,19 @@ struct rnnd_pool {
         rnnd_batcher_t *batcher;             /* guarded by mu */
         struct rnnd_pool_stats st;           /* guarded by mu */
         struct rnnd_pool_size_stat *by_size; /* [max_batch_size]; guarded by mu */
-        uint64_t sweep_due;    /* deadline the owner was last told of; guarded by mu */
-        uint64_t round;        /* numbers the alive() checks; guarded by mu */
-        uint64_t reaped_ns;    /* the last search for gone clients; guarded by mu */
-        uint64_t last_ns;      /* the last submit; guarded by mu */
-        uint64_t gap_ns;       /* mean time between submits (EWMA), 0 unknown; guarded by mu */
-        uint64_t run_ns;       /* mean batch run time (EWMA), 0 unknown; guarded by mu */
-        uint32_t expected;     /* requests on their way (rnnd_pool_expect); guarded by mu */
-        uint32_t backlog;      /* 0..1024, EWMA of "a run ended with work waiting"; guarded by mu */
+        uint64_t sweep_due; /* deadline the owner was last told of; guarded by mu */
+        uint64_t round;     /* numbers the alive() checks; guarded by mu */
+        uint64_t reaped_ns; /* the last search for gone clients; guarded by mu */
+        uint64_t last_ns;   /* the last submit; guarded by mu */
+        uint64_t gap_ns;    /* mean time between submits (EWMA), 0 unknown; guarded by mu */
+        uint64_t run_ns;    /* mean batch run time (EWMA), 0 unknown; guarded by mu */
+        uint32_t expected;  /* requests on their way (rnnd_pool_expect); guarded by mu */
+        uint32_t backlog;   /* 0..1024, EWMA of "a run ended with work waiting"; guarded by mu */
+        /* When jobs were answered, oldest first from ans_head (a ring); an
+         * announced request takes the oldest off (its client came back), and
+         * an answer older than the delay is no longer counted.  Guarded by mu. */
+        uint64_t answered[POOL_RETURNING];
+        uint32_t ans_head, ans_n;
         unsigned n_open;       /* opens finished; guarded by mu */
         unsigned waiting;      /* workers in cond_wait; guarded by mu */
         int open_status;       /* first failing open; guarded by mu */
@@ -232,6 +242,42 @@ static uint64_t ewma(uint64_t avg, uint64_t sample)
         return sample >= avg ? avg + (sample - avg) / 8 : avg - (avg - sample) / 8;
 }
 
+/* How long an answer counts as a client that may come back. */
+static uint64_t returning_ns(const rnnd_pool_t *p)
+{
+        return p->opts.max_queue_delay_ns * RETURNING_DELAYS;
+}
+
+/* How many answers still count at now (their clients may come back). */
+static uint32_t returning_locked(const rnnd_pool_t *p, uint64_t now)
+{
+        uint32_t i = 0;
+
+        while (i < p->ans_n &&
+               p->answered[(p->ans_head + i) % POOL_RETURNING] + returning_ns(p) <= now)
+                i++;
+        return p->ans_n - i;
+}
+
+/* Forgets the oldest n answers. */
+static void returned_locked(rnnd_pool_t *p, uint32_t n)
+{
+        n = n < p->ans_n ? n : p->ans_n;
+        p->ans_head = (p->ans_head + n) % POOL_RETURNING;
+        p->ans_n -= n;
+}
+
+/* Notes that jobs requests were answered at now (the oldest make room). */
+static void answered_locked(rnnd_pool_t *p, uint64_t now, uint32_t jobs)
+{
+        returned_locked(p, p->ans_n - returning_locked(p, now));
+        for (uint32_t i = 0; i < jobs; i++) {
+                if (p->ans_n == POOL_RETURNING)
+                        returned_locked(p, 1);
+                p->answered[(p->ans_head + p->ans_n++) % POOL_RETURNING] = now;
+        }
+}
+
 /*
  * When a batch is due for an instance that finds idle_others others idle
  * (DESIGN.md §6: the batcher waits only when waiting pays).  Called with mu
@@ -248,7 +294,11 @@ static uint64_t due_locked(const rnnd_pool_t *p, uint64_t now, unsigned idle_oth
                                           .last_ns = p->last_ns,
                                           .gap_ns = p->gap_ns,
                                           .run_ns = p->run_ns,
-                                          .backlog = p->backlog};
+                                          .backlog = p->backlog,
+                                          .returning = returning_locked(p, now)};
+        if (o.returning > 0)
+                o.returning_until = p->answered[(p->ans_head + p->ans_n - 1) % POOL_RETURNING] +
+                                    returning_ns(p);
 
         return rnnd_batcher_due(p->batcher, now, &o);
 }
@@ -506,6 +556,13 @@ static void *worker_main(void *arg)
                         p->backlog -= p->backlog / 8;
                 tell = r == RNND_EDEVLOST && !p->gpus_lost;
                 ran_locked(p, w, n, r, &err, &done);
+                if (p->opts.adaptive_delay) {
+                        uint32_t jobs = 0;
+
+                        for (const rnnd_job_t *j = done; j != NULL; j = j->next_)
+                                jobs++;
+                        answered_locked(p, t1, jobs);
+                }
                 if (--p->st.running == 0)
                         pthread_cond_broadcast(&p->idle);
                 if (done != NULL || tell) {
@@ -750,6 +807,9 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 void rnnd_pool_expect(rnnd_pool_t *p, int delta)
 {
         pthread_mutex_lock(&p->mu);
+        /* A request begun may be a client answered lately coming back. */
+        if (delta > 0)
+                returned_locked(p, p->ans_n - returning_locked(p, rnnd_now_ns()) + (uint32_t)delta);
         if (delta >= 0)
                 p->expected += (uint32_t)delta;
         else

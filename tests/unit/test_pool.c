@@ -960,11 +960,70 @@ START_TEST(test_expect)
         wait_done(2);
         ck_assert_int_eq(atomic_load(&runs), 2);
         ck_assert_uint_eq(seen[1].n, 2);
-        rnnd_pool_expect(p, -5); /* never below zero: a lone one still runs at once */
+        rnnd_pool_expect(p, -5); /* never below zero */
+        /* The answered clients come back (test_returning): a lone one runs at once. */
+        rnnd_pool_expect(p, +3);
+        rnnd_pool_expect(p, -3);
         job_init(&jobs[0], &seqs[0], 1, 0);
         ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
         wait_done(1);
         ck_assert_int_eq(atomic_load(&done_ok), 4);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
+ * adaptive_delay: the clients of answered jobs may come back within the delay
+ * (a closed loop), so a lone submit waits for them; a request announced takes
+ * one off, and answers older than the delay no longer count.
+ */
+START_TEST(test_returning)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 16, 4);
+        static const uint32_t lens[2] = {2, 2};
+        struct rnnd_seq seqs[2];
+        rnnd_job_t jobs[2];
+        rnnd_error_t err = {0};
+        rnnd_pool_t *p;
+
+        reset_script(0);
+        seqs_init(seqs, 2, lens, 0);
+        o.max_queue_delay_ns = 30ull * 1000000000u; /* far longer than the test */
+        o.adaptive_delay = true;
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        job_init(&jobs[0], &seqs[0], 1, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        wait_done(1); /* nothing answered yet: at once */
+
+        job_init(&jobs[1], &seqs[1], 1, 1);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        usleep(20000);
+        ck_assert_int_eq(atomic_load(&runs), 1); /* job 0's client may come back */
+        rnnd_pool_expect(p, +1);                 /* it does */
+        usleep(20000);
+        ck_assert_int_eq(atomic_load(&runs), 1); /* its body is arriving */
+        rnnd_pool_expect(p, -1);                 /* it left: nothing more is coming */
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&runs), 2);
+        ck_assert_uint_eq(seen[1].n, 1);
+        rnnd_pool_free(p);
+
+        /* A short delay: the answer stops counting once it is older than that. */
+        reset_script(0);
+        o.max_queue_delay_ns = 50ull * 1000000u;
+        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
+        job_init(&jobs[0], &seqs[0], 1, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        wait_done(1);
+        usleep(60000);
+        job_init(&jobs[1], &seqs[1], 1, 1);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        usleep(20000);
+        ck_assert_int_eq(atomic_load(&runs), 2); /* at once, not after another 50 ms */
+        wait_done(1);
         rnnd_pool_free(p);
         rnnd_model_unref(m);
 }
@@ -1053,6 +1112,7 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_burst_wakes_idle_workers);
         tcase_add_loop_test(tc, test_remainder_wakes_idle_worker, 0, 2);
         tcase_add_test(tc, test_expect);
+        tcase_add_test(tc, test_returning);
         tcase_add_test(tc, test_open_fails);
         suite_add_tcase(s, tc);
         return s;

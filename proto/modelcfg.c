@@ -602,6 +602,7 @@ void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
                         {
                                 .max_batch_size = 64,
                                 .max_queue_delay_us = 200,
+                                .adaptive_delay = true, /* docs/DESIGN.md §6 */
                                 .max_queue_size = 4096,
                                 .queue_timeout_us = 0,
                                 .max_batch_steps = 262144,

@@ -113,7 +113,8 @@ struct rnnd_model_config {
                 uint64_t max_batch_steps;        /* 262144 = B x longest */
                 uint32_t priority_levels;        /* 2; a request's priority 1 is the highest */
                 uint32_t default_priority_level; /* priority_levels: for priority 0 */
-                bool adaptive_delay; /* false: the oldest waits out the delay (docs/DESIGN.md §6) */
+                bool adaptive_delay; /* default true; false: the oldest waits out the delay
+                                        (DESIGN.md §6) */
         } batching;
 
         uint32_t n_instances;                                               /* 1 */

@@ -37,14 +37,16 @@ MODELS = {  # name in the test repository: (golden model, batching settings)
     "lstm": ("lstm_h48_l2_bi_ragged_h0", {"max_batch_size": 16, "max_queue_delay_us": 2000}),
     "gru": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 16, "max_queue_delay_us": 2000}),
     # The 200 ms delay below max_batch_size holds what was accepted, so a flood meets a full queue
-    # however fast the machine computes.
-    "small_queue": ("lstm_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_size": 8, "max_queue_delay_us": 200000}),
-    "slow_delay": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_delay_us": 400000}),
+    # however fast the machine computes: the fixed delay (adaptive_delay false), as Triton's.
+    "small_queue": ("lstm_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_size": 8, "max_queue_delay_us": 200000,
+                                                 "adaptive_delay": False}),
+    "slow_delay": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_delay_us": 400000,
+                                               "adaptive_delay": False}),
     "queue_timeout": ("gru_h48_l2_bi_ragged_h0",
-                      {"max_batch_size": 64, "max_queue_delay_us": 400000, "queue_timeout_us": 30000}),
-    # The pay-to-wait rule (docs/DESIGN.md §6): the 300 ms delay is a bound, not a wait.
-    "adaptive": ("gru_h48_l2_bi_ragged_h0",
-                 {"max_batch_size": 64, "max_queue_delay_us": 300000, "adaptive_delay": True}),
+                      {"max_batch_size": 64, "max_queue_delay_us": 400000, "queue_timeout_us": 30000,
+                       "adaptive_delay": False}),
+    # The pay-to-wait rule (docs/DESIGN.md §6, the default): the 300 ms delay is a bound, not a wait.
+    "adaptive": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_delay_us": 300000}),
 }
 INPUT = 5  # input_size of both golden models
 PRIO_STEPS = 64
@@ -71,7 +73,7 @@ def make_repo(tmp):
     # the order of their answers.
     zero_lstm(tmp, "prio", 1024, PRIO_STEPS, batching={
         "max_batch_size": 8, "max_queue_delay_us": 400000, "max_batch_steps": PRIO_STEPS,
-        "priority_levels": 2}, instances=[{"kind": "cpu", "count": 1}])
+        "priority_levels": 2, "adaptive_delay": False}, instances=[{"kind": "cpu", "count": 1}])
     return tmp
 
 

@@ -322,13 +322,14 @@ def test_overload(d):
 
 
 def overload_repo(tmp):
-    """One model with a queue of 4 sequences, a 1 s batch delay and one instance, weights from digits_lstm."""
+    """One model with a queue of 4 sequences, a fixed 1 s batch delay and one instance, weights from digits_lstm."""
     src = os.path.join(DEMO, "digits_lstm")
     dst = os.path.join(tmp, "overload")
     os.makedirs(os.path.join(dst, "1"))
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
-    cfg["batching"] = {"max_batch_size": 64, "max_queue_size": 4, "max_queue_delay_us": 1000000}
+    cfg["batching"] = {"max_batch_size": 64, "max_queue_size": 4, "max_queue_delay_us": 1000000,
+                       "adaptive_delay": False}
     with open(os.path.join(dst, "config.json"), "w") as f:
         json.dump(cfg, f)
     os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))

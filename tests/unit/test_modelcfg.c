@@ -68,7 +68,7 @@ START_TEST(test_defaults)
         ck_assert_uint_eq(c.sequence.idle_timeout_ms, 60000);
         ck_assert_uint_eq(c.sequence.max_sequences, 10000);
         ck_assert(!c.sequence.present); /* no block: the model serves no sequences */
-        ck_assert(!c.batching.adaptive_delay);
+        ck_assert(c.batching.adaptive_delay);
         ck_assert_int_eq(c.version_policy.kind, RNND_VP_LATEST);
         ck_assert_uint_eq(c.version_policy.num_versions, 1);
         ck_assert_uint_eq(c.version_policy.n_versions, 0);

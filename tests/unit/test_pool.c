@@ -1011,18 +1011,29 @@ START_TEST(test_returning)
         ck_assert_uint_eq(seen[1].n, 1);
         rnnd_pool_free(p);
 
-        /* A short delay: the answer stops counting once it is older than that. */
+        /*
+         * Answers stop counting once older than 8 delays (100 ms here): a lone
+         * submit then runs at once, and a request announced takes off a live
+         * answer, not one that no longer counts.
+         */
         reset_script(0);
-        o.max_queue_delay_ns = 50ull * 1000000u;
+        o.max_queue_delay_ns = 100ull * 1000000u;
         ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
         job_init(&jobs[0], &seqs[0], 1, 0);
         ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
         wait_done(1);
-        usleep(60000);
+        usleep(900000);
         job_init(&jobs[1], &seqs[1], 1, 1);
         ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
-        usleep(20000);
-        ck_assert_int_eq(atomic_load(&runs), 2); /* at once, not after another 50 ms */
+        usleep(30000);
+        ck_assert_int_eq(atomic_load(&runs), 2); /* at once, not after 100 ms */
+        wait_done(1);
+        rnnd_pool_expect(p, +1); /* job 1's client, not job 0's long gone one */
+        rnnd_pool_expect(p, -1);
+        job_init(&jobs[0], &seqs[0], 1, 0);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
+        usleep(30000);
+        ck_assert_int_eq(atomic_load(&runs), 3);
         wait_done(1);
         rnnd_pool_free(p);
         rnnd_model_unref(m);

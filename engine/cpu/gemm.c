@@ -122,6 +122,48 @@ static inline __attribute__((always_inline)) void block_1(size_t K, const float 
         store_row(c, c0, c1, ncols);
 }
 
+/*
+ * One row of A against four whole panels: eight independent sums where
+ * block_1 has two, so that the FMAs' latency is hidden (a lone row is what
+ * a one-sequence batch's recurrence is, every step).  Each sum adds in
+ * block_1's order, so the result is the same to the bit.
+ */
+static inline __attribute__((always_inline)) void
+block_1x4(size_t K, const float *a, const float *p, size_t pstride, float *c)
+{
+        v8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0};
+        const float *p0 = p, *p1 = p + pstride, *p2 = p + 2 * pstride, *p3 = p + 3 * pstride;
+
+        for (size_t k = 0; k < K; k++) {
+                size_t o = k * RNND_CPU_NR;
+
+                s00 += *(const v8 *)(p0 + o) * a[k];
+                s01 += *(const v8 *)(p0 + o + 8) * a[k];
+                s10 += *(const v8 *)(p1 + o) * a[k];
+                s11 += *(const v8 *)(p1 + o + 8) * a[k];
+                s20 += *(const v8 *)(p2 + o) * a[k];
+                s21 += *(const v8 *)(p2 + o + 8) * a[k];
+                s30 += *(const v8 *)(p3 + o) * a[k];
+                s31 += *(const v8 *)(p3 + o + 8) * a[k];
+        }
+        store_row(c, s00, s01, RNND_CPU_NR);
+        store_row(c + RNND_CPU_NR, s10, s11, RNND_CPU_NR);
+        store_row(c + 2 * RNND_CPU_NR, s20, s21, RNND_CPU_NR);
+        store_row(c + 3 * RNND_CPU_NR, s30, s31, RNND_CPU_NR);
+}
+
+/* The first row that the blocks of 6 and 4 leave to block_1, for M rows. */
+static size_t single_rows_from(size_t M)
+{
+        size_t m = 0;
+
+        for (; M - m >= 6 && M - m != 8 && M - m != 9; m += 6)
+                ;
+        for (; m + MR <= M; m += MR)
+                ;
+        return m;
+}
+
 KERNEL void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const float *A, uint32_t lda,
                                   const float *P, float *C, uint32_t ldc)
 {
@@ -135,7 +177,17 @@ KERNEL void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const floa
                         block_6(K, A + m * lda, lda, panel, C + m * ldc + n0, ldc, ncols);
                 for (; m + MR <= M; m += MR)
                         block_4(K, A + m * lda, lda, panel, C + m * ldc + n0, ldc, ncols);
-                for (; m < M; m++)
-                        block_1(K, A + m * lda, panel, C + m * ldc + n0, ncols);
+        }
+        /* The rows left over, four whole panels at a time where there are four. */
+        for (size_t m = single_rows_from(M); m < M; m++) {
+                const size_t pstride = (size_t)K * RNND_CPU_NR;
+                size_t n0 = 0;
+
+                for (; n0 + 4 * RNND_CPU_NR <= N; n0 += 4 * RNND_CPU_NR)
+                        block_1x4(K, A + m * lda, P + (n0 / RNND_CPU_NR) * pstride, pstride,
+                                  C + m * ldc + n0);
+                for (; n0 < N; n0 += RNND_CPU_NR)
+                        block_1(K, A + m * lda, P + (n0 / RNND_CPU_NR) * pstride, C + m * ldc + n0,
+                                N - n0 < RNND_CPU_NR ? N - n0 : RNND_CPU_NR);
         }
 }

@@ -70,6 +70,12 @@ count() { cat $logs | grep -Ec "\"result\": \"($1)\""; }
 passed=$(count 'OK|EXPECTEDFAIL')
 failed=$(count 'FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS')
 skipped=$(count 'SKIP')
+# Name what failed just above the count, so that a log's last lines say it.
+for log in $logs; do
+  [ -f "$log" ] || continue
+  grep -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" |
+    sed -E "s|.*\"name\": \"([^\"]*)\".*\"result\": \"([A-Z]*)\".*|$(dirname "$(dirname "$log")"): \1 \2|"
+done
 [ "$failed" -eq 0 ] || rc=1
 echo "$passed passed, $failed failed, $skipped skipped"
 exit $rc

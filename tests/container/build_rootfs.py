@@ -74,11 +74,21 @@ class Builder:
         self.meta = {}
 
     def debootstrap(self, suite):
+        """A minbase root of SUITE, made once per work folder (the packages
+        kept in a tarball across runs); each stage copies it."""
+        base = os.path.join(self.work, "base-%s" % suite)
+        if os.path.exists(os.path.join(base, "etc", "debian_version")):
+            return base
         tarball = os.path.join(self.work, "debootstrap-%s.tgz" % suite)
         if not os.path.exists(tarball):
-            sh(["debootstrap", "--variant=minbase", "--make-tarball=" + tarball, suite,
+            sh(["debootstrap", "--variant=minbase", "--make-tarball=" + tarball + ".part", suite,
                 os.path.join(self.work, "tarball-tmp"), MIRROR], stdout=subprocess.DEVNULL)
-        return tarball
+            os.rename(tarball + ".part", tarball)
+        if os.path.exists(base):
+            sh(["rm", "-rf", "--one-file-system", base])
+        sh(["debootstrap", "--variant=minbase", "--unpack-tarball=" + tarball, suite, base, MIRROR],
+           stdout=subprocess.DEVNULL)
+        return base
 
     def base_root(self, image, dest, args):
         image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
@@ -88,8 +98,7 @@ class Builder:
         m = re.match(r"debian:(\w+)(-slim)?$", image)
         if not m:
             raise RuntimeError("base image %s: only debian:SUITE[-slim] and earlier stages" % image)
-        sh(["debootstrap", "--variant=minbase", "--unpack-tarball=" + self.debootstrap(m.group(1)),
-            m.group(1), dest, MIRROR], stdout=subprocess.DEVNULL)
+        sh(["cp", "-a", self.debootstrap(m.group(1)) + "/.", dest])
         return {"env": {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
                 "user": "0:0", "volumes": [], "entrypoint": [], "cmd": []}
 
@@ -251,6 +260,29 @@ def probe_inside(root, argv):
     print(json.dumps(out))
 
 
+def cannot_build(work):
+    """Why this host cannot do what a container engine does here, or None.
+
+    A sandbox may be root and make namespaces yet refuse a mount of proc or of
+    /dev, a device node, or debootstrap itself: none of that is about rnnd's
+    Containerfile, so it skips rather than fails.  Debian's own base (the
+    tarball of debootstrap, the stand-in for `FROM debian:bookworm`) is made
+    here too, once: every later step is the Containerfile's and counts."""
+    probe = os.path.join(work, "probe")
+    for d in ("proc", "dev"):
+        os.makedirs(os.path.join(probe, d), exist_ok=True)
+    script = "mount -t proc proc {r}/proc && mount --rbind /dev {r}/dev && ip link set lo up".format(r=probe)
+    r = subprocess.run(["unshare", "-m", "-n", "--propagation", "private", "sh", "-ec", script],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return "cannot mount proc and /dev in new namespaces (%s)" % r.stderr.strip()[-300:]
+    try:
+        Builder(work).debootstrap("bookworm")
+    except subprocess.CalledProcessError as e:
+        return "debootstrap cannot make a Debian bookworm base here (%s)" % e
+    return None
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--probe-inside":
         return probe_inside(sys.argv[2], sys.argv[4:])
@@ -269,6 +301,10 @@ def main():
         print("build_rootfs: SKIP: Debian's mirror %s cannot be reached (%s)" % (MIRROR, e))
         sys.exit(77)
     os.makedirs(work, exist_ok=True)
+    why = cannot_build(work)
+    if why:
+        print("build_rootfs: SKIP: " + why)
+        sys.exit(77)
     t0 = time.time()
     global_args, stages = parse(CONTAINERFILE)
     b = Builder(work)
@@ -305,7 +341,7 @@ def main():
           r)
     if not keep:
         sh(["rm", "-rf", "--one-file-system"] + [os.path.join(work, d) for d in os.listdir(work)
-                                                  if d.startswith("stage-")])
+                                                  if d.startswith(("stage-", "base-"))])
     print("build_rootfs: %d passed, %d failed (%.0f s)" % (th.passed, th.failed, time.time() - t0))
     sys.exit(1 if th.failed else 0)
 

@@ -296,9 +296,12 @@ static void take_request_id(struct rnnd_http_request *r)
                 memcpy(r->id, h, n + 1);
                 return;
         }
+        /* "%08x%08x" of the seed and the counter's low bits, by hand: once a request. */
         c = atomic_fetch_add_explicit(&r->http->id_counter, 1, memory_order_relaxed);
-        snprintf(r->id, sizeof(r->id), "%08" PRIx32 "%08" PRIx64, r->http->id_seed,
-                 c & 0xffffffffu);
+        c = (uint64_t)r->http->id_seed << 32 | (c & 0xffffffffu);
+        for (int i = 15; i >= 0; i--, c >>= 4)
+                r->id[i] = "0123456789abcdef"[c & 15];
+        r->id[16] = '\0';
 }
 
 /* Whether the request announced a body (a length other than 0, or chunked). */
@@ -325,7 +328,7 @@ static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connectio
         r->srv = h->app;
         r->conn = conn;
         r->t0_ns = rnnd_now_ns();
-        snprintf(r->method, sizeof(r->method), "%s", method);
+        strncpy(r->method, method, sizeof(r->method) - 1); /* calloc'd: NUL-ended */
         r->path = rnnd_strdup(url);
         if (r->path == NULL) {
                 rnnd_free(r);

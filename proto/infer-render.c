@@ -75,8 +75,11 @@ static void put_floats(struct rnnd_strbuf *b, const float *x, const uint64_t *sh
 static void put_shape(struct rnnd_strbuf *b, const uint64_t *shape, unsigned ndim)
 {
         rnnd_strbuf_putc(b, '[');
-        for (unsigned d = 0; d < ndim; d++)
-                rnnd_strbuf_printf(b, "%s%" PRIu64, d ? "," : "", shape[d]);
+        for (unsigned d = 0; d < ndim; d++) {
+                if (d > 0)
+                        rnnd_strbuf_putc(b, ',');
+                rnnd_strbuf_put_u64(b, shape[d]);
+        }
         rnnd_strbuf_putc(b, ']');
 }
 
@@ -105,8 +108,11 @@ int rnnd_kserve_render(const char *model_name, uint64_t version, const char *id,
         rnnd_strbuf_reserve(&b, est);
         rnnd_strbuf_puts(&b, "{\"model_name\":");
         rnnd_strbuf_json_str(&b, model_name);
-        if (version != 0)
-                rnnd_strbuf_printf(&b, ",\"model_version\":\"%" PRIu64 "\"", version);
+        if (version != 0) {
+                rnnd_strbuf_puts(&b, ",\"model_version\":\"");
+                rnnd_strbuf_put_u64(&b, version);
+                rnnd_strbuf_putc(&b, '"');
+        }
         if (id != NULL && id[0] != '\0') {
                 rnnd_strbuf_puts(&b, ",\"id\":");
                 rnnd_strbuf_json_str(&b, id);
@@ -120,8 +126,9 @@ int rnnd_kserve_render(const char *model_name, uint64_t version, const char *id,
                 rnnd_strbuf_puts(&b, ",\"datatype\":\"FP32\",\"shape\":");
                 put_shape(&b, t->shape, t->ndim);
                 if (o->binary[i]) {
-                        rnnd_strbuf_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}",
-                                           t->nbytes);
+                        rnnd_strbuf_puts(&b, ",\"parameters\":{\"binary_data_size\":");
+                        rnnd_strbuf_put_u64(&b, t->nbytes);
+                        rnnd_strbuf_puts(&b, "}}");
                 } else {
                         rnnd_strbuf_puts(&b, ",\"data\":");
                         put_floats(&b, t->data, &t->numel, 1);

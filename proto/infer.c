@@ -50,13 +50,62 @@ int rnnd__infer_path_error(rnnd_error_t *e, int code, const char *path, const ch
         return rnnd_error_set(e, code, "%s: %s", path, msg);
 }
 
-/* Formats a field path into dst[PATH_LEN], truncating a long one. */
+/*
+ * Formats a field path into dst[PATH_LEN], truncating a long one.  Every
+ * field a request has is named before it is read (the error needs the name),
+ * so this runs a dozen times a request: the conversions paths use (%s, %.Ns,
+ * %u, %zu) are done here without vsnprintf, whose set-up costs more than the
+ * path (docs/BENCHMARKS.md, issue 16); any other one falls back to it.
+ */
 void rnnd__infer_pathf(char *dst, const char *fmt, ...)
 {
-        va_list ap;
+        char *p = dst, *end = dst + PATH_LEN - 1;
+        const char *f = fmt;
+        va_list ap, again;
 
         va_start(ap, fmt);
-        vsnprintf(dst, PATH_LEN, fmt, ap);
+        va_copy(again, ap);
+        while (*f != '\0' && p < end) {
+                char num[24], *n = num + sizeof(num);
+                const char *s;
+                size_t prec = SIZE_MAX, v;
+
+                if (*f != '%') {
+                        *p++ = *f++;
+                        continue;
+                }
+                f++;
+                if (*f == '.') {
+                        prec = 0;
+                        for (f++; *f >= '0' && *f <= '9'; f++)
+                                prec = prec * 10 + (size_t)(*f - '0');
+                }
+                if (*f == 's') {
+                        s = va_arg(ap, const char *);
+                        for (; *s != '\0' && prec > 0 && p < end; prec--)
+                                *p++ = *s++;
+                        f++;
+                        continue;
+                }
+                if (prec == SIZE_MAX && *f == 'u')
+                        v = va_arg(ap, unsigned);
+                else if (prec == SIZE_MAX && f[0] == 'z' && f[1] == 'u')
+                        v = va_arg(ap, size_t), f++;
+                else {
+                        vsnprintf(dst, PATH_LEN, fmt, again);
+                        va_end(again);
+                        va_end(ap);
+                        return;
+                }
+                f++;
+                do
+                        *--n = (char)('0' + v % 10);
+                while ((v /= 10) != 0);
+                while (n < num + sizeof(num) && p < end)
+                        *p++ = *n++;
+        }
+        *p = '\0';
+        va_end(again);
         va_end(ap);
 }
 

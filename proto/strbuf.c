@@ -247,16 +247,28 @@ void rnnd_strbuf_json_kv_str(struct rnnd_strbuf *b, const char *key, const char 
         rnnd_strbuf_json_str(b, v);
 }
 
+void rnnd_strbuf_put_u64(struct rnnd_strbuf *b, uint64_t v)
+{
+        char num[20], *n = num + sizeof(num);
+
+        do
+                *--n = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
+        rnnd_strbuf_putn(b, n, (size_t)(num + sizeof(num) - n));
+}
+
 void rnnd_strbuf_json_kv_u64(struct rnnd_strbuf *b, const char *key, uint64_t v)
 {
         rnnd_strbuf_json_key(b, key);
-        rnnd_strbuf_printf(b, "%" PRIu64, v);
+        rnnd_strbuf_put_u64(b, v);
 }
 
 void rnnd_strbuf_json_kv_i64(struct rnnd_strbuf *b, const char *key, int64_t v)
 {
         rnnd_strbuf_json_key(b, key);
-        rnnd_strbuf_printf(b, "%" PRId64, v);
+        if (v < 0)
+                rnnd_strbuf_putc(b, '-');
+        rnnd_strbuf_put_u64(b, v < 0 ? -(uint64_t)v : (uint64_t)v);
 }
 
 void rnnd_strbuf_json_kv_bool(struct rnnd_strbuf *b, const char *key, bool v)

@@ -61,6 +61,9 @@ void rnnd_strbuf_putc(struct rnnd_strbuf *b, char c);
 void rnnd_strbuf_printf(struct rnnd_strbuf *b, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* Appends v in decimal, as "%" PRIu64 would, without printf's set-up. */
+void rnnd_strbuf_put_u64(struct rnnd_strbuf *b, uint64_t v);
+
 /*
  * Appends s as a JSON string literal, quotes included: '"', '\\' and control
  * characters are escaped, bytes >= 0x80 are copied (the caller passes UTF-8;

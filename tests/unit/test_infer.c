@@ -5,6 +5,7 @@
  * every allocation failure surfacing as RNND_ENOMEM without a leak.
  */
 #include <float.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1464,6 +1465,60 @@ START_TEST(test_alloc_failures)
 }
 END_TEST
 
+/* rnnd__infer_pathf's own conversions print what snprintf prints, truncated alike. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation" /* truncating is the point */
+#endif
+START_TEST(test_pathf)
+{
+        char longname[400], got[PATH_LEN], want[PATH_LEN];
+
+        memset(longname, 'n', sizeof(longname) - 1);
+        longname[sizeof(longname) - 1] = '\0';
+#define SAME(...)                                                                                  \
+        do {                                                                                       \
+                memset(got, 'x', sizeof(got));                                                     \
+                rnnd__infer_pathf(got, __VA_ARGS__);                                               \
+                snprintf(want, sizeof(want), __VA_ARGS__);                                         \
+                ck_assert_str_eq(got, want);                                                       \
+        } while (0)
+        SAME("%s[%u]", "inputs", 0u);
+        SAME("%s[%u]", "inputs", 4294967295u);
+        SAME("%s[%zu]", "inputs[3].shape", (size_t)18446744073709551615u);
+        SAME("%s.datatype", "outputs[12]");
+        SAME("%s.%.64s", "inputs[0].parameters", longname);
+        SAME("parameters.%.64s", "");
+        SAME("%s.%.0s|", "a", "b");
+        SAME("%s.name", longname);
+        SAME("%s[%zu]", longname + 250, (size_t)123456);
+        SAME("%s[%zu]", longname + 242, (size_t)123456);
+        SAME("instances[%zu].%s", (size_t)7, "x");
+        SAME("%x and %d%%", 255u, -3); /* not its own: vsnprintf's */
+#undef SAME
+}
+END_TEST
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* The integers of responses, written without printf, read as printf writes them. */
+START_TEST(test_strbuf_ints)
+{
+        static const int64_t v[] = {0, 1, -1, 9, 10, 4294967295, INT64_MAX, INT64_MIN};
+        char got[64], want[64];
+        struct rnnd_strbuf b;
+
+        for (size_t i = 0; i < RNND_ELEMENTSOF(v); i++) {
+                rnnd_strbuf_init_fixed(&b, got, sizeof(got));
+                rnnd_strbuf_json_kv_i64(&b, "k", v[i]);
+                rnnd_strbuf_put_u64(&b, (uint64_t)v[i]);
+                snprintf(want, sizeof(want), "\"k\":%" PRId64 "%" PRIu64, v[i], (uint64_t)v[i]);
+                ck_assert_str_eq(got, want);
+        }
+}
+END_TEST
+
 static Suite *infer_suite(void)
 {
         Suite *s = suite_create("infer");
@@ -1480,6 +1535,8 @@ static Suite *infer_suite(void)
         tcase_add_test(tc, test_kserve_binary_output);
         tcase_add_loop_test(tc, test_kserve_binary, 0, 2);
         tcase_add_test(tc, test_limits);
+        tcase_add_test(tc, test_pathf);
+        tcase_add_test(tc, test_strbuf_ints);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("tfserving");

@@ -473,6 +473,278 @@ out:
         return rnnd__infer_parsed(r, &req, root, ret);
 }
 
+/*
+ * The plain skeleton without jansson.  Building jansson's tree of even a
+ * 110-byte skeleton (its lexer and some 25 allocations) was the largest part
+ * of a small request's parse (docs/BENCHMARKS.md, issue 16), so the common
+ * form is read here directly: "id", "inputs" of objects with exactly "name",
+ * "datatype", "shape" and "data" (cut out to "[]"), and "outputs" of objects
+ * with "name" and at most {"binary_data": true|false}.  Strings are printable
+ * ASCII without escapes, shape entries plain non-negative integers.  What it
+ * accepts, jansson's path accepts with the same result (tests/unit/test_infer.c
+ * compares them on thousands of damaged requests); anything else -- other
+ * keys or parameters, escapes, duplicates, any error at all -- returns
+ * PLAIN_NO and the jansson path decides, with its messages.
+ */
+#define PLAIN_NO 1
+
+struct plain {
+        const char *p, *end;
+};
+
+static void plain_ws(struct plain *s)
+{
+        while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+                s->p++;
+}
+
+/* The next token is the character ch (taken). */
+static bool plain_is(struct plain *s, char ch)
+{
+        plain_ws(s);
+        if (s->p < s->end && *s->p == ch) {
+                s->p++;
+                return true;
+        }
+        return false;
+}
+
+/* A string of printable ASCII without escapes; *v points into the text. */
+static bool plain_str(struct plain *s, const char **v, size_t *n)
+{
+        const char *q;
+
+        if (!plain_is(s, '"'))
+                return false;
+        for (q = s->p; q < s->end && *q != '"'; q++)
+                if (*q < 0x20 || *q > 0x7e || *q == '\\')
+                        return false;
+        if (q >= s->end)
+                return false;
+        *v = s->p;
+        *n = (size_t)(q - s->p);
+        s->p = q + 1;
+        return true;
+}
+
+/* The string into dst[cap] (non-empty when nonempty). */
+static bool plain_copy(struct plain *s, char *dst, size_t cap, bool nonempty)
+{
+        const char *v;
+        size_t n;
+
+        if (!plain_str(s, &v, &n) || n >= cap || (nonempty && n == 0))
+                return false;
+        memcpy(dst, v, n);
+        dst[n] = '\0';
+        return true;
+}
+
+/* A non-negative integer as JSON writes one (no sign, no leading zero), < 10^18. */
+static bool plain_uint(struct plain *s, uint64_t *v)
+{
+        const char *q;
+
+        plain_ws(s);
+        q = s->p;
+        *v = 0;
+        while (q < s->end && *q >= '0' && *q <= '9' && q - s->p < 18)
+                *v = *v * 10 + (uint64_t)(*q++ - '0');
+        if (q == s->p || (*s->p == '0' && q - s->p > 1) ||
+            (q < s->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
+                return false;
+        s->p = q;
+        return true;
+}
+
+/* A key of the object (the ':' taken): its index in keys, each at most once. */
+static int plain_key(struct plain *s, const char *const *keys, unsigned *seen)
+{
+        const char *v;
+        size_t n;
+
+        if (!plain_str(s, &v, &n))
+                return -1;
+        for (int i = 0; keys[i] != NULL; i++)
+                if (strlen(keys[i]) == n && memcmp(keys[i], v, n) == 0) {
+                        if ((*seen & 1u << i) != 0 || !plain_is(s, ':'))
+                                return -1;
+                        *seen |= 1u << i;
+                        return i;
+                }
+        return -1;
+}
+
+/* After a member or element: true at the closing bracket, false after ','; *bad otherwise. */
+static bool plain_next(struct plain *s, char close, bool *bad)
+{
+        if (plain_is(s, close))
+                return true;
+        *bad = !plain_is(s, ',');
+        return *bad;
+}
+
+/* inputs[i]: {"name", "datatype", "shape", "data": []} in any order. */
+static int plain_tensor(struct kctx *c, struct plain *s, unsigned i, struct rnnd_tensor *t)
+{
+        static const char *const keys[] = {"name", "datatype", "shape", "data", NULL};
+        uint64_t shape[RNND_MAX_DIMS];
+        unsigned seen = 0, ndim = 0;
+        rnnd_dtype_t dt = RNND_DT_INVALID;
+        char dtname[16];
+        bool bad = false;
+
+        if (!plain_is(s, '{'))
+                return PLAIN_NO;
+        do {
+                switch (plain_key(s, keys, &seen)) {
+                case 0:
+                        if (!plain_copy(s, t->name, sizeof(t->name), true))
+                                return PLAIN_NO;
+                        break;
+                case 1:
+                        if (!plain_copy(s, dtname, sizeof(dtname), false))
+                                return PLAIN_NO;
+                        dt = rnnd_dtype_from_name(dtname);
+                        break;
+                case 2:
+                        if (!plain_is(s, '['))
+                                return PLAIN_NO;
+                        if (!plain_is(s, ']'))
+                                do
+                                        if (ndim == RNND_MAX_DIMS || !plain_uint(s, &shape[ndim++]))
+                                                return PLAIN_NO;
+                                while (!plain_next(s, ']', &bad) && !bad);
+                        break;
+                case 3:
+                        if (!plain_is(s, '[') || !plain_is(s, ']'))
+                                return PLAIN_NO;
+                        break;
+                default:
+                        return PLAIN_NO;
+                }
+        } while (!bad && !plain_next(s, '}', &bad) && !bad);
+        if (bad || seen != 15 || dt == RNND_DT_INVALID || dt == RNND_DT_BYTES ||
+            c->spans[i].len == 0 ||
+            rnnd__infer_set_shape(t, dt, shape, ndim, c->lim, "", NULL) < 0 ||
+            rnnd__infer_alloc_data(t, NULL) < 0 || fill_span(c, &c->spans[i], t, dt, "") < 0)
+                return PLAIN_NO;
+        return 0;
+}
+
+/* outputs[i]: {"name"} or {"name", "parameters": {"binary_data": bool}}. */
+static int plain_output(struct plain *s, struct rnnd_requested_output *ro)
+{
+        static const char *const keys[] = {"name", "parameters", NULL};
+        static const char *const pkeys[] = {"binary_data", NULL};
+        unsigned seen = 0, pseen = 0;
+        bool bad = false;
+
+        ro->binary = false; /* the request's binary_data_output: no parameters here */
+        if (!plain_is(s, '{'))
+                return PLAIN_NO;
+        do {
+                switch (plain_key(s, keys, &seen)) {
+                case 0:
+                        if (!plain_copy(s, ro->name, sizeof(ro->name), true))
+                                return PLAIN_NO;
+                        break;
+                case 1:
+                        if (!plain_is(s, '{') || plain_key(s, pkeys, &pseen) != 0)
+                                return PLAIN_NO;
+                        plain_ws(s);
+                        if ((size_t)(s->end - s->p) >= 4 && memcmp(s->p, "true", 4) == 0)
+                                ro->binary = true, s->p += 4;
+                        else if ((size_t)(s->end - s->p) >= 5 && memcmp(s->p, "false", 5) == 0)
+                                s->p += 5;
+                        else
+                                return PLAIN_NO;
+                        if (!plain_is(s, '}'))
+                                return PLAIN_NO;
+                        break;
+                default:
+                        return PLAIN_NO;
+                }
+        } while (!bad && !plain_next(s, '}', &bad) && !bad);
+        return bad || (seen & 1u) == 0 ? PLAIN_NO : 0;
+}
+
+static int plain_request(struct kctx *c, struct rnnd_infer_request *req)
+{
+        static const char *const keys[] = {"id", "inputs", "outputs", NULL};
+        struct plain s = {c->skel, c->skel + c->skel_len};
+        unsigned seen = 0, n;
+        bool bad = false;
+
+        /* Every request nests 4 deep (root, inputs, an input, its shape). */
+        if (c->lim->max_depth < 4 || c->bin_len != 0)
+                return PLAIN_NO;
+        for (unsigned i = 0; i < RNND_INFER_MAX_TENSORS; i++)
+                if (c->spans[i].len > 0 &&
+                    RNND__INFER_SPAN_BASE_DEPTH + c->spans[i].depth > c->lim->max_depth)
+                        return PLAIN_NO;
+        if (!plain_is(&s, '{'))
+                return PLAIN_NO;
+        do {
+                switch (plain_key(&s, keys, &seen)) {
+                case 0:
+                        if (!plain_copy(&s, req->id, sizeof(req->id), false))
+                                return PLAIN_NO;
+                        req->has_id = true;
+                        break;
+                case 1:
+                        if (!plain_is(&s, '['))
+                                return PLAIN_NO;
+                        if (!plain_is(&s, ']'))
+                                do {
+                                        if (req->n_inputs == RNND_INFER_MAX_TENSORS)
+                                                return PLAIN_NO;
+                                        /* Counted first, so that its data is freed on failure. */
+                                        n = req->n_inputs++;
+                                        if (plain_tensor(c, &s, n, &req->inputs[n]) != 0)
+                                                return PLAIN_NO;
+                                } while (!plain_next(&s, ']', &bad) && !bad);
+                        break;
+                case 2:
+                        if (!plain_is(&s, '['))
+                                return PLAIN_NO;
+                        req->outputs_given = true;
+                        if (!plain_is(&s, ']'))
+                                do {
+                                        if (req->n_outputs == RNND_INFER_MAX_TENSORS)
+                                                return PLAIN_NO;
+                                        n = req->n_outputs++;
+                                        if (plain_output(&s, &req->outputs[n]) != 0)
+                                                return PLAIN_NO;
+                                        for (unsigned j = 0; j < n; j++)
+                                                if (strcmp(req->outputs[j].name,
+                                                           req->outputs[n].name) == 0)
+                                                        return PLAIN_NO;
+                                } while (!plain_next(&s, ']', &bad) && !bad);
+                        break;
+                default:
+                        return PLAIN_NO;
+                }
+        } while (!bad && !plain_next(&s, '}', &bad) && !bad);
+        plain_ws(&s);
+        return bad || s.p != s.end || (seen & 2u) == 0 ? PLAIN_NO : 0;
+}
+
+/* plain_request() into *ret, or PLAIN_NO with nothing kept. */
+static int parse_plain(struct kctx *c, const void *body, size_t len, size_t json_len,
+                       struct rnnd_infer_request *ret)
+{
+        struct rnnd_infer_request req = {.format = RNND_FMT_KSERVE};
+        int r = split_body(c, len, json_len, body) < 0 ? PLAIN_NO : plain_request(c, &req);
+
+        if (r != 0) {
+                rnnd_infer_request_done(&req);
+                return PLAIN_NO;
+        }
+        *ret = req;
+        return 0;
+}
+
 /* Below this many bytes of JSON the skeleton saves less than it costs. */
 #define FAST_PATH_MIN 128
 
@@ -501,12 +773,39 @@ int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
                 f.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
                 f.text = body;
                 f.spans = spans;
-                r = f.skel_len > 0 ? parse_request(&f, body, len, json_len, ret) : -1;
+                r = -1;
+                if (f.skel_len > 0 && parse_plain(&f, body, len, json_len, ret) == 0)
+                        r = 0;
+                else if (f.skel_len > 0)
+                        r = parse_request(&f, body, len, json_len, ret);
                 rnnd_free(skel);
                 if (r == 0)
                         return 0;
         }
         return parse_request(&c, body, len, json_len, ret);
+}
+
+int rnnd__kserve_parse_plain(const void *body, size_t len, const struct rnnd_infer_limits *limits,
+                             struct rnnd_infer_request *ret)
+{
+        struct rnnd_infer_limits lbuf;
+        struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
+        rnnd_error_t scratch = {0};
+        struct kctx c = {
+                .lim = rnnd__infer_limits(limits, &lbuf), .err = &scratch, .list = "inputs"};
+        char *skel = rnnd_malloc(len + 1);
+        int r = PLAIN_NO;
+
+        if (skel == NULL)
+                return PLAIN_NO;
+        c.skel = skel;
+        c.skel_len = rnnd__infer_skeleton(body, len, skel, spans);
+        c.text = body;
+        c.spans = spans;
+        if (c.skel_len > 0)
+                r = parse_plain(&c, body, len, len, ret);
+        rnnd_free(skel);
+        return r;
 }
 
 int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,

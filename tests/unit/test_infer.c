@@ -154,46 +154,88 @@ END_TEST
  * number: for good requests and for thousands of damaged ones, the same
  * result, the same tensors byte for byte, or the same error message.
  */
-static void same_as_jansson_lim(const char *body, size_t len, const struct rnnd_infer_limits *lim)
+/* Two parses of one request gave the same request, field by field and byte by byte. */
+static void same_request(const struct rnnd_infer_request *a, const struct rnnd_infer_request *b)
 {
-        struct rnnd_infer_request a, b;
+        ck_assert_int_eq(a->format, b->format);
+        ck_assert_int_eq(a->has_id, b->has_id);
+        ck_assert_str_eq(a->id, b->id);
+        ck_assert_int_eq(a->outputs_given, b->outputs_given);
+        ck_assert_uint_eq(a->n_outputs, b->n_outputs);
+        for (unsigned i = 0; i < a->n_outputs; i++) {
+                ck_assert_str_eq(a->outputs[i].name, b->outputs[i].name);
+                ck_assert_int_eq(a->outputs[i].binary, b->outputs[i].binary);
+        }
+        ck_assert_int_eq(a->binary_data_output, b->binary_data_output);
+        ck_assert_uint_eq(a->params.sequence_id, b->params.sequence_id);
+        ck_assert_str_eq(a->params.sequence_id_str, b->params.sequence_id_str);
+        ck_assert_int_eq(a->params.sequence_start, b->params.sequence_start);
+        ck_assert_int_eq(a->params.sequence_end, b->params.sequence_end);
+        ck_assert_int_eq(a->params.priority, b->params.priority);
+        ck_assert_uint_eq(a->params.timeout_us, b->params.timeout_us);
+        ck_assert_uint_eq(a->n_inputs, b->n_inputs);
+        for (unsigned i = 0; i < a->n_inputs; i++) {
+                ck_assert_str_eq(a->inputs[i].name, b->inputs[i].name);
+                ck_assert_int_eq(a->inputs[i].dtype, b->inputs[i].dtype);
+                ck_assert_uint_eq(a->inputs[i].ndim, b->inputs[i].ndim);
+                for (unsigned d = 0; d < a->inputs[i].ndim; d++)
+                        ck_assert_uint_eq(a->inputs[i].shape[d], b->inputs[i].shape[d]);
+                ck_assert_uint_eq(a->inputs[i].numel, b->inputs[i].numel);
+                ck_assert_uint_eq(a->inputs[i].nbytes, b->inputs[i].nbytes);
+                ck_assert(a->inputs[i].nbytes == 0 ||
+                          memcmp(a->inputs[i].data, b->inputs[i].data, a->inputs[i].nbytes) == 0);
+        }
+}
+
+/*
+ * The fast paths against jansson reading every number: the same result, the
+ * same request, or the same error message.  Returns whether the plain path
+ * (no jansson at all) took the request; when it did, jansson accepted it too.
+ */
+static bool same_as_jansson_lim(const char *body, size_t len, const struct rnnd_infer_limits *lim)
+{
+        struct rnnd_infer_request a, b, c;
         rnnd_error_t ea = {0}, eb = {0};
         int ra = rnnd_kserve_parse(body, len, len, lim, &a, &ea);
         int rb = rnnd__kserve_parse_jansson(body, len, len, lim, &b, &eb);
+        int rc = rnnd__kserve_parse_plain(body, len, lim, &c);
 
         ck_assert_msg(ra == rb, "%d vs %d (%s / %s) for %.*s", ra, rb, ea.msg, eb.msg, (int)len,
                       body);
+        ck_assert_msg(rc == 0 || rc == 1, "plain: %d", rc);
+        ck_assert_msg(rc == 1 || rb == 0, "plain took what jansson refuses (%s): %.*s", eb.msg,
+                      (int)len, body);
         if (ra < 0) {
                 ck_assert_str_eq(ea.msg, eb.msg);
-                return;
+                return false;
         }
-        ck_assert_uint_eq(a.n_inputs, b.n_inputs);
-        for (unsigned i = 0; i < a.n_inputs; i++) {
-                ck_assert_str_eq(a.inputs[i].name, b.inputs[i].name);
-                ck_assert_int_eq(a.inputs[i].dtype, b.inputs[i].dtype);
-                ck_assert_uint_eq(a.inputs[i].numel, b.inputs[i].numel);
-                ck_assert_uint_eq(a.inputs[i].nbytes, b.inputs[i].nbytes);
-                ck_assert(a.inputs[i].nbytes == 0 ||
-                          memcmp(a.inputs[i].data, b.inputs[i].data, a.inputs[i].nbytes) == 0);
+        same_request(&a, &b);
+        if (rc == 0) {
+                same_request(&c, &b);
+                rnnd_infer_request_done(&c);
         }
         rnnd_infer_request_done(&a);
         rnnd_infer_request_done(&b);
+        return rc == 0;
 }
 
-static void same_as_jansson(const char *body, size_t len)
+static bool same_as_jansson(const char *body, size_t len)
 {
-        same_as_jansson_lim(body, len, NULL);
+        return same_as_jansson_lim(body, len, NULL);
 }
 
-/* A request long enough for the fast path: [2,8,5] FP32, tokens, h0, padded with an id. */
-static size_t fast_body(char *buf, size_t cap, bool nested)
+/*
+ * A request long enough for the fast path: [2,8,5] FP32, tokens, h0, padded
+ * with an id of 128 bytes (the longest accepted) or, long_id, 256 (refused).
+ */
+static size_t fast_body(char *buf, size_t cap, bool nested, bool long_id)
 {
         struct rnnd_strbuf s;
         size_t n;
 
         rnnd_strbuf_init_fixed(&s, buf, cap);
         rnnd_strbuf_puts(&s, "{\"id\":\"");
-        for (int i = 0; i < 64; i++)
+        for (int i = 0; i < (long_id ? 64 : 32); i++)
                 rnnd_strbuf_puts(&s, "pad-");
         rnnd_strbuf_puts(&s, "\", \"inputs\" : [ {\"name\":\"input\",\"datatype\":\"FP32\","
                              "\"shape\":[2,8,5],\"data\": [");
@@ -210,7 +252,8 @@ static size_t fast_body(char *buf, size_t cap, bool nested)
         rnnd_strbuf_puts(&s, "{\"name\":\"lengths\",\"datatype\":\"INT64\",\"shape\":[2],"
                              "\"data\":[8, 3]},{\"name\":\"h0\",\"datatype\":\"FP32\","
                              "\"shape\":[2,1,3],\"data\":[0.1,0.2,0.3,1e-45,3.4028235e38,-0.0]}],"
-                             "\"outputs\":[{\"name\":\"output\"}]}");
+                             "\"outputs\":[{\"name\":\"output\"}, {\"parameters\": "
+                             "{\"binary_data\" :false}, \"name\":\"h_n\"}]}");
         n = s.len;
         ck_assert(!s.oom);
         return n;
@@ -220,8 +263,8 @@ START_TEST(test_kserve_fast_path)
 {
         static const char noise[] = "[]{},:\"0123456789.-+eE \tntfx\\\x01\xff";
         char good[4096], buf[4096];
-        size_t n = fast_body(good, sizeof(good), _i == 1);
-        unsigned seed = 12345u + (unsigned)_i;
+        size_t n = fast_body(good, sizeof(good), _i & 1, _i & 2);
+        unsigned seed = 12345u + (unsigned)_i, plain = 0;
 
         struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
         uint64_t shape[3] = {2, 8, 5};
@@ -231,10 +274,11 @@ START_TEST(test_kserve_fast_path)
         /* The good body is on the fast path: its three data arrays are cut out and read. */
         ck_assert_uint_gt(rnnd__infer_skeleton(good, n, buf, spans), 0);
         ck_assert(spans[0].len > 0 && spans[1].len > 0 && spans[2].len > 0 && spans[3].len == 0);
-        ck_assert_uint_eq(
-                rnnd_numscan(good + spans[0].off, spans[0].len, shape, 3, _i == 0, RNND_DT_F32, x),
-                spans[0].len);
-        same_as_jansson(good, n);
+        ck_assert_uint_eq(rnnd_numscan(good + spans[0].off, spans[0].len, shape, 3, !(_i & 1),
+                                       RNND_DT_F32, x),
+                          spans[0].len);
+        /* With a valid id the plain path (no jansson tree) takes it. */
+        ck_assert_int_eq(same_as_jansson(good, n), !(_i & 2));
         for (int k = 0; k < 6000; k++) {
                 size_t m = n;
 
@@ -254,8 +298,97 @@ START_TEST(test_kserve_fast_path)
                                 m++;
                         }
                 }
-                same_as_jansson(buf, m);
+                plain += same_as_jansson(buf, m);
         }
+        /* It takes damaged bodies that stay valid (spaces, digits in the data), never the long id.
+         */
+        if (_i & 2)
+                ck_assert_uint_eq(plain, 0);
+        else
+                ck_assert_uint_gt(plain, 100);
+}
+END_TEST
+
+/*
+ * The plain path (no jansson tree) on requests it must take and ones it must
+ * leave to jansson; either way the result is jansson's (same_as_jansson).
+ */
+#define PX(before, after)                                                                          \
+        "{" before "\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,2,2],"      \
+        "\"data\":[1,2,3,4]}]" after "}"
+static const struct {
+        const char *body;
+        bool plain;
+} plain_cases[] = {
+        {PX("", ""), true},
+        {PX("\"id\":\"\",", ""), true},
+        {PX("\"id\":\"a b:c\",", ",\"outputs\":[]"), true},
+        {PX("", ",\"outputs\":[{\"name\":\"scores\"},{\"name\":\"h_n\",\"parameters\":{\"binary_"
+                "data\":true}}]"),
+         true},
+        {" \t\r\n{ \"inputs\" : [ { \"data\" : [ 1 , 2 , 3 , 4 ] , \"shape\" : [ 1 , 2 , 2 ] , "
+         "\"datatype\" : \"FP32\" , \"name\" : \"input\" } ] } \n",
+         true},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"INT64\",\"shape\":[4],\"data\":[1,2,3,4]},"
+         "{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[5]}]}",
+         true},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2],[3,4]]"
+         "}]}",
+         true},
+        /* Left to jansson: other keys, escapes, non-ASCII, duplicates, odd numbers, errors. */
+        {"{\"inputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[0],\"data\":[]}]}", false},
+        {PX("\"parameters\":{\"sequence_id\":3},", ""), false},
+        {PX("\"id\":\"a\\\"b\",", ""), false},
+        {PX("\"id\":\"\xc3\xa9\",", ""), false},
+        {PX("\"id\":\"a\",\"id\":\"b\",", ""), false},
+        {PX("\"id\":7,", ""), false},
+        {PX("", ",\"outputs\":[{\"name\":\"a\"},{\"name\":\"a\"}]"), false},
+        {PX("", ",\"outputs\":[{\"name\":\"a\",\"parameters\":{\"binary_data\":1}}]"), false},
+        {PX("", ",\"outputs\":[{\"name\":\"a\",\"parameters\":{\"classification\":2}}]"), false},
+        {PX("", ",\"outputs\":[{\"name\":\"\"}]"), false},
+        {PX("", ",\"outputs\":[{\"name\":\"a\"},]"), false},
+        {PX("", ",\"extra\":1"), false},
+        {PX("", "}"), false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[01],\"data\":[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-0],\"data\":[]}]}", false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1.0],\"data\":[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1e0],\"data\":[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1000000000000000000],"
+         "\"data\":[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1]}]}", false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP33\",\"shape\":[1],\"data\":[1]}]}", false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1],"
+         "\"parameters\":{}}]}",
+         false},
+        {"{\"inputs\":[{\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", false},
+        {"{\"inputs\":[{\"name\":\"x\",\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":"
+         "[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
+         "\"data\":[1]}]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
+         "\"inputs\":[]}",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}x",
+         false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]", false},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[\"1\"]}]}",
+         false},
+};
+#undef PX
+
+START_TEST(test_kserve_plain)
+{
+        const char *b = plain_cases[_i].body;
+
+        ck_assert_msg(same_as_jansson(b, strlen(b)) == plain_cases[_i].plain, "%s", b);
 }
 END_TEST
 
@@ -1528,7 +1661,8 @@ static Suite *infer_suite(void)
         tcase_add_unchecked_fixture(tc, setup, NULL);
         tcase_add_loop_test(tc, test_kserve_data, 0, RNND_ELEMENTSOF(flat_nested));
         tcase_add_test(tc, test_kserve_nested);
-        tcase_add_loop_test(tc, test_kserve_fast_path, 0, 2);
+        tcase_add_loop_test(tc, test_kserve_fast_path, 0, 4);
+        tcase_add_loop_test(tc, test_kserve_plain, 0, RNND_ELEMENTSOF(plain_cases));
         tcase_add_test(tc, test_outputs_check);
         tcase_add_test(tc, test_kserve_tokens_states);
         tcase_add_test(tc, test_kserve_sequence_params);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check-main.h"
+#include "clock.h"
 #include "golden-model.h"
 #include "pool.h"
 #include "repository.h"
@@ -906,8 +907,11 @@ START_TEST(test_remainder_wakes_idle_worker)
         ts.tv_sec += 2;
         ck_assert_msg(sem_timedwait(&entered, &ts) == 0,
                       "the third sequence waited for the busy worker");
-        ck_assert_uint_eq(seen[0].n, 2);
-        ck_assert_uint_eq(seen[1].n, 1);
+        /* A batch of two and one of one, on both instances.  Which entered the
+         * backend first is up to the scheduler: the worker that took the pair
+         * may be preempted before it gets there (seen under parallel tests). */
+        ck_assert_uint_eq(seen[0].n + seen[1].n, 3);
+        ck_assert_uint_eq(seen[0].n * seen[1].n, 2);
         ck_assert_int_ne(seen[0].device, seen[1].device);
         sem_post(&gate);
         sem_post(&gate);
@@ -988,6 +992,7 @@ START_TEST(test_returning)
         rnnd_job_t jobs[2];
         rnnd_error_t err = {0};
         rnnd_pool_t *p;
+        uint64_t t0;
 
         reset_script(0);
         seqs_init(seqs, 2, lens, 0);
@@ -1024,17 +1029,20 @@ START_TEST(test_returning)
         wait_done(1);
         usleep(900000);
         job_init(&jobs[1], &seqs[1], 1, 1);
+        t0 = rnnd_now_ns();
         ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
-        usleep(30000);
-        ck_assert_int_eq(atomic_load(&runs), 2); /* at once, not after 100 ms */
         wait_done(1);
+        /* At once, not after the 100 ms delay (measured to the answer, not
+         * sampled after a sleep, so a loaded machine does not fail it). */
+        ck_assert_uint_lt(rnnd_now_ns() - t0, 100000000u);
         rnnd_pool_expect(p, +1); /* job 1's client, not job 0's long gone one */
         rnnd_pool_expect(p, -1);
         job_init(&jobs[0], &seqs[0], 1, 0);
+        t0 = rnnd_now_ns();
         ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0);
-        usleep(30000);
-        ck_assert_int_eq(atomic_load(&runs), 3);
         wait_done(1);
+        ck_assert_uint_lt(rnnd_now_ns() - t0, 100000000u);
+        ck_assert_int_eq(atomic_load(&runs), 3);
         rnnd_pool_free(p);
         rnnd_model_unref(m);
 }

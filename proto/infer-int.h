@@ -54,7 +54,8 @@ int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,
  * rnnd_kserve_parse()'s plain path alone (infer-kserve.c), for tests: 0 with
  * *ret, or 1 when it leaves the request to jansson (never an error of its own).
  */
-int rnnd__kserve_parse_plain(const void *body, size_t len, const struct rnnd_infer_limits *limits,
+int rnnd__kserve_parse_plain(const void *body, size_t len, size_t json_len,
+                             const struct rnnd_infer_limits *limits,
                              struct rnnd_infer_request *ret);
 
 /* Where a data array lies in a request's text; len 0: none found. */

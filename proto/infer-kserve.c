@@ -584,12 +584,16 @@ static bool plain_next(struct plain *s, char close, bool *bad)
         return *bad;
 }
 
-/* inputs[i]: {"name", "datatype", "shape", "data": []} in any order. */
+/*
+ * inputs[i]: {"name", "datatype", "shape", and "data": [] (cut out) or
+ * "parameters": {"binary_data_size": N}} in any order.
+ */
 static int plain_tensor(struct kctx *c, struct plain *s, unsigned i, struct rnnd_tensor *t)
 {
-        static const char *const keys[] = {"name", "datatype", "shape", "data", NULL};
-        uint64_t shape[RNND_MAX_DIMS];
-        unsigned seen = 0, ndim = 0;
+        static const char *const keys[] = {"name", "datatype", "shape", "data", "parameters", NULL};
+        static const char *const pkeys[] = {"binary_data_size", NULL};
+        uint64_t shape[RNND_MAX_DIMS], bds = 0;
+        unsigned seen = 0, pseen = 0, ndim = 0;
         rnnd_dtype_t dt = RNND_DT_INVALID;
         char dtname[16];
         bool bad = false;
@@ -617,17 +621,26 @@ static int plain_tensor(struct kctx *c, struct plain *s, unsigned i, struct rnnd
                                 while (!plain_next(s, ']', &bad) && !bad);
                         break;
                 case 3:
-                        if (!plain_is(s, '[') || !plain_is(s, ']'))
+                        if (c->spans == NULL || !plain_is(s, '[') || !plain_is(s, ']'))
+                                return PLAIN_NO;
+                        break;
+                case 4:
+                        if (!plain_is(s, '{') || plain_key(s, pkeys, &pseen) != 0 ||
+                            !plain_uint(s, &bds) || !plain_is(s, '}'))
                                 return PLAIN_NO;
                         break;
                 default:
                         return PLAIN_NO;
                 }
         } while (!bad && !plain_next(s, '}', &bad) && !bad);
-        if (bad || seen != 15 || dt == RNND_DT_INVALID || dt == RNND_DT_BYTES ||
-            c->spans[i].len == 0 ||
-            rnnd__infer_set_shape(t, dt, shape, ndim, c->lim, "", NULL) < 0 ||
-            rnnd__infer_alloc_data(t, NULL) < 0 || fill_span(c, &c->spans[i], t, dt, "") < 0)
+        /* name, datatype, shape, and data or binary_data_size. */
+        if (bad || (seen != 15 && seen != 23) || dt == RNND_DT_INVALID || dt == RNND_DT_BYTES ||
+            rnnd__infer_set_shape(t, dt, shape, ndim, c->lim, "", NULL) < 0)
+                return PLAIN_NO;
+        if (seen == 23)
+                return take_binary(c, t, bds, "") < 0 ? PLAIN_NO : 0;
+        if (c->spans[i].len == 0 || rnnd__infer_alloc_data(t, NULL) < 0 ||
+            fill_span(c, &c->spans[i], t, dt, "") < 0)
                 return PLAIN_NO;
         return 0;
 }
@@ -677,9 +690,9 @@ static int plain_request(struct kctx *c, struct rnnd_infer_request *req)
         bool bad = false;
 
         /* Every request nests 4 deep (root, inputs, an input, its shape). */
-        if (c->lim->max_depth < 4 || c->bin_len != 0)
+        if (c->lim->max_depth < 4)
                 return PLAIN_NO;
-        for (unsigned i = 0; i < RNND_INFER_MAX_TENSORS; i++)
+        for (unsigned i = 0; c->spans != NULL && i < RNND_INFER_MAX_TENSORS; i++)
                 if (c->spans[i].len > 0 &&
                     RNND__INFER_SPAN_BASE_DEPTH + c->spans[i].depth > c->lim->max_depth)
                         return PLAIN_NO;
@@ -727,14 +740,18 @@ static int plain_request(struct kctx *c, struct rnnd_infer_request *req)
                 }
         } while (!bad && !plain_next(&s, '}', &bad) && !bad);
         plain_ws(&s);
-        return bad || s.p != s.end || (seen & 2u) == 0 ? PLAIN_NO : 0;
+        return bad || s.p != s.end || (seen & 2u) == 0 || c->bin_off != c->bin_len ? PLAIN_NO : 0;
 }
 
-/* plain_request() into *ret, or PLAIN_NO with nothing kept. */
-static int parse_plain(struct kctx *c, const void *body, size_t len, size_t json_len,
+/*
+ * plain_request() of c->skel (a skeleton with c->spans, or the JSON header
+ * itself without) into *ret, or PLAIN_NO with nothing kept; c is not changed.
+ */
+static int parse_plain(const struct kctx *c0, const void *body, size_t len, size_t json_len,
                        struct rnnd_infer_request *ret)
 {
         struct rnnd_infer_request req = {.format = RNND_FMT_KSERVE};
+        struct kctx copy = *c0, *c = &copy;
         int r = split_body(c, len, json_len, body) < 0 ? PLAIN_NO : plain_request(c, &req);
 
         if (r != 0) {
@@ -756,22 +773,24 @@ int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
         struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
         struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "inputs"};
         rnnd_error_t scratch = {0};
+        struct kctx f = c;
         char *skel;
         int r;
 
         /*
-         * The fast path (infer-skel.c): jansson parses the request without its
-         * data arrays, numscan.h reads those.  It only ever succeeds; on any
-         * failure the request is parsed again below, which reports the error.
+         * The fast paths (DESIGN.md §5).  With data arrays (infer-skel.c):
+         * the skeleton read by hand, or else by jansson, and numscan.h reads
+         * the arrays.  Without (binary tensors): the JSON header read by hand.
+         * They only ever succeed; on any failure the request is parsed again
+         * below, which reports the error.
          */
-        if (json_len >= FAST_PATH_MIN && json_len <= len &&
-            (skel = rnnd_malloc(json_len)) != NULL) {
-                struct kctx f = c;
-
-                f.err = &scratch;
+        f.err = &scratch;
+        f.text = body;
+        if (json_len > len)
+                return parse_request(&c, body, len, json_len, ret);
+        if (json_len >= FAST_PATH_MIN && (skel = rnnd_malloc(json_len)) != NULL) {
                 f.skel = skel;
                 f.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
-                f.text = body;
                 f.spans = spans;
                 r = -1;
                 if (f.skel_len > 0 && parse_plain(&f, body, len, json_len, ret) == 0)
@@ -781,29 +800,42 @@ int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
                 rnnd_free(skel);
                 if (r == 0)
                         return 0;
+                if (f.skel_len > 0)
+                        return parse_request(&c, body, len, json_len, ret);
         }
+        f.skel = body;
+        f.skel_len = json_len;
+        f.spans = NULL;
+        if (parse_plain(&f, body, len, json_len, ret) == 0)
+                return 0;
         return parse_request(&c, body, len, json_len, ret);
 }
 
-int rnnd__kserve_parse_plain(const void *body, size_t len, const struct rnnd_infer_limits *limits,
-                             struct rnnd_infer_request *ret)
+int rnnd__kserve_parse_plain(const void *body, size_t len, size_t json_len,
+                             const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret)
 {
         struct rnnd_infer_limits lbuf;
         struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
         rnnd_error_t scratch = {0};
         struct kctx c = {
                 .lim = rnnd__infer_limits(limits, &lbuf), .err = &scratch, .list = "inputs"};
-        char *skel = rnnd_malloc(len + 1);
+        char *skel;
         int r = PLAIN_NO;
 
-        if (skel == NULL)
+        if (json_len > len || (skel = rnnd_malloc(json_len + 1)) == NULL)
                 return PLAIN_NO;
         c.skel = skel;
-        c.skel_len = rnnd__infer_skeleton(body, len, skel, spans);
+        c.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
         c.text = body;
         c.spans = spans;
         if (c.skel_len > 0)
-                r = parse_plain(&c, body, len, len, ret);
+                r = parse_plain(&c, body, len, json_len, ret);
+        else {
+                c.skel = body;
+                c.skel_len = json_len;
+                c.spans = NULL;
+                r = parse_plain(&c, body, len, json_len, ret);
+        }
         rnnd_free(skel);
         return r;
 }

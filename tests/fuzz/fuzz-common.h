@@ -18,6 +18,7 @@
 
 #include "alloc.h"
 #include "infer.h"
+#include "infer-int.h"
 #include "modelcfg.h"
 
 /*
@@ -59,6 +60,58 @@ static inline void fuzz_init_configs(void)
 /* Limits smaller than the defaults, so that an input cannot ask for much memory. */
 static const struct rnnd_infer_limits fuzz_limits
         __attribute__((unused)) = {.max_elements = 1u << 16, .max_depth = 32};
+
+/*
+ * The same tensor bytes, but for the sign of a zero: jansson reads "-0" as the
+ * integer 0, numscan.h as strtod does (-0.0).  (Binary tensors may hold any
+ * bits, NaN included: compared as bits.)
+ */
+static inline int fuzz_same_data(const struct rnnd_tensor *a, const struct rnnd_tensor *b)
+{
+        if (a->dtype != RNND_DT_F32)
+                return memcmp(a->data, b->data, a->nbytes) == 0;
+        for (size_t k = 0; k < a->numel; k++) {
+                float x = ((const float *)a->data)[k], y = ((const float *)b->data)[k];
+
+                if (memcmp(&x, &y, sizeof(x)) != 0 && !(x == 0.0f && y == 0.0f))
+                        return 0;
+        }
+        return 1;
+}
+
+/*
+ * rnnd_kserve_parse()'s answer r (req a, error ea) against jansson reading
+ * every number: a difference aborts.
+ */
+static inline void fuzz_same_as_jansson(const uint8_t *data, size_t size, size_t json_len, int r,
+                                        const struct rnnd_infer_request *a, const rnnd_error_t *ea)
+{
+        struct rnnd_infer_request b;
+        rnnd_error_t eb = {0};
+
+        if (rnnd__kserve_parse_jansson(data, size, json_len, &fuzz_limits, &b, &eb) != r)
+                abort();
+        if (r < 0) {
+                if (strcmp(ea->msg, eb.msg) != 0)
+                        abort();
+                return;
+        }
+        if (a->n_inputs != b.n_inputs || a->n_outputs != b.n_outputs || a->has_id != b.has_id ||
+            strcmp(a->id, b.id) != 0)
+                abort();
+        for (unsigned i = 0; i < a->n_inputs; i++)
+                if (strcmp(a->inputs[i].name, b.inputs[i].name) != 0 ||
+                    a->inputs[i].dtype != b.inputs[i].dtype ||
+                    a->inputs[i].ndim != b.inputs[i].ndim ||
+                    a->inputs[i].nbytes != b.inputs[i].nbytes ||
+                    (a->inputs[i].nbytes > 0 && !fuzz_same_data(&a->inputs[i], &b.inputs[i])))
+                        abort();
+        for (unsigned i = 0; i < a->n_outputs; i++)
+                if (strcmp(a->outputs[i].name, b.outputs[i].name) != 0 ||
+                    a->outputs[i].binary != b.outputs[i].binary)
+                        abort();
+        rnnd_infer_request_done(&b);
+}
 
 /*
  * Binds req to cfg, allocates its outputs, fills them with a pattern holding

@@ -24,6 +24,7 @@
 #include "alloc.h"
 #include "infer-int.h"
 #include "json-int.h"
+#include "strbuf.h"
 
 /* Doubles from here up round to infinity as float: FLT_MAX plus half an ulp. */
 #define F32_OVERFLOW 0x1.ffffffp127
@@ -59,52 +60,36 @@ int rnnd__infer_path_error(rnnd_error_t *e, int code, const char *path, const ch
  */
 void rnnd__infer_pathf(char *dst, const char *fmt, ...)
 {
-        char *p = dst, *end = dst + PATH_LEN - 1;
-        const char *f = fmt;
+        struct rnnd_strbuf b;
+        const char *f, *s;
         va_list ap, again;
 
+        rnnd_strbuf_init_fixed(&b, dst, PATH_LEN); /* truncates as snprintf does */
         va_start(ap, fmt);
         va_copy(again, ap);
-        while (*f != '\0' && p < end) {
-                char num[24], *n = num + sizeof(num);
-                const char *s;
-                size_t prec = SIZE_MAX, v;
+        for (f = fmt; *f != '\0'; f++) {
+                size_t prec = SIZE_MAX;
 
                 if (*f != '%') {
-                        *p++ = *f++;
+                        rnnd_strbuf_putc(&b, *f);
                         continue;
                 }
-                f++;
-                if (*f == '.') {
-                        prec = 0;
-                        for (f++; *f >= '0' && *f <= '9'; f++)
+                if (*++f == '.')
+                        for (prec = 0, f++; *f >= '0' && *f <= '9'; f++)
                                 prec = prec * 10 + (size_t)(*f - '0');
-                }
                 if (*f == 's') {
                         s = va_arg(ap, const char *);
-                        for (; *s != '\0' && prec > 0 && p < end; prec--)
-                                *p++ = *s++;
+                        rnnd_strbuf_putn(&b, s, strnlen(s, prec));
+                } else if (prec == SIZE_MAX && *f == 'u') {
+                        rnnd_strbuf_put_u64(&b, va_arg(ap, unsigned));
+                } else if (prec == SIZE_MAX && f[0] == 'z' && f[1] == 'u') {
+                        rnnd_strbuf_put_u64(&b, va_arg(ap, size_t));
                         f++;
-                        continue;
-                }
-                if (prec == SIZE_MAX && *f == 'u')
-                        v = va_arg(ap, unsigned);
-                else if (prec == SIZE_MAX && f[0] == 'z' && f[1] == 'u')
-                        v = va_arg(ap, size_t), f++;
-                else {
+                } else {
                         vsnprintf(dst, PATH_LEN, fmt, again);
-                        va_end(again);
-                        va_end(ap);
-                        return;
+                        break;
                 }
-                f++;
-                do
-                        *--n = (char)('0' + v % 10);
-                while ((v /= 10) != 0);
-                while (n < num + sizeof(num) && p < end)
-                        *p++ = *n++;
         }
-        *p = '\0';
         va_end(again);
         va_end(ap);
 }

@@ -765,48 +765,53 @@ static int parse_plain(const struct kctx *c0, const void *body, size_t len, size
 /* Below this many bytes of JSON the skeleton saves less than it costs. */
 #define FAST_PATH_MIN 128
 
+/*
+ * The fast paths (DESIGN.md §5): 0 with *ret, or nonzero when the full
+ * jansson parse must decide.  With data arrays (a skeleton, made for JSON of
+ * skel_min bytes or more): the skeleton read by hand, or else, when
+ * skel_jansson, by jansson; numscan.h reads the arrays.  Without (binary
+ * tensors): the JSON header itself read by hand.  They never report errors.
+ */
+static int parse_fast(const struct kctx *c, const void *body, size_t len, size_t json_len,
+                      size_t skel_min, bool skel_jansson, struct rnnd_infer_request *ret)
+{
+        struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
+        rnnd_error_t scratch = {0};
+        struct kctx f = *c;
+        char *skel;
+        int r;
+
+        if (json_len > len)
+                return PLAIN_NO;
+        f.err = &scratch;
+        f.text = body;
+        if (json_len >= skel_min && (skel = rnnd_malloc(json_len + 1)) != NULL) {
+                f.skel = skel;
+                f.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
+                f.spans = spans;
+                if (f.skel_len > 0) {
+                        r = parse_plain(&f, body, len, json_len, ret);
+                        if (r != 0 && skel_jansson)
+                                r = parse_request(&f, body, len, json_len, ret);
+                        rnnd_free(skel);
+                        return r == 0 ? 0 : PLAIN_NO;
+                }
+                rnnd_free(skel);
+        }
+        f.skel = body;
+        f.skel_len = json_len;
+        f.spans = NULL;
+        return parse_plain(&f, body, len, json_len, ret);
+}
+
 int rnnd_kserve_parse(const void *body, size_t len, size_t json_len,
                       const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret,
                       rnnd_error_t *reterr)
 {
         struct rnnd_infer_limits lbuf;
-        struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
         struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .err = reterr, .list = "inputs"};
-        rnnd_error_t scratch = {0};
-        struct kctx f = c;
-        char *skel;
-        int r;
 
-        /*
-         * The fast paths (DESIGN.md §5).  With data arrays (infer-skel.c):
-         * the skeleton read by hand, or else by jansson, and numscan.h reads
-         * the arrays.  Without (binary tensors): the JSON header read by hand.
-         * They only ever succeed; on any failure the request is parsed again
-         * below, which reports the error.
-         */
-        f.err = &scratch;
-        f.text = body;
-        if (json_len > len)
-                return parse_request(&c, body, len, json_len, ret);
-        if (json_len >= FAST_PATH_MIN && (skel = rnnd_malloc(json_len)) != NULL) {
-                f.skel = skel;
-                f.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
-                f.spans = spans;
-                r = -1;
-                if (f.skel_len > 0 && parse_plain(&f, body, len, json_len, ret) == 0)
-                        r = 0;
-                else if (f.skel_len > 0)
-                        r = parse_request(&f, body, len, json_len, ret);
-                rnnd_free(skel);
-                if (r == 0)
-                        return 0;
-                if (f.skel_len > 0)
-                        return parse_request(&c, body, len, json_len, ret);
-        }
-        f.skel = body;
-        f.skel_len = json_len;
-        f.spans = NULL;
-        if (parse_plain(&f, body, len, json_len, ret) == 0)
+        if (parse_fast(&c, body, len, json_len, FAST_PATH_MIN, true, ret) == 0)
                 return 0;
         return parse_request(&c, body, len, json_len, ret);
 }
@@ -815,29 +820,9 @@ int rnnd__kserve_parse_plain(const void *body, size_t len, size_t json_len,
                              const struct rnnd_infer_limits *limits, struct rnnd_infer_request *ret)
 {
         struct rnnd_infer_limits lbuf;
-        struct rnnd__infer_span spans[RNND_INFER_MAX_TENSORS];
-        rnnd_error_t scratch = {0};
-        struct kctx c = {
-                .lim = rnnd__infer_limits(limits, &lbuf), .err = &scratch, .list = "inputs"};
-        char *skel;
-        int r = PLAIN_NO;
+        struct kctx c = {.lim = rnnd__infer_limits(limits, &lbuf), .list = "inputs"};
 
-        if (json_len > len || (skel = rnnd_malloc(json_len + 1)) == NULL)
-                return PLAIN_NO;
-        c.skel = skel;
-        c.skel_len = rnnd__infer_skeleton(body, json_len, skel, spans);
-        c.text = body;
-        c.spans = spans;
-        if (c.skel_len > 0)
-                r = parse_plain(&c, body, len, json_len, ret);
-        else {
-                c.skel = body;
-                c.skel_len = json_len;
-                c.spans = NULL;
-                r = parse_plain(&c, body, len, json_len, ret);
-        }
-        rnnd_free(skel);
-        return r;
+        return parse_fast(&c, body, len, json_len, 0, false, ret);
 }
 
 int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,

@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "numparse.h"
 #include "numscan.h"
@@ -40,6 +41,11 @@ static bool number(struct scan *s)
 
         skip_ws(s);
         if (rnnd_numparse(s->p, (size_t)(s->end - s->p), &v) < 0)
+                return false;
+        /* Integer text beyond int64: jansson refuses the document ("too big
+         * integer"), so its path reports it (numparse.h). */
+        if (!v.is_int && memchr(s->p, '.', v.len) == NULL && memchr(s->p, 'e', v.len) == NULL &&
+            memchr(s->p, 'E', v.len) == NULL)
                 return false;
         s->p += v.len;
         if (s->dt == RNND_DT_F32) {

@@ -70,7 +70,24 @@ count() { cat $logs | grep -Ec "\"result\": \"($1)\""; }
 passed=$(count 'OK|EXPECTEDFAIL')
 failed=$(count 'FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS')
 skipped=$(count 'SKIP')
-# Name what failed just above the count, so that a log's last lines say it.
+# Name what failed, with the last lines of its output, just above the count,
+# so that a log's last lines say it (the names alone where python3 is missing).
+failed_tail='
+import json, os, sys
+for log in sys.argv[1:]:
+    if not os.path.exists(log):
+        continue
+    build = os.path.dirname(os.path.dirname(log))
+    for line in open(log, errors="replace"):
+        t = json.loads(line)
+        if t.get("result") in ("FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS"):
+            print("%s: %s %s" % (build, t["name"], t["result"]))
+            out = ((t.get("stdout") or "") + (t.get("stderr") or "")).strip().splitlines()
+            for l in out[-8:]:
+                print("    " + l[:200])
+'
+# shellcheck disable=SC2086
+python3 -c "$failed_tail" $logs 2>/dev/null ||
 for log in $logs; do
   [ -f "$log" ] || continue
   grep -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" |

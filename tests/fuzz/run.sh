@@ -132,7 +132,7 @@ for h in $harnesses; do
   printf '%-14s %10s %8s %6s %6s %7s\n' "$h" "${execs:-?}" "${speed:-?}" "${cov:-?}" "${ft:-?}" "$n"
   if [ $r -ne 0 ]; then
     echo "FINDING in fuzz_$h (exit $r); log $log, input in $out/findings:"
-    grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log" | head -5
+    grep -E 'ERROR|SUMMARY|runtime error|Test unit written|^Base64:' "$log" | head -6 | cut -c1-400
     rc=1
   fi
 done

@@ -49,6 +49,12 @@ static const struct {
         {"[1,1.5]", {2}, 1, false, RNND_DT_I64, 0},           /* INT64: integers only */
         {"[1,1e2]", {2}, 1, false, RNND_DT_I64, 0},
         {"[1,9223372036854775808]", {2}, 1, false, RNND_DT_I64, 0},
+        /* integer text beyond int64 in FP32: jansson refuses it ("too big integer") */
+        {"[1,9223372036854775808]", {2}, 1, false, RNND_DT_F32, 0},
+        {"[1,-9223372036854775809]", {2}, 1, false, RNND_DT_F32, 0},
+        {"[1,9223372036854775807]", {2}, 1, false, RNND_DT_F32, 23},
+        {"[1,9223372036854775808.0]", {2}, 1, false, RNND_DT_F32, 25}, /* a real is read */
+        {"[1,92233720368547758080e0]", {2}, 1, false, RNND_DT_F32, 26},
         {"[1,2]", {2}, 1, false, RNND_DT_F16, 0}, /* other dtypes: jansson */
         {"[]", {0}, 1, false, RNND_DT_F32, 0},
 };

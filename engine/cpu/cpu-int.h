@@ -71,11 +71,13 @@ void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const float *A, u
 /*
  * The fused LSTM step (no projection): the recurrent product and the cell
  * update in one pass, and optionally the input projection too.  Weights
- * packed by rnnd__cpu_lstm_pack() in panels of the four gates of RNND_CPU_NR
- * hidden units: per panel the summed biases, then W_ih's KX rows, then W_hh's
- * K rows, each as [gate][unit]; the last panel padded with zeros.
+ * packed by rnnd__cpu_lstm_pack() in panels of the four gates of lu hidden
+ * units (16 where the CPU has AVX-512, 8 where it has AVX2 and FMA): per
+ * panel the summed biases, then W_ih's KX rows, then W_hh's K rows, each as
+ * [gate][unit]; the last panel padded with zeros.
  */
 struct rnnd__cpu_lstm_step {
+        uint32_t lu;    /* units per panel, as packed: 16 or 8 */
         uint32_t M, H;  /* running rows, hidden units */
         uint32_t KX, K; /* x's width (as packed), h's width (= H) */
         const float *P; /* the packed weights */
@@ -91,11 +93,11 @@ struct rnnd__cpu_lstm_step {
 };
 
 /* Floats needed to pack W_ih [4H, KX], W_hh [4H, K] and the biases.  Thread-safe. */
-size_t rnnd__cpu_lstm_packed_size(uint32_t H, uint32_t KX, uint32_t K);
+size_t rnnd__cpu_lstm_packed_size(uint32_t lu, uint32_t H, uint32_t KX, uint32_t K);
 
 /* Packs W_ih [4H, KX], W_hh [4H, K] (gate order i,f,g,o) and b_ih + b_hh into P. */
-void rnnd__cpu_lstm_pack(uint32_t H, uint32_t KX, const float *W_ih, uint32_t K, const float *W_hh,
-                         const float *b_ih, const float *b_hh, float *P);
+void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih, uint32_t K,
+                         const float *W_hh, const float *b_ih, const float *b_hh, float *P);
 
 /*
  * One step for hidden units [j0, j1) of every row: j0 a multiple of

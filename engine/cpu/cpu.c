@@ -69,7 +69,8 @@
 struct packed {
         const float *rec;  /* W_hh [G*H, H'] (GRU reset-before: its r,z rows [2H, H]) */
         const float *rec2; /* GRU reset-before: W_hh's n rows [H, H]; LSTM: W_hr [H', H] */
-        bool lstm;         /* rec is W_ih, W_hh and the biases for rnnd__cpu_lstm_step() */
+        uint32_t lstm_lu;  /* nonzero: rec is W_ih, W_hh and the biases for
+                            * rnnd__cpu_lstm_step(), in panels of this many units */
 };
 
 /*
@@ -126,20 +127,26 @@ static void cpu_close(void *plan);
 
 /*
  * An LSTM without a projection runs rnnd__cpu_lstm_step(), its weights packed
- * by hidden unit with the four gates side by side, where the CPU has AVX-512:
- * the kernel's 6 x 64 register block needs its 32 registers.  With 16 (AVX2)
- * the gates go through rnnd__cpu_gemm_packed() and rnnd__cpu_lstm_row(),
- * which measured 10% faster there than a gate-by-gate fused kernel.
+ * by hidden unit with the four gates side by side: in panels of 16 units
+ * where the CPU has AVX-512 (a 6 x 64 register block, 24 of its 32
+ * registers), of 8 where it has AVX2 and FMA (2 x 32, 8 of 16 registers, the
+ * four weight vectors held too).  Elsewhere the gates go through
+ * rnnd__cpu_gemm_packed() and rnnd__cpu_lstm_row().  Returns the panel width,
+ * or 0.
  */
-static bool fused_lstm(const rnnd_model_t *m)
+static uint32_t fused_lstm(const rnnd_model_t *m)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-        return m->cfg.cell == RNND_CELL_LSTM && m->cfg.proj_size == 0 &&
-               __builtin_cpu_supports("avx512f");
+        if (m->cfg.cell != RNND_CELL_LSTM || m->cfg.proj_size != 0)
+                return 0;
+        if (__builtin_cpu_supports("avx512f"))
+                return 16;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+                return 8;
 #else
         (void)m;
-        return false;
 #endif
+        return 0;
 }
 
 /*
@@ -171,7 +178,7 @@ static size_t packed_size1(const rnnd_model_t *m, const struct rnnd_layer_weight
         uint32_t n1, k1, n2, k2;
 
         packed_shapes(m, &n1, &k1, &n2, &k2);
-        return fused_lstm(m) ? rnnd__cpu_lstm_packed_size(k1, lw->in, k1)
+        return fused_lstm(m) ? rnnd__cpu_lstm_packed_size(fused_lstm(m), k1, lw->in, k1)
                              : rnnd__cpu_packed_size(n1, k1);
 }
 
@@ -196,10 +203,10 @@ static int pack_weights(struct cpu_plan *p)
                 const struct rnnd_layer_weights *lw = &m->layers[ld];
 
                 p->pw[ld].rec = at;
-                p->pw[ld].lstm = fused_lstm(m);
-                if (p->pw[ld].lstm)
-                        rnnd__cpu_lstm_pack(k1, lw->in, lw->w_ih, k1, lw->w_hh, lw->b_ih, lw->b_hh,
-                                            at);
+                p->pw[ld].lstm_lu = fused_lstm(m);
+                if (p->pw[ld].lstm_lu != 0)
+                        rnnd__cpu_lstm_pack(p->pw[ld].lstm_lu, k1, lw->in, lw->w_ih, k1, lw->w_hh,
+                                            lw->b_ih, lw->b_hh, at);
                 else
                         rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
                 at += packed_size1(m, lw);
@@ -629,8 +636,9 @@ static void sliced_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint3
         const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
         float *hg = w->hg + j0;
 
-        if (pw->lstm) {
+        if (pw->lstm_lu != 0) {
                 struct rnnd__cpu_lstm_step ls = {
+                        .lu = pw->lstm_lu,
                         .M = nt,
                         .H = H,
                         .KX = in,
@@ -694,7 +702,7 @@ static void sliced_part(void *arg, unsigned s)
          * there are rows enough to reuse each weight panel: no gate inputs go
          * through memory, and no weights are repacked per chunk.
          */
-        const bool fuse_x = pw->lstm && pk->n >= LSTM_FUSE_X_ROWS;
+        const bool fuse_x = pw->lstm_lu != 0 && pk->n >= LSTM_FUSE_X_ROWS;
 
         if (s >= n_sl) /* a team member beyond the slices: nothing to do */
                 return;

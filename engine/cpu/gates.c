@@ -29,7 +29,7 @@
  * x = k ln2 + r with |r| <= ln2/2 and a degree-6 polynomial for e^r (Cephes
  * coefficients); relative error below 2 ulp.  Branch-free so loops vectorise.
  */
-static inline float exp_ps(float x)
+static inline __attribute__((always_inline)) float exp_ps(float x)
 {
         const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
         float k, r, p;
@@ -56,7 +56,7 @@ static inline float exp_ps(float x)
         return p * scale;
 }
 
-static inline float sigmoid1(float x)
+static inline __attribute__((always_inline)) float sigmoid1(float x)
 {
         return 1.0f / (1.0f + exp_ps(-x));
 }
@@ -65,7 +65,7 @@ static inline float sigmoid1(float x)
  * tanh(x) = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|): no cancellation
  * for large |x|, and for small |x| an absolute error near 1e-7.
  */
-static inline float tanh1(float x)
+static inline __attribute__((always_inline)) float tanh1(float x)
 {
         uint32_t xb, tb;
         float a, e, t;
@@ -204,162 +204,225 @@ void rnnd__cpu_activate(rnnd_act_t act, uint32_t n, float *v)
 }
 
 /*
- * The fused LSTM step (cpu-int.h).  A panel holds the four gates of 16 hidden
- * units, so one register block of r rows x 64 columns ends with i, f, g and o
- * of the same units and the cell update runs on it directly: the gate
- * pre-activations never go through memory.
+ * The fused LSTM step (cpu-int.h).  A panel holds the four gates of lu hidden
+ * units (16 with AVX-512, 8 with AVX2), so one register block of r rows x 4lu
+ * columns ends with i, f, g and o of the same units and the cell update runs
+ * on it directly: the gate pre-activations never go through memory.
  */
 typedef float v16 __attribute__((vector_size(64), aligned(4)));
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
 
-#define LU RNND_CPU_NR /* hidden units per panel */
+#define LU_MAX 16u /* the widest panel */
 
-size_t rnnd__cpu_lstm_packed_size(uint32_t H, uint32_t KX, uint32_t K)
+size_t rnnd__cpu_lstm_packed_size(uint32_t lu, uint32_t H, uint32_t KX, uint32_t K)
 {
-        return ((size_t)H + LU - 1) / LU * (1 + (size_t)KX + K) * 4 * LU;
+        return ((size_t)H + lu - 1) / lu * (1 + (size_t)KX + K) * 4 * lu;
 }
 
 /* Gate g's row j of W (row stride K) into a panel's row k, or zeros past H. */
-static void pack_rows(size_t H, size_t u0, size_t K, const float *W, size_t k0, float *panel)
+static void pack_rows(size_t lu, size_t H, size_t u0, size_t K, const float *W, size_t k0,
+                      float *panel)
 {
         for (size_t k = 0; k < K; k++)
                 for (size_t g = 0; g < 4; g++)
-                        for (size_t c = 0; c < LU; c++)
-                                panel[((k0 + k) * 4 + g) * LU + c] =
+                        for (size_t c = 0; c < lu; c++)
+                                panel[((k0 + k) * 4 + g) * lu + c] =
                                         u0 + c < H ? W[(g * H + u0 + c) * K + k] : 0.0f;
 }
 
-void rnnd__cpu_lstm_pack(uint32_t H, uint32_t KX, const float *W_ih, uint32_t K, const float *W_hh,
-                         const float *b_ih, const float *b_hh, float *P)
+void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih, uint32_t K,
+                         const float *W_hh, const float *b_ih, const float *b_hh, float *P)
 {
-        const size_t stride = (1 + (size_t)KX + K) * 4 * LU;
+        const size_t stride = (1 + (size_t)KX + K) * 4 * lu;
 
-        for (size_t u0 = 0; u0 < H; u0 += LU) {
-                float *panel = P + u0 / LU * stride;
+        for (size_t u0 = 0; u0 < H; u0 += lu) {
+                float *panel = P + u0 / lu * stride;
 
                 for (size_t g = 0; g < 4; g++)
-                        for (size_t c = 0; c < LU; c++)
-                                panel[g * LU + c] =
+                        for (size_t c = 0; c < lu; c++)
+                                panel[g * lu + c] =
                                         u0 + c < H ? b_ih[g * H + u0 + c] + b_hh[g * H + u0 + c]
                                                    : 0.0f;
-                pack_rows(H, u0, KX, W_ih, 1, panel);
-                pack_rows(H, u0, K, W_hh, 1 + (size_t)KX, panel);
+                pack_rows(lu, H, u0, KX, W_ih, 1, panel);
+                pack_rows(lu, H, u0, K, W_hh, 1 + (size_t)KX, panel);
         }
 }
 
 /*
- * s[r] += A[r, 0..K) x p's rows 0..K) for rows r < mr.  mr is a constant
- * after inlining, so the accumulators stay in registers: 24 of the 32 for
- * six rows with AVX-512.
+ * For panels of LU units held in vectors V of LU floats, rows r < mr against
+ * panels q < np (np panels ps floats apart; two for a lone row, whose four
+ * sums alone would wait on the FMA latency):
+ * lstm_sumLU: s[r np + q] += A[r, 0..K) x panel q's rows 0..K).  mr and np
+ * are constants after inlining, so the accumulators stay in registers: 24 of
+ * the 32 for six rows of 16 with AVX-512, 8 of the 16 for two rows of 8 with
+ * AVX2 (the four weight vectors take four more).
+ * lstm_blockLU: the bias, plus x W_ih^T when st->X is set, plus h W_hh^T,
+ * for rows [m, m + mr), into acc[r np + q][gate * LU + unit].
  */
-static inline __attribute__((always_inline)) void lstm_sum(size_t mr, size_t K, const float *a,
-                                                           size_t lda, const float *p, v16 (*s)[4])
+#define LSTM_BLOCK(LU, V, HOLD)                                                                    \
+        static inline __attribute__((always_inline)) void lstm_sum##LU(                            \
+                size_t mr, size_t np, size_t K, const float *a, size_t lda, const float *p,        \
+                size_t ps, V(*s)[4])                                                               \
+        {                                                                                          \
+                for (size_t k = 0; k < K; k++)                                                     \
+                        for (size_t q = 0; q < np; q++) {                                          \
+                                const V *w = (const V *)(p + q * ps + k * 4 * LU);                 \
+                                V w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];                      \
+                                                                                                   \
+                                HOLD(w0, w1, w2, w3);                                              \
+                                for (size_t r = 0; r < mr; r++) {                                  \
+                                        float ar = a[r * lda + k];                                 \
+                                                                                                   \
+                                        s[r * np + q][0] += w0 * ar;                               \
+                                        s[r * np + q][1] += w1 * ar;                               \
+                                        s[r * np + q][2] += w2 * ar;                               \
+                                        s[r * np + q][3] += w3 * ar;                               \
+                                }                                                                  \
+                        }                                                                          \
+        }                                                                                          \
+        static inline __attribute__((always_inline)) void lstm_block##LU(                          \
+                size_t mr, size_t np, const struct rnnd__cpu_lstm_step *st, size_t m,              \
+                const float *p, size_t ps, float(*acc)[4 * LU_MAX])                                \
+        {                                                                                          \
+                V s[6][4];                                                                         \
+                                                                                                   \
+                for (size_t r = 0; r < mr; r++)                                                    \
+                        for (size_t q = 0; q < np; q++)                                            \
+                                for (size_t g = 0; g < 4; g++)                                     \
+                                        s[r * np + q][g] = ((const V *)(p + q * ps))[g];           \
+                if (st->X != NULL)                                                                 \
+                        lstm_sum##LU(mr, np, st->KX, st->X + m * st->ldxin, st->ldxin, p + 4 * LU, \
+                                     ps, s);                                                       \
+                lstm_sum##LU(mr, np, st->K, st->A + m * st->lda, st->lda,                          \
+                             p + (1 + (size_t)st->KX) * 4 * LU, ps, s);                            \
+                for (size_t r = 0; r < mr * np; r++)                                               \
+                        for (size_t g = 0; g < 4; g++)                                             \
+                                *(V *)(acc[r] + g * LU) = s[r][g];                                 \
+        }
+
+/*
+ * Keeps the four weight vectors of a k in registers: without it GCC folds
+ * each load into every row's FMA, loading each weight once per row, and the
+ * AVX2 kernel is bound by loads instead of by FMAs.
+ */
+#define HOLD_NONE(a, b, c, d)
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HOLD_REGS(a, b, c, d) __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d))
+#else
+#define HOLD_REGS HOLD_NONE
+#endif
+
+LSTM_BLOCK(16, v16, HOLD_NONE)
+LSTM_BLOCK(8, v8, HOLD_REGS)
+
+/* One unit's cell update from its four gate sums. */
+static inline __attribute__((always_inline)) void lstm_unit(float si, float sf, float sg, float so,
+                                                            float *c, float *h, float *y)
 {
-        for (size_t k = 0; k < K; k++) {
-                const v16 *w = (const v16 *)(p + k * 4 * LU);
-                v16 w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+        float gi = sigmoid1(si), gf = sigmoid1(sf), gg = tanh1(sg), go = sigmoid1(so);
+        float cn = gf * *c + gi * gg;
+        float hv = go * tanh1(cn);
 
-                for (size_t r = 0; r < mr; r++) {
-                        float ar = a[r * lda + k];
+        *c = cn;
+        *h = hv;
+        *y = hv;
+}
 
-                        s[r][0] += w0 * ar;
-                        s[r][1] += w1 * ar;
-                        s[r][2] += w2 * ar;
-                        s[r][3] += w3 * ar;
+/*
+ * The cell update of one row over n <= lu units: rp holds the gates' sums
+ * (gate stride lu), xg W x (gate stride H) or is NULL.
+ */
+static inline __attribute__((always_inline)) void
+lstm_cell(size_t lu, size_t n, size_t H, const float *restrict rp, const float *restrict xg,
+          float *restrict c, float *restrict h, float *restrict y)
+{
+        if (xg == NULL)
+                for (size_t j = 0; j < n; j++)
+                        lstm_unit(rp[j], rp[lu + j], rp[2 * lu + j], rp[3 * lu + j], c + j, h + j,
+                                  y + j);
+        else
+                for (size_t j = 0; j < n; j++)
+                        lstm_unit(rp[j] + xg[j], rp[lu + j] + xg[H + j],
+                                  rp[2 * lu + j] + xg[2 * H + j], rp[3 * lu + j] + xg[3 * H + j],
+                                  c + j, h + j, y + j);
+}
+
+/*
+ * Rows [m, m + mr) of the step over np panels from unit u, n units in all
+ * (more than (np - 1) lu, at most np lu).
+ */
+static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr, size_t np,
+                                                            const struct rnnd__cpu_lstm_step *s,
+                                                            size_t m, size_t u, size_t n)
+{
+        const size_t H = s->H, stride = (1 + (size_t)s->KX + s->K) * 4 * lu;
+        const float *panel = s->P + u / lu * stride;
+        float acc[6][4 * LU_MAX];
+
+        if (lu == 16)
+                lstm_block16(mr, np, s, m, panel, stride, acc);
+        else
+                lstm_block8(mr, np, s, m, panel, stride, acc);
+        for (size_t r = 0; r < mr; r++)
+                for (size_t q = 0; q < np; q++) {
+                        const size_t uq = u + q * lu, nq = n - q * lu < lu ? n - q * lu : lu;
+                        const float *xg = s->xg != NULL ? s->xg + (m + r) * s->ldx + uq : NULL;
+                        float *c = s->c + (m + r) * H + uq, *h = s->h + (m + r) * s->ldh + uq;
+                        float *y = s->y + (m + r) * s->ldy + uq;
+
+                        if (nq == lu)
+                                lstm_cell(lu, lu, H, acc[r * np + q], xg, c, h, y);
+                        else
+                                lstm_cell(lu, nq, H, acc[r * np + q], xg, c, h, y);
                 }
-        }
 }
 
 /*
- * Rows [m, m + mr) against one panel: the bias, plus x W_ih^T when s->X is
- * set, plus h W_hh^T, into acc[row][gate * 16 + unit].
+ * Panels of 8 units (AVX2 and FMA, cpu.c chooses them only there): blocks of
+ * two rows, 8 accumulators and the 4 weight vectors in registers.  Built for
+ * x86-64-v3 alone, as the register hold above cannot be built for the
+ * baseline.
  */
-static inline __attribute__((always_inline)) void lstm_block(size_t mr,
-                                                             const struct rnnd__cpu_lstm_step *st,
-                                                             size_t m, const float *p,
-                                                             float (*acc)[4 * LU])
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("arch=x86-64-v3"), noinline))
+#endif
+static void
+lstm_step8(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1)
 {
-        const v16 *b = (const v16 *)p;
-        v16 s[6][4];
+        const size_t M = s->M;
 
-        for (size_t r = 0; r < mr; r++)
-                for (size_t g = 0; g < 4; g++)
-                        s[r][g] = b[g];
-        p += 4 * LU;
-        if (st->X != NULL)
-                lstm_sum(mr, st->KX, st->X + m * st->ldxin, st->ldxin, p, s);
-        lstm_sum(mr, st->K, st->A + m * st->lda, st->lda, p + (size_t)st->KX * 4 * LU, s);
-        for (size_t r = 0; r < mr; r++)
-                for (size_t g = 0; g < 4; g++)
-                        *(v16 *)(acc[r] + g * LU) = s[r][g];
-}
-
-/*
- * The cell update of one row over n <= 16 units: rp holds the gates' sums
- * (gate stride 16), xg W x (gate stride H) or is NULL.
- */
-static inline __attribute__((always_inline)) void
-lstm_cell(size_t n, size_t H, const float *restrict rp, const float *restrict xg, float *restrict c,
-          float *restrict h, float *restrict y)
-{
-        float x[4][LU] = {{0}};
-
-        if (xg != NULL)
-                for (size_t g = 0; g < 4; g++)
-                        for (size_t j = 0; j < n; j++)
-                                x[g][j] = xg[g * H + j];
-        for (size_t j = 0; j < n; j++) {
-                float gi = sigmoid1(rp[j] + x[0][j]);
-                float gf = sigmoid1(rp[LU + j] + x[1][j]);
-                float gg = tanh1(rp[2 * LU + j] + x[2][j]);
-                float go = sigmoid1(rp[3 * LU + j] + x[3][j]);
-                float cn = gf * c[j] + gi * gg;
-                float hv = go * tanh1(cn);
-
-                c[j] = cn;
-                h[j] = hv;
-                y[j] = hv;
-        }
-}
-
-/* Rows [m, m + mr) of the step over the panel of units [u, u + n). */
-static inline __attribute__((always_inline)) void
-lstm_rows(size_t mr, const struct rnnd__cpu_lstm_step *s, size_t m, size_t u, size_t n)
-{
-        const size_t H = s->H, stride = (1 + (size_t)s->KX + s->K) * 4 * LU;
-        float acc[6][4 * LU];
-
-        lstm_block(mr, s, m, s->P + u / LU * stride, acc);
-        for (size_t r = 0; r < mr; r++) {
-                const float *xg = s->xg != NULL ? s->xg + (m + r) * s->ldx + u : NULL;
-                float *c = s->c + (m + r) * H + u, *h = s->h + (m + r) * s->ldh + u;
-                float *y = s->y + (m + r) * s->ldy + u;
-
-                if (n == LU)
-                        lstm_cell(LU, H, acc[r], xg, c, h, y);
-                else
-                        lstm_cell(n, H, acc[r], xg, c, h, y);
-        }
+        for (size_t u = j0; u < j1; u += 8)
+                for (size_t m = 0; M - m >= 2; m += 2)
+                        lstm_rows(8, 2, 1, s, m, u, j1 - u < 8 ? j1 - u : 8);
+        if (M % 2 == 1) /* a lone row, two panels at a time */
+                for (size_t u = j0; u < j1; u += 16) {
+                        if (j1 - u > 8)
+                                lstm_rows(8, 1, 2, s, M - 1, u, j1 - u < 16 ? j1 - u : 16);
+                        else
+                                lstm_rows(8, 1, 1, s, M - 1, u, j1 - u);
+                }
 }
 
 KERNEL void rnnd__cpu_lstm_step(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1)
 {
-        /* Six rows need 24 accumulators: only AVX-512 has the registers. */
-        const bool wide = __builtin_cpu_supports("avx512f");
         const size_t M = s->M;
 
-        for (size_t u = j0; u < j1; u += LU) {
-                size_t n = j1 - u < LU ? j1 - u : LU, m = 0;
+        if (s->lu == 8) {
+                lstm_step8(s, j0, j1);
+                return;
+        }
+        /* Six rows of 16 need 24 accumulators: only AVX-512 has the registers. */
+        for (size_t u = j0; u < j1; u += 16) {
+                size_t n = j1 - u < 16 ? j1 - u : 16, m = 0;
 
-                if (wide) {
-                        /* 8 rows go as 4 + 4, 9 as 4 + 4 + 1. */
-                        for (; M - m >= 6 && M - m != 8 && M - m != 9; m += 6)
-                                lstm_rows(6, s, m, u, n);
-                        for (; M - m >= 4; m += 4)
-                                lstm_rows(4, s, m, u, n);
-                        for (; M - m >= 2; m += 2)
-                                lstm_rows(2, s, m, u, n);
-                }
+                /* 8 rows go as 4 + 4, 9 as 4 + 4 + 1. */
+                for (; M - m >= 6 && M - m != 8 && M - m != 9; m += 6)
+                        lstm_rows(16, 6, 1, s, m, u, n);
+                for (; M - m >= 4; m += 4)
+                        lstm_rows(16, 4, 1, s, m, u, n);
+                for (; M - m >= 2; m += 2)
+                        lstm_rows(16, 2, 1, s, m, u, n);
                 for (; m < M; m++)
-                        lstm_rows(1, s, m, u, n);
+                        lstm_rows(16, 1, 1, s, m, u, n);
         }
 }

@@ -28,30 +28,35 @@
  * exp(x) for x in [-87.3, 88.7] after clamping, by range reduction
  * x = k ln2 + r with |r| <= ln2/2 and a degree-6 polynomial for e^r (Cephes
  * coefficients); relative error below 2 ulp.  Branch-free so loops vectorise.
+ * EXP_POLY is the reduction and the polynomial, one text for the scalar
+ * exp_ps() and the vector exp_v() below: x in, k (as a float) and p = e^r out.
+ * The rounding to nearest uses the 1.5 * 2^23 trick: it vectorises on any SSE2.
  */
+#define EXP_HI 88.3762626647949f
+#define EXP_LO -87.3365447504019f
+#define EXP_POLY(x, k, r, p)                                                                       \
+        do {                                                                                       \
+                k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;                        \
+                r = x - k * 0.693359375f;                                                          \
+                r = r - k * -2.12194440e-4f;                                                       \
+                p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                       \
+                p = p * r + 8.3334519073e-3f;                                                      \
+                p = p * r + 4.1665795894e-2f;                                                      \
+                p = p * r + 1.6666665459e-1f;                                                      \
+                p = p * r + 5.0000001201e-1f;                                                      \
+                p = p * r * r + r + 1.0f;                                                          \
+        } while (0)
+
 static inline __attribute__((always_inline)) float exp_ps(float x)
 {
-        const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
         float k, r, p;
-        int32_t ki;
         uint32_t bits;
         float scale;
 
-        x = x > 88.3762626647949f ? 88.3762626647949f : x;
-        x = x < -87.3365447504019f ? -87.3365447504019f : x;
-        /* Round to nearest with the 1.5 * 2^23 trick: vectorises on any SSE2. */
-        k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-        r = x - k * ln2_hi;
-        r = r - k * ln2_lo;
-        p = 1.9875691500e-4f;
-        p = p * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
-        p = p * r * r + r + 1.0f;
-        ki = (int32_t)k;
-        bits = (uint32_t)(ki + 127) << 23;
+        x = x > EXP_HI ? EXP_HI : x;
+        x = x < EXP_LO ? EXP_LO : x;
+        EXP_POLY(x, k, r, p);
+        bits = (uint32_t)((int32_t)k + 127) << 23;
         memcpy(&scale, &bits, sizeof(scale));
         return p * scale;
 }
@@ -79,6 +84,49 @@ static inline __attribute__((always_inline)) float tanh1(float x)
         tb |= xb & 0x80000000u; /* the sign of x, without a branch */
         memcpy(&t, &tb, sizeof(t));
         return t;
+}
+
+/*
+ * The same three on 8 floats, for the AVX2 LSTM kernel's cell update, which
+ * applies each to several rows' vectors in turn, so that their chains of exp
+ * and division overlap (one row's alone waits on their latency).  (A wider
+ * GCC vector type would do it in one text, but GCC turns its comparisons
+ * into scalar code.)
+ */
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
+
+/* Built for AVX2 alone: only the AVX2 kernel (lstm_step8) calls them. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AVX2_ONLY __attribute__((target("arch=x86-64-v3")))
+#else
+#define AVX2_ONLY
+#endif
+
+static inline AVX2_ONLY __attribute__((always_inline)) v8 exp_v(v8 x)
+{
+        const v8 vhi = (v8){0} + EXP_HI, vlo = (v8){0} + EXP_LO;
+        v8i hi = x > vhi, lo = x < vlo;
+        v8 k, r, p;
+
+        x = (v8)(((v8i)x & ~hi) | ((v8i)vhi & hi));
+        x = (v8)(((v8i)x & ~lo) | ((v8i)vlo & lo));
+        EXP_POLY(x, k, r, p);
+        return p * (v8)((__builtin_convertvector(k, v8i) + 127) << 23);
+}
+
+static inline AVX2_ONLY __attribute__((always_inline)) v8 sigmoid_v(v8 x)
+{
+        return 1.0f / (1.0f + exp_v(-x));
+}
+
+static inline AVX2_ONLY __attribute__((always_inline)) v8 tanh_v(v8 x)
+{
+        v8i sign = (v8i)x & (int32_t)0x80000000;
+        v8 e = exp_v(-2.0f * (v8)((v8i)x & 0x7fffffff));
+        v8 t = (1.0f - e) / (1.0f + e);
+
+        return (v8)((v8i)t | sign);
 }
 
 KERNEL void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y)
@@ -210,7 +258,6 @@ void rnnd__cpu_activate(rnnd_act_t act, uint32_t n, float *v)
  * on it directly: the gate pre-activations never go through memory.
  */
 typedef float v16 __attribute__((vector_size(64), aligned(4)));
-typedef float v8 __attribute__((vector_size(32), aligned(4)));
 
 #define LU_MAX 16u /* the widest panel */
 
@@ -257,7 +304,7 @@ void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih
  * the 32 for six rows of 16 with AVX-512, 8 of the 16 for two rows of 8 with
  * AVX2 (the four weight vectors take four more).
  * lstm_blockLU: the bias, plus x W_ih^T when st->X is set, plus h W_hh^T,
- * for rows [m, m + mr), into acc[r np + q][gate * LU + unit].
+ * for rows [m, m + mr), into acc[(r np + q) rs + gate gs + unit].
  */
 #define LSTM_BLOCK(LU, V, HOLD)                                                                    \
         static inline __attribute__((always_inline)) void lstm_sum##LU(                            \
@@ -282,7 +329,7 @@ void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih
         }                                                                                          \
         static inline __attribute__((always_inline)) void lstm_block##LU(                          \
                 size_t mr, size_t np, const struct rnnd__cpu_lstm_step *st, size_t m,              \
-                const float *p, size_t ps, float(*acc)[4 * LU_MAX])                                \
+                const float *p, size_t ps, float *acc, size_t rs, size_t gs)                       \
         {                                                                                          \
                 V s[6][4];                                                                         \
                                                                                                    \
@@ -297,7 +344,7 @@ void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih
                              p + (1 + (size_t)st->KX) * 4 * LU, ps, s);                            \
                 for (size_t r = 0; r < mr * np; r++)                                               \
                         for (size_t g = 0; g < 4; g++)                                             \
-                                *(V *)(acc[r] + g * LU) = s[r][g];                                 \
+                                *(V *)(acc + r * rs + g * gs) = s[r][g];                           \
         }
 
 /*
@@ -360,9 +407,9 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
         float acc[6][4 * LU_MAX];
 
         if (lu == 16)
-                lstm_block16(mr, np, s, m, panel, stride, acc);
+                lstm_block16(mr, np, s, m, panel, stride, acc[0], 4 * LU_MAX, lu);
         else
-                lstm_block8(mr, np, s, m, panel, stride, acc);
+                lstm_block8(mr, np, s, m, panel, stride, acc[0], 4 * LU_MAX, lu);
         for (size_t r = 0; r < mr; r++)
                 for (size_t q = 0; q < np; q++) {
                         const size_t uq = u + q * lu, nq = n - q * lu < lu ? n - q * lu : lu;
@@ -378,22 +425,67 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
 }
 
 /*
- * Panels of 8 units (AVX2 and FMA, cpu.c chooses them only there): blocks of
- * two rows, 8 accumulators and the 4 weight vectors in registers.  Built for
- * x86-64-v3 alone, as the register hold above cannot be built for the
- * baseline.
+ * Rows [m, m + CELLS) of the panel of units [u, u + 8), x W_ih^T summed here
+ * (s->xg NULL, as from 4 rows up: cpu.c): the sums by blocks
+ * of two rows, then each step of the cell update applied to every row
+ * before the next, so that their chains of exp and division overlap (one
+ * row's alone waits on their latency).
  */
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("arch=x86-64-v3"), noinline))
-#endif
-static void
-lstm_step8(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1)
+#define CELLS 4u
+
+static inline AVX2_ONLY __attribute__((always_inline)) void
+lstm_cells8(const struct rnnd__cpu_lstm_step *s, size_t m, size_t u)
+{
+        const size_t H = s->H, stride = (1 + (size_t)s->KX + s->K) * 4 * 8;
+        float acc[CELLS][4 * LU_MAX];
+        v8 g[4][CELLS], t[CELLS], c[CELLS];
+        float *cp[CELLS], *hp[CELLS], *yp[CELLS];
+
+        for (size_t i = 0; i < CELLS; i += 2)
+                lstm_block8(2, 1, s, m + i, s->P + u / 8 * stride, stride, acc[i], 4 * LU_MAX, 8);
+        for (size_t i = 0; i < CELLS; i++) {
+                cp[i] = s->c + (m + i) * H + u;
+                hp[i] = s->h + (m + i) * s->ldh + u;
+                yp[i] = s->y + (m + i) * s->ldy + u;
+                memcpy(&c[i], cp[i], sizeof(c[i]));
+                for (size_t k = 0; k < 4; k++)
+                        memcpy(&g[k][i], acc[i] + k * 8, sizeof(g[k][i]));
+        }
+        for (size_t i = 0; i < CELLS; i++)
+                t[i] = sigmoid_v(g[0][i]);
+        for (size_t i = 0; i < CELLS; i++)
+                t[i] *= tanh_v(g[2][i]);
+        for (size_t i = 0; i < CELLS; i++)
+                c[i] = sigmoid_v(g[1][i]) * c[i] + t[i];
+        for (size_t i = 0; i < CELLS; i++)
+                t[i] = sigmoid_v(g[3][i]) * tanh_v(c[i]);
+        for (size_t i = 0; i < CELLS; i++) {
+                memcpy(cp[i], &c[i], sizeof(c[i]));
+                memcpy(hp[i], &t[i], sizeof(t[i]));
+                memcpy(yp[i], &t[i], sizeof(t[i]));
+        }
+}
+
+/*
+ * Panels of 8 units (AVX2 and FMA, cpu.c chooses them only there): blocks of
+ * two rows, 8 accumulators and the 4 weight vectors in registers, their cells
+ * four rows at a time.  Built for x86-64-v3 alone, as the register hold above
+ * cannot be built for the baseline.
+ */
+static AVX2_ONLY __attribute__((noinline)) void lstm_step8(const struct rnnd__cpu_lstm_step *s,
+                                                           uint32_t j0, uint32_t j1)
 {
         const size_t M = s->M;
 
-        for (size_t u = j0; u < j1; u += 8)
-                for (size_t m = 0; M - m >= 2; m += 2)
+        for (size_t u = j0; u < j1; u += 8) {
+                size_t m = 0;
+
+                if (j1 - u >= 8 && s->xg == NULL)
+                        for (; M - m >= CELLS; m += CELLS)
+                                lstm_cells8(s, m, u);
+                for (; M - m >= 2; m += 2)
                         lstm_rows(8, 2, 1, s, m, u, j1 - u < 8 ? j1 - u : 8);
+        }
         if (M % 2 == 1) /* a lone row, two panels at a time */
                 for (size_t u = j0; u < j1; u += 16) {
                         if (j1 - u > 8)

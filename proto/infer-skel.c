@@ -51,6 +51,10 @@ static bool skip_string(struct walk *w)
  */
 #define RNND__SKEL_MAX_DEPTH 64
 
+/* The bytes skip_value() stops at inside brackets. */
+static const bool structural[256] = {
+        ['"'] = true, ['['] = true, [']'] = true, ['{'] = true, ['}'] = true};
+
 static bool skip_value(struct walk *w, unsigned *deepest)
 {
         unsigned depth = 0;
@@ -89,7 +93,11 @@ static bool skip_value(struct walk *w, unsigned *deepest)
                                         w->p++;
                                 return true;
                         }
-                        w->p++;
+                        /* Inside brackets, straight to the next quote or bracket:
+                         * a data array is mostly digits and commas. */
+                        do
+                                w->p++;
+                        while (w->p < w->end && !structural[(unsigned char)*w->p]);
                         break;
                 }
         } while (depth > 0);

@@ -22,9 +22,9 @@
 #define MAX_DIGITS 800
 #define EXP_CAP    100000 /* |exponent| beyond this is 0 or infinity either way */
 
-static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+const double rnnd__pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 static bool is_digit(char c)
 {
@@ -147,7 +147,7 @@ int rnnd_numparse(const char *p, size_t n, struct rnnd_number *ret)
         } else if (exact && m <= (UINT64_C(1) << 53) && e >= -22 && e <= 22) {
                 double d = (double)m;
 
-                d = e < 0 ? d / POW10[-e] : d * POW10[e];
+                d = e < 0 ? d / rnnd__pow10[-e] : d * rnnd__pow10[e];
                 ret->d = neg ? -d : d;
         } else {
                 ret->d = slow(digits, s, neg, ewritten);

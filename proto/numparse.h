@@ -37,4 +37,7 @@ struct rnnd_number {
  */
 int rnnd_numparse(const char *p, size_t n, struct rnnd_number *ret);
 
+/* 10^0 .. 10^22, each exact in a double (the fast path's divisors). */
+extern const double rnnd__pow10[23];
+
 #endif

@@ -35,11 +35,56 @@ static bool expect(struct scan *s, char c)
         return true;
 }
 
+/*
+ * The form most JSON writers send for tensor data, read inline: -?D+(.D+)?
+ * with at most 19 digits in all, a mantissa up to 2^53 and no exponent.  The
+ * value is rnnd_numparse()'s Clinger fast path, the same division, so the
+ * same double.  False, having read nothing, for anything else (numparse.c
+ * then reads it, or refuses it).
+ */
+static bool short_number(struct scan *s, double *d)
+{
+        const char *q = s->p, *end = s->end;
+        bool neg = q < end && *q == '-';
+        uint64_t m = 0;
+        unsigned nd = 0, scale = 0;
+
+        q += neg;
+        if (q == end || (unsigned)(*q - '0') > 9 ||
+            (*q == '0' && q + 1 < end && (unsigned)(q[1] - '0') <= 9))
+                return false;
+        for (; q < end && (unsigned)(*q - '0') <= 9 && nd < 19; q++, nd++)
+                m = m * 10 + (uint64_t)(*q - '0');
+        if (q < end && *q == '.') {
+                q++;
+                if (q == end || (unsigned)(*q - '0') > 9)
+                        return false;
+                for (; q < end && (unsigned)(*q - '0') <= 9 && nd < 19; q++, nd++, scale++)
+                        m = m * 10 + (uint64_t)(*q - '0');
+        }
+        if (q < end && ((unsigned)(*q - '0') <= 9 || *q == 'e' || *q == 'E' || *q == '.'))
+                return false; /* more digits than 19, an exponent */
+        if (m > (UINT64_C(1) << 53))
+                return false;
+        *d = (double)m / rnnd__pow10[scale];
+        if (neg)
+                *d = -*d;
+        s->p = q;
+        return true;
+}
+
 static bool number(struct scan *s)
 {
         struct rnnd_number v;
 
         skip_ws(s);
+        if (s->dt == RNND_DT_F32 && short_number(s, &v.d)) {
+                float f = (float)v.d;
+
+                __builtin_memcpy(s->dst, &f, sizeof(f));
+                s->dst += sizeof(f);
+                return true;
+        }
         if (rnnd_numparse(s->p, (size_t)(s->end - s->p), &v) < 0)
                 return false;
         /* Integer text beyond int64: jansson refuses the document ("too big

@@ -7,9 +7,10 @@
  * anything else, so that the caller parses that input the jansson way and
  * reports the error exactly as before (a bad number, NaN or Infinity, a
  * wrong count, nesting that does not match the shape, a value out of the
- * dtype's range).  Numbers are read by rnnd_numparse(), so each FP32 value
- * is (float)strtod(), as the jansson path gives.  No allocation, no state:
- * any thread.
+ * dtype's range).  Numbers are read by rnnd_numparse(), or, in the short
+ * form most writers send (-?D+(.D+)?, 19 digits at most), inline by the same
+ * arithmetic, so each FP32 value is (float)strtod(), as the jansson path
+ * gives.  No allocation, no state: any thread.
  */
 #ifndef RNND_PROTO_NUMSCAN_H
 #define RNND_PROTO_NUMSCAN_H

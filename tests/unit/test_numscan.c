@@ -127,6 +127,86 @@ START_TEST(test_random)
 }
 END_TEST
 
+/*
+ * 10^6 decimals of the short form numscan.c reads inline (-?D+(.D+)?, no
+ * exponent), 1 to 21 digits with the point anywhere, leading zeros and -0
+ * among them, so that both the inline reader and its fallback (more than 19
+ * digits, a mantissa past 2^53) are taken, and a third of them 14 to 16
+ * digits next to a midpoint between two floats, where only the correctly
+ * rounded double gives the right float: each value is (float)strtod of its
+ * text, bit for bit, and the inline reader gives the same bytes read.
+ */
+START_TEST(test_short_forms)
+{
+        enum { N = 1000, ROUNDS = 1000 };
+        static char text[N * 32 + 8];
+        static float got[N], want[N];
+        uint64_t shape[1] = {N}, st = 0x9e3779b97f4a7c15u;
+
+        for (int round = 0; round < ROUNDS; round++) {
+                size_t k = 0;
+
+                text[k++] = '[';
+                for (int i = 0; i < N; i++) {
+                        char num[32];
+                        size_t n = 0;
+                        unsigned digits, point;
+
+                        st ^= st << 13;
+                        st ^= st >> 7;
+                        st ^= st << 17;
+                        if (round % 3 == 2) {
+                                /* near the midpoint of two floats in [2^-10, 2^10): where a
+                                 * double off by one ulp rounds to the other float */
+                                float f = ldexpf(1.0f + (float)(st >> 41) / 8388608.0f,
+                                                 (int)(st % 20) - 10);
+                                double mid = ((double)f + (double)nextafterf(f, 2e10f)) / 2;
+
+                                n = (size_t)snprintf(num, sizeof(num), "%.*g",
+                                                     14 + (int)((st >> 32) % 3), mid);
+                                goto done;
+                        }
+                        digits = 1 + (unsigned)(st % 21);
+                        point = (unsigned)((st >> 8) % (digits + 1)); /* digits before the point */
+                        if (point == digits && digits > 18)
+                                point--; /* integer text past int64 is refused (jansson's rule) */
+                        if ((st >> 16) & 1)
+                                num[n++] = '-';
+                        if (point == 0)
+                                num[n++] = '0'; /* 0.xxx */
+                        for (unsigned d = 0; d < digits; d++) {
+                                unsigned digit = (unsigned)((st >> (20 + 2 * (d % 20))) % 10);
+
+                                if (d == point && d > 0)
+                                        num[n++] = '.';
+                                if (d == 0 && point == 0)
+                                        num[n++] = '.';
+                                /* no leading zero before the point but a lone "0" */
+                                if (d == 0 && point > 1 && digit == 0)
+                                        digit = 1 + (unsigned)(st % 9);
+                                if (round % 4 == 0 && d > 0)
+                                        digit = (unsigned)(st >> 60) % 2 ? 0 : 9; /* runs */
+                                num[n++] = (char)('0' + digit);
+                        }
+                        num[n] = '\0';
+                done:
+                        want[i] = (float)strtod(num, NULL);
+                        if (i > 0)
+                                text[k++] = ',';
+                        memcpy(text + k, num, n);
+                        k += n;
+                }
+                text[k++] = ']';
+                if (rnnd_numscan(text, k, shape, 1, false, RNND_DT_F32, got) != k)
+                        ck_abort_msg("round %d gave up: %.200s", round, text);
+                for (int i = 0; i < N; i++)
+                        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+                                ck_abort_msg("round %d value %d: %a, want %a", round, i, got[i],
+                                             want[i]);
+        }
+}
+END_TEST
+
 static Suite *numscan_suite(void)
 {
         Suite *s = suite_create("numscan");
@@ -134,6 +214,7 @@ static Suite *numscan_suite(void)
 
         tcase_add_loop_test(tc, test_cases, 0, sizeof(cases) / sizeof(cases[0]));
         tcase_add_test(tc, test_random);
+        tcase_add_test(tc, test_short_forms);
         suite_add_tcase(s, tc);
         return s;
 }

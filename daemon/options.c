@@ -190,14 +190,15 @@ static const struct rnnd_option options[] = {
                 .name = "per_connection_memory",
                 .type = RNND_OPT_BYTES,
                 .offset = OFF(per_connection_memory),
-                .def = "32K",
+                .def = "16K",
                 .min = 8 * KIB,
                 .max = 64 * MIB,
                 .metavar = "BYTES",
                 .help = "Memory pool of each connection for its headers and I/O buffers "
-                        "(libmicrohttpd); request bodies are kept outside it. libmicrohttpd "
-                        "clears the whole pool between requests, so a larger one costs CPU on "
-                        "every request. Bytes, or with a K or M suffix.",
+                        "(libmicrohttpd); request bodies are kept outside it. A request's "
+                        "headers must fit (at 16K, about 14K of them; more gets 431). "
+                        "libmicrohttpd clears the whole pool between requests, so a larger "
+                        "one costs CPU on every request. Bytes, or with a K or M suffix.",
         },
         {
                 .name = "log_level",

@@ -137,6 +137,11 @@ def main():
         dt, out, _ = raw(d.port, post(INFER, [b"Transfer-Encoding: chunked", b"Connection: close"], chunked))
         check(status_of(out) == 200, "Transfer-Encoding chunked: 200", out[:120])
 
+        # Headers live in the connection's pool (per_connection_memory, 16K).
+        for size, want in ((12000, 200), (20000, 431)):
+            dt, out, _ = raw(d.port, post(INFER, [length, b"X-Big: " + b"a" * size, b"Connection: close"]))
+            check(status_of(out) == want, "%d bytes of headers: %d" % (size, want), out[:120])
+
         st, _, _ = d.request("GET", "/v2/health/ready")
         check(st == 200, "the daemon still serves after the framing cases", st)
         rc, _ = d.stop()

@@ -368,7 +368,10 @@ run_wrk() {
 # --- Machine and versions ------------------------------------------------------------
 cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 ncpu=$(getconf _NPROCESSORS_ONLN)
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The commit of the tree BUILD was configured from, which need not be this one.
+src=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["directories"]["source"])' \
+  "$build/meson-info/meson-info.json" 2>/dev/null || echo "$root")
+commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 wrk_version=$(wrk -v 2>&1 | awk 'NR == 1 { print $1, $2 }' || true)
 nginx_version=$("$nginx" -v 2>&1 | sed 's/^nginx version: //')
 if [ "$ncpu" -lt 2 ]; then

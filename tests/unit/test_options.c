@@ -147,7 +147,7 @@ START_TEST(test_defaults)
         ck_assert_uint_eq(o.max_tensor_elements, 16777216);
         ck_assert_uint_eq(o.max_response_bytes, 64u << 20);
         ck_assert_uint_eq(o.max_json_depth, 32);
-        ck_assert_uint_eq(o.per_connection_memory, 32u << 10);
+        ck_assert_uint_eq(o.per_connection_memory, 16u << 10);
         ck_assert_int_eq(o.log_level, RNND_LOG_INFO);
         ck_assert_int_eq(o.log_format, RNND_LOG_TEXT);
         ck_assert_int_eq(o.backend, RNND_BACKEND_AUTO);

@@ -52,7 +52,7 @@ int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t
 struct rnnd_backend_desc {
         char backend[16];        /* "cpu", "cudnn" */
         char device[64];         /* "cpu", "GPU 0 (NVIDIA H100 ...)" */
-        char algo[48];           /* "packed-gemm", "STANDARD", "PERSIST_STATIC" */
+        char algo[48];           /* "packed-gemm", "fused-lstm-step (AVX2)", "STANDARD", ... */
         char math[32];           /* "fp32", "FMA", "TENSOR_OP" */
         char versions[96];       /* library versions */
         char why_not_cudnn[256]; /* "" when on cuDNN */

@@ -314,7 +314,12 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
         snprintf(d->backend, sizeof(d->backend), "cpu");
         snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->n_threads : 1,
                  p != NULL && p->n_threads > 1 ? "s" : "");
-        snprintf(d->algo, sizeof(d->algo), "packed-gemm");
+        /* Which kernel runs the recurrence (fused_lstm()). */
+        if (p != NULL && p->pw[0].lstm_lu != 0)
+                snprintf(d->algo, sizeof(d->algo), "fused-lstm-step (%s)",
+                         p->pw[0].lstm_lu == 16 ? "AVX-512" : "AVX2");
+        else
+                snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
         snprintf(d->versions, sizeof(d->versions), "OpenBLAS %s", openblas_get_config());
         if (p != NULL && p->m->cfg.cell == RNND_CELL_GRU && !p->m->cfg.gru_linear_before_reset)

@@ -347,6 +347,22 @@ START_TEST(test_describe)
         ck_assert_ptr_nonnull(strstr(d.why_not_cudnn, "gru_linear_before_reset=false"));
         rnnd_cpu_backend.close(plan);
         rnnd_model_unref(m);
+
+        /* An LSTM without a projection names the fused step and the vector unit it uses. */
+        m = rnnd_test_load_golden("lstm_h48_l2_bi_ragged_h0");
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+        rnnd_cpu_backend.describe(plan, &d);
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (__builtin_cpu_supports("avx512f"))
+                ck_assert_str_eq(d.algo, "fused-lstm-step (AVX-512)");
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+                ck_assert_str_eq(d.algo, "fused-lstm-step (AVX2)");
+        else
+#endif
+                ck_assert_str_eq(d.algo, "packed-gemm");
+        ck_assert_str_eq(d.why_not_cudnn, "");
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
 }
 END_TEST
 

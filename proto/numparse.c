@@ -141,6 +141,7 @@ int rnnd_numparse(const char *p, size_t n, struct rnnd_number *ret)
         ewritten = e;
         ret->len = (size_t)(s - p);
         ret->is_int = false;
+        ret->big_int = false;
         e += dropped - scale; /* the value is m 10^e when exact */
         if (m == 0 && exact) {
                 ret->d = neg ? -0.0 : 0.0;
@@ -162,5 +163,6 @@ int rnnd_numparse(const char *p, size_t n, struct rnnd_number *ret)
                         ret->i = neg ? (int64_t)(0 - m) : (int64_t)m;
                 }
         }
+        ret->big_int = !frac_or_exp && !ret->is_int;
         return 0;
 }

@@ -19,12 +19,12 @@
 #include <stdint.h>
 
 struct rnnd_number {
-        double d;    /* the value, as strtod() reads it */
-        int64_t i;   /* the value when is_int */
-        bool is_int; /* no fraction or exponent, and in int64's range: jansson's integer
-                      * (jansson refuses integer text beyond that range: the caller's to
-                      * do, when !is_int and the text has no '.', 'e' or 'E') */
-        size_t len;  /* bytes the number took */
+        double d;     /* the value, as strtod() reads it */
+        int64_t i;    /* the value when is_int */
+        bool is_int;  /* no fraction or exponent, and in int64's range: jansson's integer */
+        bool big_int; /* no fraction or exponent, beyond int64's range: jansson refuses
+                       * the document ("too big integer"), so the caller must too */
+        size_t len;   /* bytes the number took */
 };
 
 /*

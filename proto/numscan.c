@@ -7,7 +7,6 @@
  */
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "numparse.h"
 #include "numscan.h"
@@ -76,37 +75,28 @@ static bool short_number(struct scan *s, double *d)
 static bool number(struct scan *s)
 {
         struct rnnd_number v;
+        float f;
 
         skip_ws(s);
-        if (s->dt == RNND_DT_F32 && short_number(s, &v.d)) {
-                float f = (float)v.d;
-
-                __builtin_memcpy(s->dst, &f, sizeof(f));
-                s->dst += sizeof(f);
-                return true;
-        }
-        if (rnnd_numparse(s->p, (size_t)(s->end - s->p), &v) < 0)
-                return false;
-        /* Integer text beyond int64: jansson refuses the document ("too big
-         * integer"), so its path reports it (numparse.h). */
-        if (!v.is_int && memchr(s->p, '.', v.len) == NULL && memchr(s->p, 'e', v.len) == NULL &&
-            memchr(s->p, 'E', v.len) == NULL)
-                return false;
-        s->p += v.len;
-        if (s->dt == RNND_DT_F32) {
-                float f;
-
+        if (s->dt != RNND_DT_F32 || !short_number(s, &v.d)) {
+                /* jansson refuses integer text past int64 ("too big integer"): its path
+                 * reports it */
+                if (rnnd_numparse(s->p, (size_t)(s->end - s->p), &v) < 0 || v.big_int)
+                        return false;
+                s->p += v.len;
+                if (s->dt != RNND_DT_F32) {
+                        if (!v.is_int)
+                                return false;
+                        __builtin_memcpy(s->dst, &v.i, sizeof(v.i));
+                        s->dst += sizeof(v.i);
+                        return true;
+                }
                 if (fabs(v.d) >= F32_OVERFLOW)
                         return false;
-                f = (float)v.d;
-                __builtin_memcpy(s->dst, &f, sizeof(f));
-                s->dst += sizeof(f);
-        } else {
-                if (!v.is_int)
-                        return false;
-                __builtin_memcpy(s->dst, &v.i, sizeof(v.i));
-                s->dst += sizeof(v.i);
         }
+        f = (float)v.d;
+        __builtin_memcpy(s->dst, &f, sizeof(f));
+        s->dst += sizeof(f);
         return true;
 }
 

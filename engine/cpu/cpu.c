@@ -175,11 +175,12 @@ static void packed_shapes(const rnnd_model_t *m, uint32_t *n1, uint32_t *k1, uin
 /* Floats of layer-direction lw's first packed matrix. */
 static size_t packed_size1(const rnnd_model_t *m, const struct rnnd_layer_weights *lw)
 {
+        const uint32_t lu = fused_lstm(m);
         uint32_t n1, k1, n2, k2;
 
         packed_shapes(m, &n1, &k1, &n2, &k2);
-        return fused_lstm(m) ? rnnd__cpu_lstm_packed_size(fused_lstm(m), k1, lw->in, k1)
-                             : rnnd__cpu_packed_size(n1, k1);
+        return lu != 0 ? rnnd__cpu_lstm_packed_size(lu, k1, lw->in, k1)
+                       : rnnd__cpu_packed_size(n1, k1);
 }
 
 static int pack_weights(struct cpu_plan *p)

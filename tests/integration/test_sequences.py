@@ -16,6 +16,7 @@ Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
 """
 
+import http.client
 import json
 import os
 import re
@@ -178,14 +179,17 @@ def test_restart_behind(d):
         def send(key, body):
             results[key] = d.json("POST", path, body=body)
 
-        end = threading.Thread(target=send, args=("end", chunk_body(seq, seq["x"][T - 1:], {
-            "sequence_id": 900, "sequence_end": True})))
+        # The end is written whole before the start is sent, so that it arrives first
+        # (two threads 1 ms apart could swap on a busy machine); its answer is read after.
+        end = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        end.request("POST", path, body=chunk_body(seq, seq["x"][T - 1:], {
+            "sequence_id": 900, "sequence_end": True}))
         again = threading.Thread(target=send, args=("again", chunk_body(seq, seq["x"], {
             "sequence_id": 900, "sequence_start": True, "sequence_end": True}, True)))
-        end.start()
-        time.sleep(0.001)
         again.start()
-        end.join()
+        r = end.getresponse()
+        results["end"] = (r.status, None, json.loads(r.read()))
+        end.close()
         again.join()
         st_end, st_again = results["end"][0], results["again"][0]
         check(st_end == 200 and st_again == 200,

@@ -49,6 +49,11 @@ uint64_t cudasim_free_count(int dev);
 uint64_t cudasim_launch_count(void);
 /* Bytes allocated on device dev now. */
 size_t cudasim_device_used(int dev);
+/*
+ * Whether a host read of device memory faults: the stand-in fences device
+ * memory with memory protection keys, which some CPUs and VMs lack.
+ */
+int cudasim_host_reads_fault(void);
 
 #ifdef __cplusplus
 }

@@ -1604,6 +1604,12 @@ uint64_t cudasim_malloc_count(int dev)
         return dev_counter(dev, offsetof(struct device, n_malloc));
 }
 
+int cudasim_host_reads_fault(void)
+{
+        pthread_once(&once, init);
+        return have_pku;
+}
+
 uint64_t cudasim_free_count(int dev)
 {
         return dev_counter(dev, offsetof(struct device, n_free));

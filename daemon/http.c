@@ -689,7 +689,8 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
         unsigned flags =
                 MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         unsigned threads = rnnd_options_threads(o), port = 0;
-        struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+        struct MHD_OptionItem where[3] = {
+                {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
         struct addrinfo hints = {0}, *ai = NULL;
         char host[256] = "", portstr[8];
         int fd, r;
@@ -721,11 +722,17 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
                 where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
         }
 
+        /*
+         * A pool of one is no pool: libmicrohttpd warns that the size is
+         * ignored, so one thread (one CPU in the affinity mask) goes unsaid.
+         */
+        if (threads > 1)
+                where[1] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
+                                                   NULL};
         /* The logger first, so that MHD reports problems with the rest through it. */
         h->mhd = MHD_start_daemon(
                 flags, (uint16_t)port, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_log, NULL, MHD_OPTION_ARRAY, where, MHD_OPTION_THREAD_POOL_SIZE,
-                (unsigned int)threads, MHD_OPTION_CONNECTION_TIMEOUT,
+                mhd_log, NULL, MHD_OPTION_ARRAY, where, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,

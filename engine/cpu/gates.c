@@ -87,14 +87,17 @@ static inline __attribute__((always_inline)) float tanh1(float x)
 }
 
 /*
- * The same three on 8 floats, for the AVX2 LSTM kernel's cell update, which
- * applies each to several rows' vectors in turn, so that their chains of exp
- * and division overlap (one row's alone waits on their latency).  (A wider
- * GCC vector type would do it in one text, but GCC turns its comparisons
- * into scalar code.)
+ * The same three on vectors of 8 floats (AVX2) and 16 (AVX-512), for the
+ * fused LSTM kernels' cell update, which applies each to several rows'
+ * vectors in turn, so that their chains of exp and division overlap (one
+ * row's alone waits on their latency).  VEC_FORMS stamps one text per width.
+ * (A vector wider than the machine's would do several rows in one text, but
+ * GCC turns its comparisons into scalar code.)
  */
 typedef float v8 __attribute__((vector_size(32), aligned(4)));
 typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t v16i __attribute__((vector_size(64), aligned(4)));
 
 /* Built for AVX2 alone: only the AVX2 kernel (lstm_step8) calls them. */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -103,31 +106,63 @@ typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
 #define AVX2_ONLY
 #endif
 
-static inline AVX2_ONLY __attribute__((always_inline)) v8 exp_v(v8 x)
-{
-        const v8 vhi = (v8){0} + EXP_HI, vlo = (v8){0} + EXP_LO;
-        v8i hi = x > vhi, lo = x < vlo;
-        v8 k, r, p;
+#define VEC_FORMS(V, VI, W, ATTR)                                                                  \
+        static inline ATTR __attribute__((always_inline)) V exp_##W(V x)                           \
+        {                                                                                          \
+                const V vhi = (V){0} + EXP_HI, vlo = (V){0} + EXP_LO;                              \
+                VI hi = x > vhi, lo = x < vlo;                                                     \
+                V k, r, p;                                                                         \
+                                                                                                   \
+                x = (V)(((VI)x & ~hi) | ((VI)vhi & hi));                                           \
+                x = (V)(((VI)x & ~lo) | ((VI)vlo & lo));                                           \
+                EXP_POLY(x, k, r, p);                                                              \
+                return p * (V)((__builtin_convertvector(k, VI) + 127) << 23);                      \
+        }                                                                                          \
+        static inline ATTR __attribute__((always_inline)) V sigmoid_##W(V x)                       \
+        {                                                                                          \
+                return 1.0f / (1.0f + exp_##W(-x));                                                \
+        }                                                                                          \
+        static inline ATTR __attribute__((always_inline)) V tanh_##W(V x)                          \
+        {                                                                                          \
+                VI sign = (VI)x & (int32_t)0x80000000;                                             \
+                V e = exp_##W(-2.0f * (V)((VI)x & 0x7fffffff));                                    \
+                V t = (1.0f - e) / (1.0f + e);                                                     \
+                                                                                                   \
+                return (V)((VI)t | sign);                                                          \
+        }                                                                                          \
+        /*                                                                                         \
+         * The cell update of rows [m, m + mr) over units [u, u + W) from their                    \
+         * gate sums acc[r rs + gate W + unit] (the input projection in them):                     \
+         * each step applied to every row before the next.                                         \
+         */                                                                                        \
+        static inline ATTR __attribute__((always_inline)) void cells_##W(                          \
+                const struct rnnd__cpu_lstm_step *s, size_t mr, size_t m, size_t u,                \
+                const float *acc, size_t rs)                                                       \
+        {                                                                                          \
+                V g[4][6], t[6], c[6];                                                             \
+                                                                                                   \
+                for (size_t i = 0; i < mr; i++) {                                                  \
+                        memcpy(&c[i], s->c + (m + i) * s->H + u, sizeof(c[i]));                    \
+                        for (size_t k = 0; k < 4; k++)                                             \
+                                memcpy(&g[k][i], acc + i * rs + k * W, sizeof(g[k][i]));           \
+                }                                                                                  \
+                for (size_t i = 0; i < mr; i++)                                                    \
+                        t[i] = sigmoid_##W(g[0][i]);                                               \
+                for (size_t i = 0; i < mr; i++)                                                    \
+                        t[i] *= tanh_##W(g[2][i]);                                                 \
+                for (size_t i = 0; i < mr; i++)                                                    \
+                        c[i] = sigmoid_##W(g[1][i]) * c[i] + t[i];                                 \
+                for (size_t i = 0; i < mr; i++)                                                    \
+                        t[i] = sigmoid_##W(g[3][i]) * tanh_##W(c[i]);                              \
+                for (size_t i = 0; i < mr; i++) {                                                  \
+                        memcpy(s->c + (m + i) * s->H + u, &c[i], sizeof(c[i]));                    \
+                        memcpy(s->h + (m + i) * s->ldh + u, &t[i], sizeof(t[i]));                  \
+                        memcpy(s->y + (m + i) * s->ldy + u, &t[i], sizeof(t[i]));                  \
+                }                                                                                  \
+        }
 
-        x = (v8)(((v8i)x & ~hi) | ((v8i)vhi & hi));
-        x = (v8)(((v8i)x & ~lo) | ((v8i)vlo & lo));
-        EXP_POLY(x, k, r, p);
-        return p * (v8)((__builtin_convertvector(k, v8i) + 127) << 23);
-}
-
-static inline AVX2_ONLY __attribute__((always_inline)) v8 sigmoid_v(v8 x)
-{
-        return 1.0f / (1.0f + exp_v(-x));
-}
-
-static inline AVX2_ONLY __attribute__((always_inline)) v8 tanh_v(v8 x)
-{
-        v8i sign = (v8i)x & (int32_t)0x80000000;
-        v8 e = exp_v(-2.0f * (v8)((v8i)x & 0x7fffffff));
-        v8 t = (1.0f - e) / (1.0f + e);
-
-        return (v8)((v8i)t | sign);
-}
+VEC_FORMS(v8, v8i, 8, AVX2_ONLY)
+VEC_FORMS(v16, v16i, 16, ) /* no ABI: always inlined (engine/meson.build) */
 
 KERNEL void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y)
 {
@@ -257,8 +292,6 @@ void rnnd__cpu_activate(rnnd_act_t act, uint32_t n, float *v)
  * columns ends with i, f, g and o of the same units and the cell update runs
  * on it directly: the gate pre-activations never go through memory.
  */
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-
 #define LU_MAX 16u /* the widest panel */
 
 size_t rnnd__cpu_lstm_packed_size(uint32_t lu, uint32_t H, uint32_t KX, uint32_t K)
@@ -410,6 +443,10 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
                 lstm_block16(mr, np, s, m, panel, stride, acc[0], 4 * LU_MAX, lu);
         else
                 lstm_block8(mr, np, s, m, panel, stride, acc[0], 4 * LU_MAX, lu);
+        if (lu == 16 && np == 1 && n == lu && s->xg == NULL) {
+                cells_16(s, mr, m, u, acc[0], 4 * LU_MAX); /* the rows' cells together */
+                return;
+        }
         for (size_t r = 0; r < mr; r++)
                 for (size_t q = 0; q < np; q++) {
                         const size_t uq = u + q * lu, nq = n - q * lu < lu ? n - q * lu : lu;
@@ -426,44 +463,20 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
 
 /*
  * Rows [m, m + CELLS) of the panel of units [u, u + 8), x W_ih^T summed here
- * (s->xg NULL, as from 4 rows up: cpu.c): the sums by blocks
- * of two rows, then each step of the cell update applied to every row
- * before the next, so that their chains of exp and division overlap (one
- * row's alone waits on their latency).
+ * (s->xg NULL, as from 4 rows up: cpu.c): the sums by blocks of two rows,
+ * then the cells of all four together.
  */
 #define CELLS 4u
 
 static inline AVX2_ONLY __attribute__((always_inline)) void
 lstm_cells8(const struct rnnd__cpu_lstm_step *s, size_t m, size_t u)
 {
-        const size_t H = s->H, stride = (1 + (size_t)s->KX + s->K) * 4 * 8;
+        const size_t stride = (1 + (size_t)s->KX + s->K) * 4 * 8;
         float acc[CELLS][4 * LU_MAX];
-        v8 g[4][CELLS], t[CELLS], c[CELLS];
-        float *cp[CELLS], *hp[CELLS], *yp[CELLS];
 
         for (size_t i = 0; i < CELLS; i += 2)
                 lstm_block8(2, 1, s, m + i, s->P + u / 8 * stride, stride, acc[i], 4 * LU_MAX, 8);
-        for (size_t i = 0; i < CELLS; i++) {
-                cp[i] = s->c + (m + i) * H + u;
-                hp[i] = s->h + (m + i) * s->ldh + u;
-                yp[i] = s->y + (m + i) * s->ldy + u;
-                memcpy(&c[i], cp[i], sizeof(c[i]));
-                for (size_t k = 0; k < 4; k++)
-                        memcpy(&g[k][i], acc[i] + k * 8, sizeof(g[k][i]));
-        }
-        for (size_t i = 0; i < CELLS; i++)
-                t[i] = sigmoid_v(g[0][i]);
-        for (size_t i = 0; i < CELLS; i++)
-                t[i] *= tanh_v(g[2][i]);
-        for (size_t i = 0; i < CELLS; i++)
-                c[i] = sigmoid_v(g[1][i]) * c[i] + t[i];
-        for (size_t i = 0; i < CELLS; i++)
-                t[i] = sigmoid_v(g[3][i]) * tanh_v(c[i]);
-        for (size_t i = 0; i < CELLS; i++) {
-                memcpy(cp[i], &c[i], sizeof(c[i]));
-                memcpy(hp[i], &t[i], sizeof(t[i]));
-                memcpy(yp[i], &t[i], sizeof(t[i]));
-        }
+        cells_8(s, CELLS, m, u, acc[0], 4 * LU_MAX);
 }
 
 /*

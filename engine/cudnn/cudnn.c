@@ -269,8 +269,25 @@ void rnnd_cudnn_info(struct rnnd_cudnn_info *ret)
                 ret->driver_version = 0;
         e = cudaGetDeviceCount(&n);
         if (e != cudaSuccess || n <= 0) {
-                snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu), "%s",
-                         e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device is visible");
+                /*
+                 * Without a driver the runtime says "CUDA driver version is
+                 * insufficient", which sends an operator of a CPU-only host
+                 * after an upgrade: say what is missing instead.
+                 */
+                const int dv = ret->driver_version, rv = ret->cudart_version;
+
+                if (e != cudaSuccess && dv == 0)
+                        snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu),
+                                 "no NVIDIA driver is installed (%s)", cudaGetErrorName(e));
+                else if (e == cudaErrorInsufficientDriver)
+                        snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu),
+                                 "the NVIDIA driver supports CUDA %d.%d, older than this build's "
+                                 "runtime, %d.%d",
+                                 dv / 1000, dv % 1000 / 10, rv / 1000, rv % 1000 / 10);
+                else
+                        snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu), "%s",
+                                 e != cudaSuccess ? cudaGetErrorString(e)
+                                                  : "no CUDA device is visible");
                 (void)cudaGetLastError();
                 n = 0;
         }

@@ -134,19 +134,27 @@ static void cpu_close(void *plan);
  * rnnd__cpu_gemm_packed() and rnnd__cpu_lstm_row().  Returns the panel width,
  * or 0.
  */
-static uint32_t fused_lstm(const rnnd_model_t *m)
+static uint32_t fused_lstm_width(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-        if (m->cfg.cell != RNND_CELL_LSTM || m->cfg.proj_size != 0)
-                return 0;
         if (__builtin_cpu_supports("avx512f"))
                 return 16;
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
                 return 8;
-#else
-        (void)m;
 #endif
         return 0;
+}
+
+static uint32_t fused_lstm(const rnnd_model_t *m)
+{
+        if (m->cfg.cell != RNND_CELL_LSTM || m->cfg.proj_size != 0)
+                return 0;
+        return fused_lstm_width();
+}
+
+static const char *fused_lstm_name(uint32_t lu)
+{
+        return lu == 16 ? "fused-lstm-step (AVX-512)" : "fused-lstm-step (AVX2)";
 }
 
 /*
@@ -315,14 +323,19 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
         snprintf(d->backend, sizeof(d->backend), "cpu");
         snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->n_threads : 1,
                  p != NULL && p->n_threads > 1 ? "s" : "");
-        /* Which kernel runs the recurrence (fused_lstm()). */
+        /* Which kernel runs the recurrence (fused_lstm()); without a plan, those it has here. */
         if (p != NULL && p->pw[0].lstm_lu != 0)
-                snprintf(d->algo, sizeof(d->algo), "fused-lstm-step (%s)",
-                         p->pw[0].lstm_lu == 16 ? "AVX-512" : "AVX2");
+                snprintf(d->algo, sizeof(d->algo), "%s", fused_lstm_name(p->pw[0].lstm_lu));
+        else if (p == NULL && fused_lstm_width() != 0)
+                snprintf(d->algo, sizeof(d->algo), "packed-gemm, %s",
+                         fused_lstm_name(fused_lstm_width()));
         else
                 snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
-        snprintf(d->versions, sizeof(d->versions), "OpenBLAS %s", openblas_get_config());
+        /* OpenBLAS's own text starts with its name (0.3.21: "OpenBLAS 0.3.21 ..."). */
+        snprintf(d->versions, sizeof(d->versions), "%s%s",
+                 strncmp(openblas_get_config(), "OpenBLAS", 8) == 0 ? "" : "OpenBLAS ",
+                 openblas_get_config());
         if (p != NULL && p->m->cfg.cell == RNND_CELL_GRU && !p->m->cfg.gru_linear_before_reset)
                 snprintf(d->why_not_cudnn, sizeof(d->why_not_cudnn),
                          "GRU with gru_linear_before_reset=false (Keras reset_after=False) "

@@ -349,6 +349,113 @@ static double sig(double v)
         return 1.0 / (1.0 + exp(-v));
 }
 
+/* One step of M rows, H units, input width KX; returns the largest error. */
+static double check_step(uint32_t lu, bool fuse_x, uint32_t H, uint32_t KX, uint32_t M, bool split,
+                         unsigned *seed)
+{
+        const uint32_t G = 4 * H, lda = H + 3, ldh = H + 1, ldy = 2 * H;
+        float *Wi = malloc(sizeof(float) * G * KX), *Wh = malloc(sizeof(float) * G * H);
+        float *bi = malloc(sizeof(float) * G), *bh = malloc(sizeof(float) * G);
+        float *P = malloc(sizeof(float) * rnnd__cpu_lstm_packed_size(lu, H, KX, H));
+        float *X = malloc(sizeof(float) * M * KX), *xg = malloc(sizeof(float) * M * G);
+        float *A = malloc(sizeof(float) * M * lda);
+        float *c = malloc(sizeof(float) * M * H), *c0 = malloc(sizeof(float) * M * H);
+        float *h = calloc((size_t)M * ldh, sizeof(float));
+        float *y = calloc((size_t)M * ldy, sizeof(float));
+        struct rnnd__cpu_lstm_step st = {.lu = lu,
+                                         .M = M,
+                                         .H = H,
+                                         .KX = KX,
+                                         .K = H,
+                                         .P = P,
+                                         .X = fuse_x ? X : NULL,
+                                         .ldxin = KX,
+                                         .xg = fuse_x ? NULL : xg,
+                                         .ldx = G,
+                                         .A = A,
+                                         .lda = lda,
+                                         .c = c,
+                                         .h = h,
+                                         .y = y,
+                                         .ldh = ldh,
+                                         .ldy = ldy};
+        double worst = 0;
+
+        for (uint32_t i = 0; i < G * KX; i++)
+                Wi[i] = 0.5f * frand(seed);
+        for (uint32_t i = 0; i < G * H; i++)
+                Wh[i] = 0.5f * frand(seed);
+        for (uint32_t i = 0; i < G; i++) {
+                bi[i] = frand(seed);
+                bh[i] = frand(seed);
+        }
+        for (uint32_t i = 0; i < M * KX; i++)
+                X[i] = frand(seed);
+        for (uint32_t i = 0; i < M * lda; i++)
+                A[i] = frand(seed);
+        for (uint32_t i = 0; i < M * H; i++)
+                c[i] = c0[i] = 2.0f * frand(seed);
+        for (uint32_t r = 0; r < M; r++)
+                for (uint32_t j = 0; j < G; j++) {
+                        float v = 0;
+
+                        for (uint32_t k = 0; k < KX; k++)
+                                v += Wi[j * KX + k] * X[r * KX + k];
+                        xg[r * G + j] = v;
+                }
+        rnnd__cpu_lstm_pack(lu, H, KX, Wi, H, Wh, bi, bh, P);
+        if (split && H > RNND_CPU_NR) {
+                rnnd__cpu_lstm_step(&st, 0, RNND_CPU_NR);
+                rnnd__cpu_lstm_step(&st, RNND_CPU_NR, H);
+        } else {
+                rnnd__cpu_lstm_step(&st, 0, H);
+        }
+        for (uint32_t r = 0; r < M; r++)
+                for (uint32_t u = 0; u < H; u++) {
+                        double g[4], cn, hn, e;
+
+                        for (int q = 0; q < 4; q++) {
+                                const uint32_t j = q * H + u;
+
+                                g[q] = (double)bi[j] + bh[j];
+                                for (uint32_t k = 0; k < KX; k++)
+                                        g[q] += (double)Wi[j * KX + k] * X[r * KX + k];
+                                for (uint32_t k = 0; k < H; k++)
+                                        g[q] += (double)Wh[j * H + k] * A[r * lda + k];
+                        }
+                        cn = sig(g[1]) * c0[r * H + u] + sig(g[0]) * tanh(g[2]);
+                        hn = sig(g[3]) * tanh(cn);
+                        e = fmax(fabs(c[r * H + u] - cn), fabs(h[r * ldh + u] - hn));
+                        ck_assert_msg(h[r * ldh + u] == y[r * ldy + u], "lu %u H %u M %u: y != h",
+                                      lu, H, M);
+                        ck_assert_msg(e < 2e-5,
+                                      "lu %u H %u KX %u M %u fuse_x %d split %d row %u unit %u: "
+                                      "error %g",
+                                      lu, H, KX, M, fuse_x, split, r, u, e);
+                        worst = fmax(worst, e);
+                }
+        /* Nothing written past the rows' widths. */
+        for (uint32_t r = 0; r < M; r++) {
+                for (uint32_t u = H; u < ldh; u++)
+                        ck_assert_float_eq(h[r * ldh + u], 0.0f);
+                for (uint32_t u = H; u < ldy; u++)
+                        ck_assert_float_eq(y[r * ldy + u], 0.0f);
+        }
+        free(Wi);
+        free(Wh);
+        free(bi);
+        free(bh);
+        free(P);
+        free(X);
+        free(xg);
+        free(A);
+        free(c);
+        free(c0);
+        free(h);
+        free(y);
+        return worst;
+}
+
 START_TEST(test_lstm_step)
 {
         static const uint32_t Hs[] = {5, 8, 13, 16, 24, 37, 64}, KXs[] = {3, 8};
@@ -367,123 +474,9 @@ START_TEST(test_lstm_step)
         for (size_t hi = 0; hi < RNND_ELEMENTSOF(Hs); hi++)
                 for (size_t ki = 0; ki < RNND_ELEMENTSOF(KXs); ki++)
                         for (uint32_t M = 1; M <= 10; M++)
-                                for (int split = 0; split < 2; split++) {
-                                        const uint32_t H = Hs[hi], KX = KXs[ki], G = 4 * H;
-                                        const uint32_t lda = H + 3, ldh = H + 1, ldy = 2 * H;
-                                        float *Wi = malloc(sizeof(float) * G * KX);
-                                        float *Wh = malloc(sizeof(float) * G * H);
-                                        float *bi = malloc(sizeof(float) * G);
-                                        float *bh = malloc(sizeof(float) * G);
-                                        float *P = malloc(sizeof(float) *
-                                                          rnnd__cpu_lstm_packed_size(lu, H, KX, H));
-                                        float *X = malloc(sizeof(float) * M * KX);
-                                        float *xg = malloc(sizeof(float) * M * G);
-                                        float *A = malloc(sizeof(float) * M * lda);
-                                        float *c = malloc(sizeof(float) * M * H);
-                                        float *c0 = malloc(sizeof(float) * M * H);
-                                        float *h = calloc((size_t)M * ldh, sizeof(float));
-                                        float *y = calloc((size_t)M * ldy, sizeof(float));
-                                        struct rnnd__cpu_lstm_step st = {.lu = lu,
-                                                                         .M = M,
-                                                                         .H = H,
-                                                                         .KX = KX,
-                                                                         .K = H,
-                                                                         .P = P,
-                                                                         .X = fuse_x ? X : NULL,
-                                                                         .ldxin = KX,
-                                                                         .xg = fuse_x ? NULL : xg,
-                                                                         .ldx = G,
-                                                                         .A = A,
-                                                                         .lda = lda,
-                                                                         .c = c,
-                                                                         .h = h,
-                                                                         .y = y,
-                                                                         .ldh = ldh,
-                                                                         .ldy = ldy};
-
-                                        for (uint32_t i = 0; i < G * KX; i++)
-                                                Wi[i] = 0.5f * frand(&seed);
-                                        for (uint32_t i = 0; i < G * H; i++)
-                                                Wh[i] = 0.5f * frand(&seed);
-                                        for (uint32_t i = 0; i < G; i++) {
-                                                bi[i] = frand(&seed);
-                                                bh[i] = frand(&seed);
-                                        }
-                                        for (uint32_t i = 0; i < M * KX; i++)
-                                                X[i] = frand(&seed);
-                                        for (uint32_t i = 0; i < M * lda; i++)
-                                                A[i] = frand(&seed);
-                                        for (uint32_t i = 0; i < M * H; i++)
-                                                c[i] = c0[i] = 2.0f * frand(&seed);
-                                        for (uint32_t r = 0; r < M; r++)
-                                                for (uint32_t j = 0; j < G; j++) {
-                                                        float v = 0;
-
-                                                        for (uint32_t k = 0; k < KX; k++)
-                                                                v += Wi[j * KX + k] * X[r * KX + k];
-                                                        xg[r * G + j] = v;
-                                                }
-                                        rnnd__cpu_lstm_pack(lu, H, KX, Wi, H, Wh, bi, bh, P);
-                                        if (split && H > RNND_CPU_NR) {
-                                                rnnd__cpu_lstm_step(&st, 0, RNND_CPU_NR);
-                                                rnnd__cpu_lstm_step(&st, RNND_CPU_NR, H);
-                                        } else {
-                                                rnnd__cpu_lstm_step(&st, 0, H);
-                                        }
-                                        for (uint32_t r = 0; r < M; r++)
-                                                for (uint32_t u = 0; u < H; u++) {
-                                                        double g[4], cn, hn, e;
-
-                                                        for (int q = 0; q < 4; q++) {
-                                                                const uint32_t j = q * H + u;
-
-                                                                g[q] = (double)bi[j] + bh[j];
-                                                                for (uint32_t k = 0; k < KX; k++)
-                                                                        g[q] += (double)Wi[j * KX +
-                                                                                           k] *
-                                                                                X[r * KX + k];
-                                                                for (uint32_t k = 0; k < H; k++)
-                                                                        g[q] += (double)Wh[j * H +
-                                                                                           k] *
-                                                                                A[r * lda + k];
-                                                        }
-                                                        cn = sig(g[1]) * c0[r * H + u] +
-                                                             sig(g[0]) * tanh(g[2]);
-                                                        hn = sig(g[3]) * tanh(cn);
-                                                        e = fmax(fabs(c[r * H + u] - cn),
-                                                                 fabs(h[r * ldh + u] - hn));
-                                                        ck_assert_msg(h[r * ldh + u] ==
-                                                                              y[r * ldy + u],
-                                                                      "lu %u H %u M %u: y != h", lu,
-                                                                      H, M);
-                                                        ck_assert_msg(e < 2e-5,
-                                                                      "lu %u H %u KX %u M %u "
-                                                                      "fuse_x %d split %d row %u "
-                                                                      "unit %u: error %g",
-                                                                      lu, H, KX, M, fuse_x, split,
-                                                                      r, u, e);
-                                                        worst = fmax(worst, e);
-                                                }
-                                        /* Nothing written past the rows' widths. */
-                                        for (uint32_t r = 0; r < M; r++) {
-                                                for (uint32_t u = H; u < ldh; u++)
-                                                        ck_assert_float_eq(h[r * ldh + u], 0.0f);
-                                                for (uint32_t u = H; u < ldy; u++)
-                                                        ck_assert_float_eq(y[r * ldy + u], 0.0f);
-                                        }
-                                        free(Wi);
-                                        free(Wh);
-                                        free(bi);
-                                        free(bh);
-                                        free(P);
-                                        free(X);
-                                        free(xg);
-                                        free(A);
-                                        free(c);
-                                        free(c0);
-                                        free(h);
-                                        free(y);
-                                }
+                                for (int split = 0; split < 2; split++)
+                                        worst = fmax(worst, check_step(lu, fuse_x, Hs[hi], KXs[ki],
+                                                                       M, split, &seed));
         fprintf(stderr, "test_lstm_step: lu %u, fuse_x %d: worst error %.3g\n", lu, fuse_x, worst);
 }
 END_TEST

@@ -9,6 +9,8 @@
 #   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
 #   make fuzz-cover  line and branch coverage of make fuzz's corpus
+#   make gpu-prep  build-gpu, .gpu-debs and .gpu-wheels for a GPU check on a
+#                bare GPU machine, and the one command to run there (docs/GPU.md)
 #   make soak    the daemon under load, reloads, file swaps and SIGKILLs for
 #                SOAK_SECONDS (600); not part of make test (tests/soak)
 
@@ -20,7 +22,7 @@ MESON_ARGS ?=
 DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
-           nginx-light
+           nginx-light debootstrap
 
 # make fuzz also needs clang and its libFuzzer runtime (make test's fuzz
 # smoke runs when they are there and skips when not).
@@ -28,7 +30,7 @@ FUZZ_PKGS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json fuzz fuzz-cover soak clean format
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json fuzz fuzz-cover soak gpu-prep clean format
 
 all: build
 
@@ -84,6 +86,9 @@ fuzz: deps deps-fuzz
 
 fuzz-cover: deps deps-fuzz
 	@sh tests/fuzz/run.sh cover $(BUILD)/fuzz
+
+gpu-prep: deps
+	@sh tests/gpu/prep.sh
 
 soak: build
 	@python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS)

@@ -18,7 +18,8 @@ and 1/model.safetensors, written without the safetensors package) and then:
      --seconds and at least 5, median): host to host (x.to(cuda), forward,
      y.cpu(), which is what rnnd's number includes), and device-resident
      (forward only, synchronized).
-It prints a markdown table with the ratios; --out FILE writes it there too.
+It prints a markdown table with the ratios, row by row as each is measured;
+--out FILE gets each row as it comes too.
 Exits 77 when torch sees no GPU or rnnd was built without cuDNN, 1 if a
 check failed.
 
@@ -72,6 +73,24 @@ def save_model(mod, cell, inp, hidden, layers, precision, max_batch, T, root):
     return d
 
 
+class Report:
+    """The markdown table, printed and (with --out) appended to a file line
+    by line, each flushed as it comes."""
+
+    def __init__(self, path, head):
+        self.path = path
+        if path:
+            open(path, "w").close()
+        for l in head:
+            self.line(l)
+
+    def line(self, text):
+        print(text, flush=True)
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(text + "\n")
+
+
 def rnnd_json(bench, model, batch, T, seconds, extra=()):
     cmd = [bench, "--backend", "cudnn", "--model", model, "--batch", str(batch), "--steps", str(T),
            "--threads", "1", "--seconds", str(seconds)] + list(extra)
@@ -92,6 +111,60 @@ def time_loop(fn, seconds, sync):
         sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def check_answer(torch, bench, mod, model, shape, root):
+    """rnnd's y against torch's on batch 8: (max error, within the bound)."""
+    cell, inp, hidden, layers, precision, T = shape
+    dev, dtype = next(mod.parameters()).device, next(mod.parameters()).dtype
+    x = torch.rand(8, T, inp) * 2 - 1
+    xin = os.path.join(root, "x.bin")
+    yout = os.path.join(root, "y.bin")
+    with open(xin, "wb") as f:
+        f.write(tensor_bytes(x))
+    rnnd_json(bench, model, 8, T, 0, ["--input", xin, "--dump", yout])
+    got = array.array("f")
+    with open(yout, "rb") as f:
+        got.frombytes(f.read())
+    with torch.inference_mode():
+        want = mod(x.to(dev, dtype))[0].float().cpu().flatten().tolist()
+    if precision == "fp32":
+        err = max(abs(a - b) for a, b in zip(got, want))
+        return err, len(got) == len(want) and err <= 1e-4
+    err = max(abs(a - b) / (1 + abs(b)) for a, b in zip(got, want))
+    return err, len(got) == len(want) and err <= 1e-2
+
+
+def bench_model(torch, bench, report, root, shape, batches, seconds):
+    """One model: its answer checked, then a row per batch size.  Returns
+    the number of failed checks (0 or 1)."""
+    cell, inp, hidden, layers, precision, T = shape
+    dev = torch.device("cuda")
+    dtype = torch.float16 if precision == "fp16" else torch.float32
+    torch.manual_seed(0)
+    ctor = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
+    mod = ctor(inp, hidden, layers, batch_first=True).eval()
+    model = save_model(mod, cell, inp, hidden, layers, precision, max(batches), T, root)
+    mod = mod.to(dev, dtype)
+    err, ok = check_answer(torch, bench, mod, model, shape, root)
+    log("%s %s h%d: check max error %.3g %s" % (cell, precision, hidden, err, "ok" if ok else "FAILED"))
+    if not ok:
+        report.line("| %s | %s | %d | - | check FAILED: max error %.3g | | | | | |" % (
+            cell, precision, hidden, err))
+        return 1
+    for B in batches:
+        r = json.loads(rnnd_json(bench, model, B, T, seconds, ["--json"]))
+        xh = (torch.rand(B, T, inp) * 2 - 1).to(dtype).pin_memory()
+        xd = xh.to(dev)
+        with torch.inference_mode():
+            t_h2h = time_loop(lambda: mod(xh.to(dev, non_blocking=True))[0].cpu(),
+                              seconds, torch.cuda.synchronize)
+            t_dev = time_loop(lambda: mod(xd), seconds, torch.cuda.synchronize)
+        t_r = r["median_s"]
+        report.line("| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
+            cell, precision, hidden, B, r["algo"], t_r * 1e3, t_h2h * 1e3, t_dev * 1e3,
+            t_r / t_h2h, t_r / t_dev))
+    return 0
 
 
 def main():
@@ -116,57 +189,14 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.enabled = True
-    dev = torch.device("cuda")
     seconds = 0.3 if args.quick else args.seconds
     batches = [1, 16, 256] if args.quick else [1, 8, 32, 64, 128, 256]
     T, layers = 100, 2
     shapes = [(512, 512), (128, 128)]
-    rows, failed = [], 0
-    with tempfile.TemporaryDirectory(prefix="rnnd-gpu-bench-") as root:
-        for cell in ("lstm", "gru"):
-            for inp, hidden in shapes:
-                for precision in ("fp32", "fp16"):
-                    torch.manual_seed(0)
-                    ctor = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
-                    mod = ctor(inp, hidden, layers, batch_first=True).eval()
-                    model = save_model(mod, cell, inp, hidden, layers, precision, max(batches), T, root)
-                    dtype = torch.float16 if precision == "fp16" else torch.float32
-                    mod = mod.to(dev, dtype)
-                    # 1. The answer, on batch 8.
-                    x = torch.rand(8, T, inp) * 2 - 1
-                    xin = os.path.join(root, "x.bin")
-                    yout = os.path.join(root, "y.bin")
-                    with open(xin, "wb") as f:
-                        f.write(tensor_bytes(x))
-                    rnnd_json(args.bench, model, 8, T, 0, ["--input", xin, "--dump", yout])
-                    got = array.array("f")
-                    with open(yout, "rb") as f:
-                        got.frombytes(f.read())
-                    with torch.inference_mode():
-                        want = mod(x.to(dev, dtype))[0].float().cpu().flatten().tolist()
-                    if precision == "fp32":
-                        err = max(abs(a - b) for a, b in zip(got, want))
-                        ok = len(got) == len(want) and err <= 1e-4
-                    else:
-                        err = max(abs(a - b) / (1 + abs(b)) for a, b in zip(got, want))
-                        ok = len(got) == len(want) and err <= 1e-2
-                    log("%s %s h%d: check max error %.3g %s" % (cell, precision, hidden, err,
-                                                               "ok" if ok else "FAILED"))
-                    if not ok:
-                        failed += 1
-                        continue
-                    for B in batches:
-                        r = json.loads(rnnd_json(args.bench, model, B, T, seconds, ["--json"]))
-                        xh = (torch.rand(B, T, inp) * 2 - 1).to(dtype).pin_memory()
-                        xd = xh.to(dev)
-                        with torch.inference_mode():
-                            t_h2h = time_loop(lambda: mod(xh.to(dev, non_blocking=True))[0].cpu(),
-                                              seconds, torch.cuda.synchronize)
-                            t_dev = time_loop(lambda: mod(xd), seconds, torch.cuda.synchronize)
-                        rows.append((cell, precision, hidden, B, r["algo"], r["median_s"], t_h2h, t_dev))
-                        log("%s %s h%d B%d: rnnd %.3f ms, torch %.3f / %.3f ms" % (
-                            cell, precision, hidden, B, r["median_s"] * 1e3, t_h2h * 1e3, t_dev * 1e3))
-    lines = [
+    failed = 0
+    # The table is written row by row as it is measured, so a run cut short
+    # (tests/gpu/run-on-gpu.sh bounds it) still returns what it measured.
+    report = Report(args.out, [
         "## rnnd cuDNN backend vs PyTorch (cuDNN), same GPU",
         "",
         "- date: %s" % datetime.datetime.now().isoformat(timespec="seconds"),
@@ -179,15 +209,18 @@ def main():
         "| cell | prec | input=hidden | batch | rnnd algo | rnnd ms | torch h2h ms | torch dev ms "
         "| rnnd / torch h2h | rnnd / torch dev |",
         "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for cell, prec, h, B, algo, t_r, t_h, t_d in rows:
-        lines.append("| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
-            cell, prec, h, B, algo, t_r * 1e3, t_h * 1e3, t_d * 1e3, t_r / t_h, t_r / t_d))
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    ])
+    with tempfile.TemporaryDirectory(prefix="rnnd-gpu-bench-") as root:
+        for cell in ("lstm", "gru"):
+            for inp, hidden in shapes:
+                for precision in ("fp32", "fp16"):
+                    shape = (cell, inp, hidden, layers, precision, T)
+                    try:
+                        failed += bench_model(torch, args.bench, report, root, shape, batches, seconds)
+                    except RuntimeError as e:  # one model's failure is a row, not the end
+                        failed += 1
+                        report.line("| %s | %s | %d | - | rnnd FAILED: %s | | | | | |" % (
+                            cell, precision, hidden, str(e).replace("|", "/")[:200]))
     return 1 if failed else 0
 
 

@@ -47,9 +47,10 @@ meson test -C "$build" --print-errorlogs --num-processes 2 || rc=1
 [ -f "$asan/build.ninja" ] ||
   meson setup "$asan" -Db_sanitize=address,undefined -Dbuildtype=debug -Db_lundef=false || exit 1
 ninja -C "$asan" || exit 1
-# (The fuzz suite builds its own sanitized clang binaries, and the container
-# suite its own release build: once is enough.)
+# (The fuzz suite builds its own sanitized clang binaries, the container
+# suite its own release build and the GPU dry run build-gpu: once is enough.)
 meson test -C "$asan" --print-errorlogs --num-processes 2 --no-suite lint --no-suite fuzz --no-suite container \
+  --no-suite gpu_dryrun \
   --timeout-multiplier 4 || rc=1
 
 # The GPU suites on the stand-in, where NVIDIA's headers are installed.

@@ -73,20 +73,24 @@ class Builder:
         self.roots = {}
         self.meta = {}
 
-    def debootstrap(self, suite):
-        """A minbase root of SUITE, made once per work folder (the packages
-        kept in a tarball across runs); each stage copies it."""
-        base = os.path.join(self.work, "base-%s" % suite)
+    def debootstrap(self, suite, include=()):
+        """A minbase root of SUITE (with the packages INCLUDE), made once per
+        work folder (the packages kept in a tarball across runs); each stage
+        copies it.  tests/gpu/dryrun.py makes its bare GPU machine with it."""
+        name = suite + "".join("+" + p for p in include)
+        base = os.path.join(self.work, "base-%s" % name)
         if os.path.exists(os.path.join(base, "etc", "debian_version")):
             return base
-        tarball = os.path.join(self.work, "debootstrap-%s.tgz" % suite)
+        tarball = os.path.join(self.work, "debootstrap-%s.tgz" % name)
+        opts = ["--variant=minbase"] + (["--include=" + ",".join(include)] if include else [])
         if not os.path.exists(tarball):
-            sh(["debootstrap", "--variant=minbase", "--make-tarball=" + tarball + ".part", suite,
-                os.path.join(self.work, "tarball-tmp"), MIRROR], stdout=subprocess.DEVNULL)
+            sh(["debootstrap"] + opts + ["--make-tarball=" + tarball + ".part", suite,
+                                         os.path.join(self.work, "tarball-tmp"), MIRROR],
+               stdout=subprocess.DEVNULL)
             os.rename(tarball + ".part", tarball)
         if os.path.exists(base):
             sh(["rm", "-rf", "--one-file-system", base])
-        sh(["debootstrap", "--variant=minbase", "--unpack-tarball=" + tarball, suite, base, MIRROR],
+        sh(["debootstrap"] + opts + ["--unpack-tarball=" + tarball, suite, base, MIRROR],
            stdout=subprocess.DEVNULL)
         return base
 

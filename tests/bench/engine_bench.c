@@ -15,7 +15,11 @@
  * at least WARMUP_RUNS untimed runs, then timed runs until at least S seconds
  * (2 by default) and MIN_RUNS runs have passed.  It reports the median time
  * per batch, sequences/s (B / median) and steps/s (B x T / median), as text
- * or as one JSON line.  --dump writes every sequence's y after the first run,
+ * or as one JSON line.  With --backend cudnn it also reports what opening
+ * costs (open_costs): the first plan's time (weights, workspace, the
+ * algorithm timing) and the GPU memory it took, then a second plan's of the
+ * same model on the same GPU, which shares the weights and the choice, as the
+ * daemon's second instance does.  --dump writes every sequence's y after the first run,
  * raw float32 [B, T, dirs x H'], so a script can check the answer against a
  * framework before trusting the timings (tests/bench/engine_vs_torch.py).
  *
@@ -58,6 +62,13 @@ struct args {
         uint64_t version;                   /* 1 */
         double seconds;                     /* minimum timed seconds; 2 */
         bool json;                          /* one JSON line instead of text */
+};
+
+/* What opening the model cost (--backend cudnn only; zero otherwise). */
+struct open_costs {
+        bool measured;
+        double first_s, second_s;         /* open() of the first and of a second plan */
+        size_t first_bytes, second_bytes; /* GPU memory each took (cudaMemGetInfo) */
 };
 
 /* The buffers of one batch: every sequence owns its own, as a request does. */
@@ -416,6 +427,57 @@ static void json_str(const char *s)
         }
 }
 
+/* Free GPU memory on opts->device, or 0 where it cannot be read. */
+static size_t gpu_free(const struct rnnd_instance_opts *opts)
+{
+#if RNND_HAVE_CUDA
+        size_t free_b = 0, total_b = 0;
+        rnnd_error_t err = {0};
+
+        if (rnnd_cudnn_device_memory(opts->device, &free_b, &total_b, &err) == 0)
+                return free_b;
+#else
+        (void)opts;
+#endif
+        return 0;
+}
+
+/*
+ * Opens the plan the bench times.  On a GPU it first reads the free memory
+ * (which makes the CUDA context, so that is not counted), then opens the
+ * plan and a second one of the same model beside it, timing each and
+ * reading what each took, and closes the second.
+ */
+static int open_measured(const struct args *a, rnnd_model_t *m,
+                         const struct rnnd_instance_opts *opts, void **plan, struct open_costs *c,
+                         rnnd_error_t *reterr)
+{
+        size_t free0, free1, free2;
+        double t0, t1, t2;
+        void *second = NULL;
+
+        memset(c, 0, sizeof(*c));
+        if (a->ops == &rnnd_cpu_backend)
+                return a->ops->open(m, opts, plan, reterr);
+        free0 = gpu_free(opts);
+        t0 = now();
+        if (a->ops->open(m, opts, plan, reterr) < 0)
+                return -1;
+        t1 = now();
+        free1 = gpu_free(opts);
+        t2 = now();
+        if (a->ops->open(m, opts, &second, reterr) < 0)
+                return -1;
+        c->second_s = now() - t2;
+        free2 = gpu_free(opts);
+        a->ops->close(second);
+        c->first_s = t1 - t0;
+        c->first_bytes = free0 > free1 ? free0 - free1 : 0;
+        c->second_bytes = free1 > free2 ? free1 - free2 : 0;
+        c->measured = true;
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         struct args a;
@@ -423,6 +485,7 @@ int main(int argc, char **argv)
         struct rnnd_instance_opts opts = {.device = -1};
         struct rnnd_backend_desc desc;
         struct bench b = {0};
+        struct open_costs costs = {0};
         rnnd_error_t err = {0};
         rnnd_model_t *m = NULL;
         void *plan = NULL;
@@ -442,7 +505,7 @@ int main(int argc, char **argv)
         if (rnnd_model_load(a.model, model_name(a.model, name, sizeof(name)), a.version, &cfg, &m,
                             &err) < 0)
                 return fail("model", &err);
-        if (a.ops->open(m, &opts, &plan, &err) < 0) {
+        if (open_measured(&a, m, &opts, &plan, &costs, &err) < 0) {
                 fail("open", &err);
                 goto out;
         }
@@ -514,7 +577,14 @@ int main(int argc, char **argv)
                 json_str(desc.math);
                 printf("\", \"openblas_config\": \"");
                 json_str(openblas_get_config());
-                printf("\"}\n");
+                printf("\"");
+                if (costs.measured)
+                        printf(", \"open_s\": %.6f, \"open_second_s\": %.6f, \"gpu_bytes_first\": "
+                               "%zu, "
+                               "\"gpu_bytes_second\": %zu",
+                               costs.first_s, costs.second_s, costs.first_bytes,
+                               costs.second_bytes);
+                printf("}\n");
         } else {
                 printf("model      %s (%s, input %u, hidden %u, layers %u, dirs %u)\n", name,
                        rnnd_cell_name(cfg.cell), cfg.input_size, cfg.hidden_size, cfg.num_layers,
@@ -528,6 +598,11 @@ int main(int argc, char **argv)
                        best * 1e3, total / n_times * 1e3);
                 printf("throughput %.1f sequences/s, %.0f steps/s\n", a.batch / median,
                        (double)batch_steps(&a) / median);
+                if (costs.measured)
+                        printf("open       first plan %.3f s, %.1f MiB of GPU memory; a second "
+                               "plan %.3f s, %.1f MiB\n",
+                               costs.first_s, (double)costs.first_bytes / 1048576.0, costs.second_s,
+                               (double)costs.second_bytes / 1048576.0);
         }
         rc = fflush(stdout) == 0 ? 0 : 1;
 out:

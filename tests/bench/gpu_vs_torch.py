@@ -18,7 +18,14 @@ and 1/model.safetensors, written without the safetensors package) and then:
      --seconds and at least 5, median): host to host (x.to(cuda), forward,
      y.cpu(), which is what rnnd's number includes), and device-resident
      (forward only, synchronized).
-It prints a markdown table with the ratios, row by row as each is measured;
+     The same row has what opening cost (rnnd-engine-bench opens a second
+     plan beside the first): seconds and GPU memory of the first plan
+     (weights, workspace, the algorithm timing) and of the second.
+Then rnnd itself serves every saved model over HTTP (BUILD/daemon/rnnd,
+found beside --bench) under BUILD/clients/rnnd-load with binary tensors:
+64 sequences a request with 4 in flight, and 1 with 64 in flight, against
+the engine's sequences/s at batch 64.
+It prints markdown tables with the ratios, row by row as each is measured;
 --out FILE gets each row as it comes too.
 Exits 77 when torch sees no GPU or rnnd was built without cuDNN, 1 if a
 check failed.
@@ -40,7 +47,7 @@ import sys
 import tempfile
 import time
 
-from load_bench import write_safetensors  # this folder's one safetensors writer
+from load_bench import counters, free_port, get, write_safetensors  # this folder's helpers
 
 SKIP = 77
 
@@ -135,9 +142,10 @@ def check_answer(torch, bench, mod, model, shape, root):
     return err, len(got) == len(want) and err <= 1e-2
 
 
-def bench_model(torch, bench, report, root, shape, batches, seconds):
+def bench_model(torch, bench, report, root, shape, batches, seconds, engine):
     """One model: its answer checked, then a row per batch size.  Returns
-    the number of failed checks (0 or 1)."""
+    the number of failed checks (0 or 1); engine[(cell, prec, hidden, B)]
+    gets rnnd's sequences/s."""
     cell, inp, hidden, layers, precision, T = shape
     dev = torch.device("cuda")
     dtype = torch.float16 if precision == "fp16" else torch.float32
@@ -149,7 +157,7 @@ def bench_model(torch, bench, report, root, shape, batches, seconds):
     err, ok = check_answer(torch, bench, mod, model, shape, root)
     log("%s %s h%d: check max error %.3g %s" % (cell, precision, hidden, err, "ok" if ok else "FAILED"))
     if not ok:
-        report.line("| %s | %s | %d | - | check FAILED: max error %.3g | | | | | |" % (
+        report.line("| %s | %s | %d | - | check FAILED: max error %.3g | | | | | | | |" % (
             cell, precision, hidden, err))
         return 1
     for B in batches:
@@ -161,10 +169,93 @@ def bench_model(torch, bench, report, root, shape, batches, seconds):
                               seconds, torch.cuda.synchronize)
             t_dev = time_loop(lambda: mod(xd), seconds, torch.cuda.synchronize)
         t_r = r["median_s"]
-        report.line("| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
+        engine[(cell, precision, hidden, B)] = B / t_r
+        report.line("| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.2f | %.2f | %s | %s |" % (
             cell, precision, hidden, B, r["algo"], t_r * 1e3, t_h2h * 1e3, t_dev * 1e3,
-            t_r / t_h2h, t_r / t_dev))
+            t_r / t_h2h, t_r / t_dev, open_cost(r, "open_s", "open_second_s", 1, "%.2f"),
+            open_cost(r, "gpu_bytes_first", "gpu_bytes_second", 1 / 1048576, "%.0f")))
     return 0
+
+
+def open_cost(r, first, second, scale, fmt):
+    if first not in r:
+        return "-"
+    return (fmt + " / " + fmt) % (r[first] * scale, r[second] * scale)
+
+
+# End to end: (sequences per request, requests in flight).  64 x 4 is the
+# goal's batch 64 with the transfers of one request overlapping the compute
+# of another; 1 x 64 is many clients whose sequences the batcher gathers.
+HTTP_POINTS = [(64, 4), (1, 64)]
+
+
+def http_phase(args, report, root, engine, T, seconds):
+    """rnnd itself, serving the saved models from `root`, under rnnd-load
+    (binary tensors, closed loop): sequences/s against the engine's at the
+    same batch.  Returns the number of failed points."""
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(args.bench))))
+    models = sorted(m for m in os.listdir(root) if os.path.exists(os.path.join(root, m, "config.json")))
+    if not models:
+        return 0
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    errlog = open(os.path.join(root, "rnnd.stderr"), "w+b")
+    proc = subprocess.Popen([os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % port,
+                             "--model_repository", root, "--log_level=warning"],
+                            stdout=subprocess.DEVNULL, stderr=errlog)
+    failed = 0
+    report.line("")
+    report.line("### End to end over HTTP (rnnd-load, binary tensors, closed loop, %.1f s a point)"
+                % max(1.0, 2 * seconds))
+    report.line("")
+    report.line("| model | backend | sequences x in flight | seq/s | avg server batch | engine seq/s at 64 "
+                "| HTTP / engine | p50 ms | p99 ms |")
+    report.line("|---|---|---|---|---|---|---|---|---|")
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                get(base + "/v2/health/ready")
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() - t0 > 300:
+                    errlog.seek(0)
+                    raise RuntimeError("rnnd did not get ready: %s" % errlog.read()[-500:].decode(errors="replace"))
+                time.sleep(0.2)
+        for model in models:
+            cfg = json.loads(get("%s/v2/models/%s/config" % (base, model)))
+            backend = ",".join(sorted({i.get("backend", "?") for g in cfg.get("instance_group", [])
+                                       for i in g.get("instances", [])})) or "?"
+            cell, hidden, prec = model.split("_")
+            for per, inflight in HTTP_POINTS:
+                c0 = counters(base, model)
+                cmd = [os.path.join(build, "clients", "rnnd-load"), "--url=" + base, "--model=" + model,
+                       "--api=v2", "--format=binary", "--sequences=%d" % per, "--length=%d" % T,
+                       "--concurrency=%d" % inflight, "--warmup=0.5s",
+                       "--duration=%.1fs" % max(1.0, 2 * seconds), "--json", "--progress=false",
+                       "--max-error-rate=0"]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                c1 = counters(base, model)
+                if r.returncode != 0 or not r.stdout.strip():
+                    failed += 1
+                    report.line("| %s | %s | %d x %d | FAILED: %s | | | | | |" % (
+                        model, backend, per, inflight, (r.stderr.strip() or r.stdout.strip())[-200:]))
+                    continue
+                rep = json.loads(r.stdout)
+                batch = (c1[0] - c0[0]) / (c1[1] - c0[1]) if c1[1] > c0[1] else 0
+                eng = engine.get((cell, prec, int(hidden), 64))
+                report.line("| %s | %s | %d x %d | %.0f | %.1f | %s | %s | %.2f | %.2f |" % (
+                    model, backend, per, inflight, rep["sequences_per_s"], batch,
+                    "%.0f" % eng if eng else "-", "%.2f" % (rep["sequences_per_s"] / eng) if eng else "-",
+                    rep["latency_ms"]["p50"], rep["latency_ms"]["p99"]))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        errlog.close()
+    return failed
 
 
 def main():
@@ -190,10 +281,11 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.enabled = True
     seconds = 0.3 if args.quick else args.seconds
-    batches = [1, 16, 256] if args.quick else [1, 8, 32, 64, 128, 256]
+    batches = [1, 64, 256] if args.quick else [1, 8, 32, 64, 128, 256]
     T, layers = 100, 2
     shapes = [(512, 512), (128, 128)]
     failed = 0
+    engine = {}
     # The table is written row by row as it is measured, so a run cut short
     # (tests/gpu/run-on-gpu.sh bounds it) still returns what it measured.
     report = Report(args.out, [
@@ -206,9 +298,12 @@ def main():
         "- command: %s" % os.environ.get("RNND_BENCH_COMMAND", " ".join(sys.argv)),
         "- shapes: 2 layers, T = %d, equal lengths; times are medians per batch" % T,
         "",
+        "- open: the first plan's open (weights, workspace, algorithm timing) and a second plan's"
+        " (shares both), seconds and GPU MiB (cudaMemGetInfo), from that row's rnnd-engine-bench",
+        "",
         "| cell | prec | input=hidden | batch | rnnd algo | rnnd ms | torch h2h ms | torch dev ms "
-        "| rnnd / torch h2h | rnnd / torch dev |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| rnnd / torch h2h | rnnd / torch dev | open s 1st / 2nd | GPU MiB 1st / 2nd |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ])
     with tempfile.TemporaryDirectory(prefix="rnnd-gpu-bench-") as root:
         for cell in ("lstm", "gru"):
@@ -216,11 +311,17 @@ def main():
                 for precision in ("fp32", "fp16"):
                     shape = (cell, inp, hidden, layers, precision, T)
                     try:
-                        failed += bench_model(torch, args.bench, report, root, shape, batches, seconds)
+                        failed += bench_model(torch, args.bench, report, root, shape, batches, seconds,
+                                              engine)
                     except RuntimeError as e:  # one model's failure is a row, not the end
                         failed += 1
-                        report.line("| %s | %s | %d | - | rnnd FAILED: %s | | | | | |" % (
+                        report.line("| %s | %s | %d | - | rnnd FAILED: %s | | | | | | | |" % (
                             cell, precision, hidden, str(e).replace("|", "/")[:200]))
+        try:
+            failed += http_phase(args, report, root, engine, T, seconds)
+        except (RuntimeError, OSError) as e:
+            failed += 1
+            report.line("\nend to end over HTTP FAILED: %s" % e)
     return 1 if failed else 0
 
 

@@ -2,7 +2,9 @@
  * test_gpu_golden.c: the cuDNN backend against the goldens (DESIGN.md §4):
  * every golden case the backend qualifies for, as one ragged batch and one
  * sequence at a time, in fp32 (FMA math, max abs error <= 1e-5) and in fp16
- * (<= 2e-3 relative to the output's largest magnitude).  Skips (77) without
+ * (<= 2e-3 relative to the output's largest magnitude).  Prints a line per
+ * case and precision (the algorithm the plan got, the errors) and the largest
+ * error per cell, which a GPU run records (docs/GPU.md).  Skips (77) without
  * a GPU.
  */
 #include "golden-io.h"
@@ -37,6 +39,7 @@ static void run_case(const char *name, rnnd_precision_t prec)
         const bool half = prec == RNND_PREC_FP16;
         void *plan = NULL;
         char how[96];
+        double e_batch, e_one;
 
         golden_load(&g, name, prec);
         ck_assert_uint_le(g.B, 64);
@@ -51,7 +54,8 @@ static void run_case(const char *name, rnnd_precision_t prec)
         batch.n = (uint32_t)g.B;
         ck_assert_msg(rnnd_cudnn_backend.run(plan, &batch, &err) == 0, "%s: %s", name, err.msg);
         snprintf(how, sizeof(how), "cudnn %s (%s), one batch", half ? "fp16" : "fp32", desc.algo);
-        note_worst(&g, name, half, compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half));
+        e_batch = compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+        note_worst(&g, name, half, e_batch);
 
         clear_outputs(&g);
         for (uint64_t b = 0; b < g.B; b++) {
@@ -61,7 +65,10 @@ static void run_case(const char *name, rnnd_precision_t prec)
         }
         snprintf(how, sizeof(how), "cudnn %s (%s), one at a time", half ? "fp16" : "fp32",
                  desc.algo);
-        note_worst(&g, name, half, compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half));
+        e_one = compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+        note_worst(&g, name, half, e_one);
+        printf("%s %s: %s, %s; error %.3g as one batch, %.3g one at a time\n", name,
+               half ? "fp16" : "fp32", desc.algo, desc.math, e_batch, e_one);
         rnnd_cudnn_backend.close(plan);
         golden_done(&g);
 }

@@ -49,7 +49,9 @@ meson test -C "$build" --print-errorlogs --num-processes 2 || rc=1
 ninja -C "$asan" || exit 1
 # (The fuzz suite builds its own sanitized clang binaries, the container
 # suite its own release build and the GPU dry run build-gpu: once is enough.)
-meson test -C "$asan" --print-errorlogs --num-processes 2 --no-suite lint --no-suite fuzz --no-suite container \
+# Sanitized code runs a few times slower: Check's own per-test timeouts are
+# scaled as meson's are.
+CK_TIMEOUT_MULTIPLIER=4 meson test -C "$asan" --print-errorlogs --num-processes 2 --no-suite lint --no-suite fuzz --no-suite container \
   --no-suite gpu_dryrun \
   --timeout-multiplier 4 || rc=1
 

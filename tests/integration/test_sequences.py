@@ -125,6 +125,28 @@ def test_goldens(d):
             compare(name, "in chunks ending at %s" % cuts, seq, statuses, out, last)
 
 
+def test_id_range(d):
+    """Ids are unsigned 64-bit (docs/HTTP.md): 2^64-1 and 2^63 stream as any other, beside each
+    other and beside their string forms; 2^64 is a 400 naming sequence_id."""
+    name = MODELS[1]
+    seq = golden_seq(name, 0)
+    T = len(seq["x"])
+    for sid in (2 ** 64 - 1, 2 ** 63):
+        statuses, out, last = stream(d, name, sid, seq, [1, T])
+        compare(name, "as sequence_id %d" % sid, seq, statuses, out, last)
+    path = "/v2/models/%s/infer" % name
+    one = seq["x"][:1]
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 2 ** 64 - 1, "sequence_start": True}, True))
+    st2, _, b2 = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": str(2 ** 64 - 1)}))
+    check(st == 200 and st2 == 400 and "never started" in b2.get("error", ""),
+          "2^64-1 and \"18446744073709551615\" are different ids", (st, st2, b2))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 2 ** 64 - 1, "sequence_end": True}))
+    check(st == 200, "2^64-1 continues and ends", (st, b))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 2 ** 64, "sequence_start": True}))
+    check(st == 400 and "parameters.sequence_id" in b.get("error", ""), "2^64 is a 400 naming sequence_id",
+          (st, b))
+
+
 def test_order_and_interleave(d):
     """Chunks sent before the previous one is answered run in order; two streams interleave."""
     name = MODELS[0]
@@ -298,6 +320,7 @@ def main():
         d = Daemon(repo=make_repo(tmp))
         try:
             test_goldens(d)
+            test_id_range(d)
             test_order_and_interleave(d)
             test_restart_behind(d)
             test_errors(d)

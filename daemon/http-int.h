@@ -47,8 +47,34 @@ void rnnd__http_conns_done(struct rnnd_http *h);
 /* MHD_OPTION_NOTIFY_CONNECTION's callback; cls is the struct rnnd_http. */
 void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                             enum MHD_ConnectionNotificationCode toe);
-/* r's connection enters (true, at the first handler call) or leaves a request. */
+/*
+ * r's connection enters (true, at the first handler call: its body, if any,
+ * arriving) or leaves a request.
+ */
 void rnnd__http_conn_busy(struct rnnd_http_request *r, bool busy);
+/*
+ * MHD_OPTION_URI_LOG_CALLBACK's part: remembers the URI of the request line
+ * conn's MHD thread just read, before libmicrohttpd unescapes it in place,
+ * and its length then; rnnd__http_conn_uri_of() gives them back for r at its
+ * first handler call (NULL when unknown).  The connection's MHD thread.
+ */
+void rnnd__http_conn_uri(struct rnnd_http *h, struct MHD_Connection *conn, const char *uri);
+const char *rnnd__http_conn_uri_of(struct rnnd_http_request *r, size_t *len);
+/*
+ * A request head libmicrohttpd refuses itself before the handler sees it,
+ * answered by rnnd instead (issue 29: 0.9.75 writes its own answer's
+ * header block twice).  Among the connections of the calling MHD thread
+ * whose request line was read and whose handler was not yet called, finds
+ * those is_it(conn, cls) names; when it is exactly one, answer(fd, cls)
+ * writes to its socket, which is then shut down (MHD's own answer fails to
+ * go out, and MHD closes it), and returns true.  The MHD thread, from
+ * MHD's error log callback, while MHD handles that connection.
+ */
+bool rnnd__http_conn_refuse_head(struct rnnd_http *h,
+                                 bool (*is_it)(struct MHD_Connection *conn, void *cls),
+                                 void (*answer)(int fd, void *cls), void *cls);
+/* r's body is in (the final handler call): the request no longer waits on its client. */
+void rnnd__http_conn_received(struct rnnd_http_request *r);
 
 struct rnnd_http_request {
         struct rnnd_http *http;       /* immutable */
@@ -81,6 +107,7 @@ struct rnnd_http_request {
         bool early;                /* answered at the first call (404, 405, 413) */
         bool dispatched;           /* the final call ran (route served or hook called) */
         bool suspended;            /* suspended by the hook and not yet handled again */
+        bool dropped;              /* a 499: the connection closed instead (http.c queue()) */
         void (*prepare)(struct rnnd_http_request *r); /* set by rnnd_http_resume_to_prepare() */
 
         void *data;                /* the hook's state */

@@ -238,6 +238,18 @@ static enum MHD_Result queue(struct rnnd_http_request *r)
                 if (r->resp == NULL)
                         return MHD_NO;
         }
+        /*
+         * A request canceled because its client left (499, docs/HTTP.md) is
+         * never answered: the client that only half-closed its side would read
+         * a status no server sends.  The connection closes instead.
+         */
+        if (r->resp_status == (unsigned)rnnd_error_http_status(RNND_ECANCELED)) {
+                MHD_destroy_response(r->resp);
+                r->resp = NULL;
+                r->status = r->resp_status;
+                r->dropped = true;
+                return MHD_NO;
+        }
         /* While stopping, ask keep-alive clients to go away. */
         if (atomic_load(&r->http->stopping))
                 (void)MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -283,6 +295,17 @@ bool rnnd_http_request_peer_gone(const struct rnnd_http_request *r)
         return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* A new request id, "%08x%08x" of the seed and the counter's low bits, by hand: once a request. */
+static void new_request_id(struct rnnd_http *h, char id[RNND_REQ_ID_MAX + 1])
+{
+        uint64_t c = atomic_fetch_add_explicit(&h->id_counter, 1, memory_order_relaxed);
+
+        c = (uint64_t)h->id_seed << 32 | (c & 0xffffffffu);
+        for (int i = 15; i >= 0; i--, c >>= 4)
+                id[i] = "0123456789abcdef"[c & 15];
+        id[16] = '\0';
+}
+
 /* The request id: the client's X-Request-Id when it is safe to echo and log. */
 static void take_request_id(struct rnnd_http_request *r)
 {
@@ -290,18 +313,12 @@ static void take_request_id(struct rnnd_http_request *r)
                                  "0123456789._:-";
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
         size_t n = h != NULL ? strlen(h) : 0;
-        uint64_t c;
 
         if (n >= 1 && n <= RNND_REQ_ID_MAX && strspn(h, ok) == n) {
                 memcpy(r->id, h, n + 1);
                 return;
         }
-        /* "%08x%08x" of the seed and the counter's low bits, by hand: once a request. */
-        c = atomic_fetch_add_explicit(&r->http->id_counter, 1, memory_order_relaxed);
-        c = (uint64_t)r->http->id_seed << 32 | (c & 0xffffffffu);
-        for (int i = 15; i >= 0; i--, c >>= 4)
-                r->id[i] = "0123456789abcdef"[c & 15];
-        r->id[16] = '\0';
+        new_request_id(r->http, r->id);
 }
 
 /* Whether the request announced a body (a length other than 0, or chunked). */
@@ -340,6 +357,51 @@ static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connectio
         return r;
 }
 
+/*
+ * A NUL byte in the request line (issue 29).  libmicrohttpd 0.9.x parses
+ * the line in place, in the connection's read buffer, and hands C strings
+ * that end at the first NUL: "GET /v2/health/live\0x HTTP/1.1" reached the
+ * routes as /v2/health/live and was served.  What it hands over still lies
+ * in that one line, so the bytes it did not hand over can be measured: the
+ * method ends at the first space, which MHD overwrote with a NUL, and only
+ * spaces follow up to the URI; the URI ends at the NUL MHD wrote before the
+ * version, which is always "HTTP/d.d" (MHD refuses anything else), and its
+ * length before unescaping was taken when MHD logged it (uri_log_cb).  A
+ * string shorter than its place held a NUL of the client's.  A line that
+ * starts with a NUL never reaches rnnd: MHD takes it for an empty line
+ * (docs/HTTP.md says what the client sees).  libmicrohttpd 1.0 refuses NULs
+ * itself and may keep these strings elsewhere, so the check is for 0.9.x.
+ */
+static bool line_has_nul(struct rnnd_http_request *r, const char *method, const char *url,
+                         const char *version)
+{
+#if MHD_VERSION < 0x01000000
+        uintptr_t m = (uintptr_t)method, u = (uintptr_t)url, v = (uintptr_t)version;
+        size_t len = 0, line_max = (size_t)(*r->http->opts)->per_connection_memory;
+        const char *logged = rnnd__http_conn_uri_of(r, &len), *p;
+
+        /* Only where the strings lie as 0.9.x leaves them: method, URI, version in one line. */
+        if (logged != url || !(m < u && u < v && v - m <= line_max) || version[-1] != '\0')
+                return false;
+        for (p = method + strlen(method) + 1; p < url && *p == ' '; p++)
+                ;
+        return p != url || len < (size_t)(v - u) - 1;
+#else
+        (void)r;
+        (void)method;
+        (void)url;
+        (void)version;
+        return false;
+#endif
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line's URI before it is unescaped.  cls: the http. */
+static void *uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+        rnnd__http_conn_uri(cls, conn, uri);
+        return NULL; /* no request context yet: access_cb makes it */
+}
+
 struct length_headers {
         unsigned n;        /* Content-Length headers seen */
         const char *first; /* the first one's value */
@@ -369,7 +431,8 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
  * the connection timed out.  Prepares the 400/501, with Connection: close,
  * and returns its status, or 0.
  */
-static unsigned check_framing(struct rnnd_http_request *r)
+static unsigned check_framing(struct rnnd_http_request *r, const char *method, const char *url,
+                              const char *version)
 {
         const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -377,7 +440,9 @@ static unsigned check_framing(struct rnnd_http_request *r)
         int status = 0;
 
         MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_length, &cl);
-        if (strstr(r->path, "%00") != NULL)
+        if (line_has_nul(r, method, url, version))
+                status = rnnd_http_fail(r, RNND_EINVAL, "the request line holds a NUL byte");
+        else if (strstr(r->path, "%00") != NULL)
                 status = rnnd_http_fail(r, RNND_EINVAL, "the URL holds %%00 (a NUL byte)");
         else if (cl.differ)
                 status = rnnd_http_fail(r, RNND_EINVAL, "%u Content-Length headers that disagree",
@@ -502,7 +567,6 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         struct rnnd_http_request *r = *req_cls;
         unsigned status;
 
-        (void)version;
         if (r == NULL) {
                 r = begin(h, conn, url, method);
                 if (r == NULL) {
@@ -511,7 +575,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                         return MHD_NO;
                 }
                 *req_cls = r;
-                status = check_framing(r);
+                status = check_framing(r, method, url, version);
                 if (status == 0)
                         status = h->routes.match(r);
                 if (status == 0)
@@ -549,6 +613,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 return queue(r);
         }
         r->dispatched = true;
+        rnnd__http_conn_received(r);
         if (r->early)
                 return queue(r);
         if (r->too_big) {
@@ -604,6 +669,8 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
         ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6;
         /* Counted, and the model let go: the response is out (or the client gone). */
         level = h->routes.done(r, status);
+        if (r->dropped)
+                toe = MHD_REQUEST_TERMINATED_COMPLETED_OK; /* closed by queue(), as it meant */
         rnnd_log_req(level, r->id, "%s %s %u %.3fms %zuB%s", r->method,
                      printable(r->path, path, sizeof(path)), status, ms, r->len,
                      (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
@@ -613,7 +680,65 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
         rnnd_http_request_unref(r);
 }
 
-/* MHD's error log, into rnnd_log at warning.  cls is unused. */
+/*
+ * A Content-Length that libmicrohttpd cannot read ("-1", "abc", more than 64
+ * bits) is refused by MHD itself before the handler sees the request, and
+ * 0.9.75 writes that answer's header block twice (issue 29).  MHD logs why
+ * first, on the connection's thread, so rnnd answers there instead: the same
+ * 400 (413 for a number too large) as check_length(), and closes.
+ */
+struct bad_length {
+        struct rnnd_http *h;
+        char value[48]; /* the header's value, cut */
+};
+
+static bool has_bad_length(struct MHD_Connection *conn, void *cls)
+{
+        struct bad_length *b = cls;
+        const char *cl =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t n;
+
+        if (cl == NULL || rnnd_decimal_parse(cl, &n) == 0)
+                return false;
+        snprintf(b->value, sizeof(b->value), "%s", cl);
+        return true;
+}
+
+static void answer_bad_length(int fd, void *cls)
+{
+        struct bad_length *b = cls;
+        bool digits = b->value[0] != '\0' && strspn(b->value, "0123456789") == strlen(b->value);
+        int code = digits ? RNND_ETOOBIG : RNND_EINVAL;
+        char id[RNND_REQ_ID_MAX + 1], msg[128], json[192], date[64] = "", head[640];
+        time_t now = time(NULL);
+        struct rnnd_strbuf body;
+        struct tm tm;
+        int n;
+
+        new_request_id(b->h, id);
+        if (digits)
+                snprintf(msg, sizeof(msg), "Content-Length %.40s is larger than max_body_bytes",
+                         b->value);
+        else
+                snprintf(msg, sizeof(msg), "invalid Content-Length '%.40s'", b->value);
+        if (gmtime_r(&now, &tm) != NULL)
+                strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        rnnd_strbuf_init_fixed(&body, json, sizeof(json));
+        rnnd_strbuf_putc(&body, '{');
+        rnnd_strbuf_json_kv_str(&body, "error", msg);
+        rnnd_strbuf_putc(&body, '}');
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nDate: %s\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nX-Request-Id: %s\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     rnnd_error_http_status(code), digits ? "Content Too Large" : "Bad Request",
+                     date, id, body.len, body.data);
+        if (n > 0 && (size_t)n < sizeof(head))
+                (void)send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* MHD's error log, into rnnd_log at warning.  cls is the struct rnnd_http. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         /*
@@ -627,7 +752,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         };
         int level = RNND_LOG_WARNING;
 
-        (void)cls;
+        if (strncmp(fmt, "Failed to parse `Content-Length'", 32) == 0 ||
+            strncmp(fmt, "Too large value of 'Content-Length'", 35) == 0) {
+                struct bad_length b = {.h = cls};
+
+                (void)rnnd__http_conn_refuse_head(cls, has_bad_length, answer_bad_length, &b);
+        }
         for (size_t i = 0; i < sizeof(per_connection) / sizeof(per_connection[0]); i++)
                 if (strncmp(fmt, per_connection[i], strlen(per_connection[i])) == 0)
                         level = RNND_LOG_DEBUG;
@@ -732,12 +862,13 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
         /* The logger first, so that MHD reports problems with the rest through it. */
         h->mhd = MHD_start_daemon(
                 flags, (uint16_t)port, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_log, NULL, MHD_OPTION_ARRAY, where, MHD_OPTION_CONNECTION_TIMEOUT,
+                mhd_log, h, MHD_OPTION_ARRAY, where, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
-                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-                rnnd__http_conn_notify, h, MHD_OPTION_END);
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_URI_LOG_CALLBACK,
+                uri_log_cb, h, MHD_OPTION_NOTIFY_CONNECTION, rnnd__http_conn_notify, h,
+                MHD_OPTION_END);
         if (ai != NULL)
                 freeaddrinfo(ai);
         if (h->mhd == NULL)

@@ -6,6 +6,8 @@ docs/OPERATIONS.md):
 - 1,100 connections that send half a request line and close leave no socket
   in CLOSE-WAIT (libmicrohttpd 0.9.75's epoll mode held them until
   connection_timeout) and refuse no client;
+- 100 that send half a body and close leave none either, and no request in
+  flight (issue 29);
 - 400 idle connections from one address, past a connection_limit of 256, do
   not shut out a client from another address (the per-address limit, and
   the longest idle connections closed to make room);
@@ -93,6 +95,38 @@ def test_abandoned():
         d.close()
 
 
+def in_flight(d):
+    st, _, text = d.request("GET", "/metrics")
+    for line in text.decode().splitlines():
+        if line.startswith("rnnd_http_requests_in_flight "):
+            return int(float(line.split()[1]))
+    return None
+
+
+def test_half_body():
+    """100 clients that send half a body and close: libmicrohttpd 0.9.75 never looks at the end
+    of the stream while a body arrives, so each stayed in flight, its socket in CLOSE-WAIT,
+    until connection_timeout (issue 29)."""
+    d = test_http.Daemon(repo=DEMO)
+    try:
+        head = (b"POST /v2/models/digits_lstm/infer HTTP/1.1\r\nHost: t\r\n"
+                b"Content-Length: 1000\r\n\r\n")
+        for _ in range(100):
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(head + b"{" * 500)
+            s.close()
+        deadline = time.time() + 3
+        while (close_wait(d.port) > 0 or in_flight(d) != 1) and time.time() < deadline:
+            time.sleep(0.1)
+        left, flying = close_wait(d.port), in_flight(d)
+        check(left == 0, "100 clients gone after half a body leave no CLOSE-WAIT socket", left)
+        check(flying == 1, "and no request in flight but the scrape itself", flying)
+        rc, _ = d.stop()
+        check(rc == 0, "SIGTERM exits 0 after them", (rc, d.stderr()[-2000:]))
+    finally:
+        d.close()
+
+
 def test_idle_and_slow():
     d = test_http.Daemon("--connection_limit=256", "--header_timeout=2", repo=DEMO)
     socks = []
@@ -164,6 +198,7 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
     test_abandoned()
+    test_half_body()
     test_idle_and_slow()
     test_per_address()
     print("%d passed, %d failed" % (test_http.passed, test_http.failed))

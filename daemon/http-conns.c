@@ -61,9 +61,10 @@ struct rnnd_conns {
         pthread_mutex_t mu;
         struct rnnd_conn *slot; /* [cap] */
         size_t cap;
-        size_t open;      /* slots in use; guarded by mu */
-        size_t next;      /* where the next free slot is looked for first; guarded by mu */
-        unsigned refused; /* past per_address_limit since the last reap; guarded by mu */
+        size_t open;          /* slots in use; guarded by mu */
+        size_t next;          /* where the next free slot is looked for first; guarded by mu */
+        atomic_size_t handed; /* handed to MHD by the accept thread, not yet notified open */
+        unsigned refused;     /* past per_address_limit since the last reap; guarded by mu */
 };
 
 int rnnd__http_conns_init(struct rnnd_http *h, size_t cap)
@@ -83,6 +84,25 @@ int rnnd__http_conns_init(struct rnnd_http *h, size_t cap)
         pthread_mutex_init(&c->mu, NULL);
         h->conns = c;
         return 0;
+}
+
+size_t rnnd__http_conns_open(struct rnnd_http *h)
+{
+        struct rnnd_conns *c = h->conns;
+        size_t n;
+
+        if (c == NULL)
+                return 0;
+        pthread_mutex_lock(&c->mu);
+        n = c->open;
+        pthread_mutex_unlock(&c->mu);
+        return n + atomic_load(&c->handed);
+}
+
+void rnnd__http_conns_handed(struct rnnd_http *h)
+{
+        if (h->conns != NULL)
+                atomic_fetch_add(&h->conns->handed, 1);
 }
 
 void rnnd__http_conns_done(struct rnnd_http *h)
@@ -163,6 +183,13 @@ void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
         if (c == NULL)
                 return;
         pthread_mutex_lock(&c->mu);
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                size_t n = atomic_load(&c->handed);
+
+                /* The accept thread's count of those on their way to MHD (at least 0). */
+                while (n > 0 && !atomic_compare_exchange_weak(&c->handed, &n, n - 1))
+                        ;
+        }
         if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
                 if (s != NULL) {
                         s->fd = -1;

@@ -44,6 +44,28 @@ struct rnnd_pool;
 /* The connection table (http-conns.c): set up by rnnd_http_start, freed by rnnd_http_stop. */
 int rnnd__http_conns_init(struct rnnd_http *h, size_t cap);
 void rnnd__http_conns_done(struct rnnd_http *h);
+/*
+ * Connections MHD holds (notified open, not yet closed), and those the
+ * accept thread handed it that it has not yet notified.  Thread-safe.
+ */
+size_t rnnd__http_conns_open(struct rnnd_http *h);
+/* The accept thread handed MHD a connection (MHD_add_connection() took it).  Thread-safe. */
+void rnnd__http_conns_handed(struct rnnd_http *h);
+/*
+ * The listening socket (http-listen.c): open takes systemd's fd (>= 0) or
+ * binds host:port itself, and sets h->listen_fd; start begins accepting on
+ * a thread of its own, handing connections to h->mhd; stop ends that
+ * thread (the socket stays open); close stops and closes.  Errors:
+ * RNND_EINVAL, RNND_EIO, RNND_ENOMEM.  Loop or main thread.
+ */
+int rnnd__http_listen_open(struct rnnd_http *h, int fd, const char *host, unsigned port,
+                           rnnd_error_t *reterr);
+int rnnd__http_listen_start(struct rnnd_http *h, rnnd_error_t *reterr);
+void rnnd__http_listen_stop(struct rnnd_http *h);
+void rnnd__http_listen_close(struct rnnd_http *h);
+/* The port the socket is bound to, or 0.  Thread-safe. */
+unsigned rnnd__http_listen_port(const struct rnnd_http *h);
+
 /* MHD_OPTION_NOTIFY_CONNECTION's callback; cls is the struct rnnd_http. */
 void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                             enum MHD_ConnectionNotificationCode toe);

@@ -799,82 +799,79 @@ static int activated_socket(rnnd_error_t *reterr)
 }
 
 /* Writes where h listens into h->listen_name: fd >= 0 is systemd's socket, else host:port. */
-static void name_listener(struct rnnd_http *h, int fd, const char *host, unsigned port)
+static void name_listener(struct rnnd_http *h, int fd, const char *host)
 {
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-        unsigned bound = info != NULL ? (unsigned)info->port : port;
+        unsigned bound = rnnd__http_listen_port(h);
 
         if (fd >= 0)
                 snprintf(h->listen_name, sizeof(h->listen_name), "fd %d from systemd, port %u", fd,
-                         info != NULL ? bound : 0u);
+                         bound);
         else if (strchr(host, ':') != NULL)
                 snprintf(h->listen_name, sizeof(h->listen_name), "[%s]:%u", host, bound);
         else
                 snprintf(h->listen_name, sizeof(h->listen_name), "%s:%u", host, bound);
 }
 
-int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
+/* The listening socket: systemd's, or host:port of opts->listen (http-listen.c). */
+static int open_listener(struct rnnd_http *h, char *host, size_t cap, rnnd_error_t *reterr)
 {
-        const struct rnnd_options *o = *h->opts;
-        unsigned flags =
-                MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-        unsigned threads = rnnd_options_threads(o), port = 0;
-        struct MHD_OptionItem where[3] = {
-                {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
-        struct addrinfo hints = {0}, *ai = NULL;
-        char host[256] = "", portstr[8];
-        int fd, r;
+        unsigned port = 0;
+        int fd = activated_socket(reterr), r;
 
-        fd = activated_socket(reterr);
         if (fd < -1)
                 return fd;
-        /* MHD enforces connection_limit; the slack covers connections it is closing. */
-        if (rnnd__http_conns_init(h, (size_t)o->connection_limit + 64) < 0)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-        if (fd >= 0) {
-                where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
-        } else {
-                r = rnnd_options_split_listen(o->listen, host, sizeof(host), &port, reterr);
+        if (fd < 0) {
+                r = rnnd_options_split_listen((*h->opts)->listen, host, cap, &port, reterr);
                 if (r < 0) {
                         rnnd_error_prefix(reterr, "listen");
                         return r;
                 }
-                snprintf(portstr, sizeof(portstr), "%u", port);
-                hints.ai_family = AF_UNSPEC;
-                hints.ai_socktype = SOCK_STREAM;
-                hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-                r = getaddrinfo(host, portstr, &hints, &ai);
-                if (r != 0)
-                        return rnnd_error_set(reterr, RNND_EINVAL, "listen %s: %s", o->listen,
-                                              gai_strerror(r));
-                if (ai->ai_family == AF_INET6)
-                        flags |= MHD_USE_IPv6;
-                where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
         }
+        r = rnnd__http_listen_open(h, fd, host, port, reterr);
+        if (r < 0)
+                return r;
+        name_listener(h, fd, host);
+        return 0;
+}
 
+int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
+{
+        const struct rnnd_options *o = *h->opts;
+        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                         MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+        unsigned threads = rnnd_options_threads(o);
+        struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+        char host[256] = "";
+        int r;
+
+        /* MHD enforces connection_limit; the slack covers connections it is closing. */
+        if (rnnd__http_conns_init(h, (size_t)o->connection_limit + 64) < 0)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        r = open_listener(h, host, sizeof(host), reterr);
+        if (r < 0)
+                return r;
         /*
          * A pool of one is no pool: libmicrohttpd warns that the size is
          * ignored, so one thread (one CPU in the affinity mask) goes unsaid.
          */
         if (threads > 1)
-                where[1] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
-                                                   NULL};
+                pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
+                                                  NULL};
         /* The logger first, so that MHD reports problems with the rest through it. */
         h->mhd = MHD_start_daemon(
-                flags, (uint16_t)port, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_log, h, MHD_OPTION_ARRAY, where, MHD_OPTION_CONNECTION_TIMEOUT,
+                flags, 0, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_URI_LOG_CALLBACK,
                 uri_log_cb, h, MHD_OPTION_NOTIFY_CONNECTION, rnnd__http_conn_notify, h,
                 MHD_OPTION_END);
-        if (ai != NULL)
-                freeaddrinfo(ai);
         if (h->mhd == NULL)
-                return rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s (see above)",
-                                      fd >= 0 ? "the socket systemd passed" : o->listen);
-        name_listener(h, fd, host, port);
+                return rnnd_error_set(reterr, RNND_EIO, "cannot start the HTTP server (see above)");
+        r = rnnd__http_listen_start(h, reterr);
+        if (r < 0)
+                return r;
         rnnd_log(RNND_LOG_NOTICE,
                  "listening on %s (%u HTTP threads, %" PRIu64 " connections, %" PRIu64
                  "s timeout, body up to %" PRIu64 " bytes)",
@@ -885,27 +882,19 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
 
 void rnnd_http_quiesce(struct rnnd_http *h)
 {
-        MHD_socket fd;
-
         atomic_store(&h->stopping, true);
-        if (h->mhd != NULL) {
-                fd = MHD_quiesce_daemon(h->mhd);
-                if (fd != MHD_INVALID_SOCKET)
-                        h->listen_fd = fd;
-        }
+        rnnd__http_listen_stop(h); /* not MHD_quiesce_daemon(): see http-listen.c */
 }
 
 void rnnd_http_stop(struct rnnd_http *h)
 {
+        rnnd__http_listen_stop(h); /* before MHD goes: it hands connections to MHD */
         if (h->mhd != NULL) {
                 MHD_stop_daemon(h->mhd);
                 h->mhd = NULL;
         }
         rnnd__http_conns_done(h);
-        if (h->listen_fd >= 0) {
-                close(h->listen_fd);
-                h->listen_fd = -1;
-        }
+        rnnd__http_listen_close(h);
 }
 
 bool rnnd_http_listening(const struct rnnd_http *h)

@@ -32,6 +32,7 @@ struct rnnd_http_request;
 struct rnnd_server;
 struct MHD_Daemon;
 struct rnnd_conns;
+struct rnnd_listener;
 
 /*
  * The route handler the HTTP layer calls (routes.c's rnnd_routes, installed
@@ -62,13 +63,14 @@ struct rnnd_http {
         struct rnnd_route_handler routes;         /* immutable after start */
         uint32_t id_seed;                         /* random prefix of request ids; immutable */
         atomic_uint_fast64_t id_counter;          /* atomic */
-        struct MHD_Daemon *mhd;   /* set by start, cleared by stop; loop thread only */
-        int listen_fd;            /* returned by MHD_quiesce_daemon, or -1; loop thread only */
-        char listen_name[300];    /* "127.0.0.1:8000" as bound; immutable after start */
-        atomic_bool stopping;     /* atomic: set by rnnd_http_quiesce() */
-        atomic_uint inflight;     /* atomic: requests between first call and completion */
-        atomic_uint suspended;    /* atomic: requests suspended by the hook */
-        struct rnnd_conns *conns; /* the connections MHD holds (http-conns.c); set by start */
+        struct MHD_Daemon *mhd;         /* set by start, cleared by stop; loop thread only */
+        int listen_fd;                  /* the listening socket, or -1; loop thread only */
+        struct rnnd_listener *listener; /* it and its accept thread (http-listen.c) */
+        char listen_name[300];          /* "127.0.0.1:8000" as bound; immutable after start */
+        atomic_bool stopping;           /* atomic: set by rnnd_http_quiesce() */
+        atomic_uint inflight;           /* atomic: requests between first call and completion */
+        atomic_uint suspended;          /* atomic: requests suspended by the hook */
+        struct rnnd_conns *conns;       /* the connections MHD holds (http-conns.c); set by start */
 };
 
 /* Sets h up for app with the settings *opts (swapped by reloads).  Before start. */
@@ -84,8 +86,9 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr);
 
 /*
  * Stopping: new inference is answered 503 by the routes, responses carry
- * Connection: close, and MHD accepts no new connection (the listening
- * socket stays open until rnnd_http_stop()).  Loop thread.
+ * Connection: close, and no new connection is accepted (the listening
+ * socket stays open, new clients waiting in its backlog, until
+ * rnnd_http_stop()).  Loop thread.
  */
 void rnnd_http_quiesce(struct rnnd_http *h);
 

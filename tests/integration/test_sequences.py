@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import sys
@@ -186,6 +187,20 @@ def test_order_and_interleave(d):
         compare(name, "stream %d, one step a chunk, sent without waiting" % k, seqs[k], statuses, out, last)
 
 
+def wait_read(d, sock, limit=2.0):
+    """Until the daemon has begun to read the request just written on sock (a second request
+    in flight beside the scrape) or has answered it."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if select.select([sock], [], [], 0)[0]:
+            return
+        st, _, text = d.request("GET", "/metrics")
+        m = re.search(r"^rnnd_http_requests_in_flight (\d+)", text.decode(), re.M)
+        if m and int(m.group(1)) >= 2:
+            return
+        time.sleep(0.001)
+
+
 def test_restart_behind(d):
     """As Triton's sequence batcher does, an id's chunks run in arrival order, starts included:
     a new start sent while the id's last chunk still runs waits for it and begins afresh."""
@@ -201,11 +216,14 @@ def test_restart_behind(d):
         def send(key, body):
             results[key] = d.json("POST", path, body=body)
 
-        # The end is written whole before the start is sent, so that it arrives first
-        # (two threads 1 ms apart could swap on a busy machine); its answer is read after.
+        # The end is written whole, and the start sent once the daemon has begun to read
+        # it (or answered it), so that it arrives first: on two connections, requests
+        # arrive in the order the daemon reads them (docs/HTTP.md), and two HTTP threads
+        # woken 1 ms apart can swap on a busy machine.  Its answer is read after.
         end = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
         end.request("POST", path, body=chunk_body(seq, seq["x"][T - 1:], {
             "sequence_id": 900, "sequence_end": True}))
+        wait_read(d, end.sock)
         again = threading.Thread(target=send, args=("again", chunk_body(seq, seq["x"], {
             "sequence_id": 900, "sequence_start": True, "sequence_end": True}, True)))
         again.start()

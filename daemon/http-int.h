@@ -1,6 +1,7 @@
 /*
- * http-int.h: what http.c and the routes (routes.c, repoapi.c) share about a
- * request: its struct and the route it names.
+ * http-int.h: what the HTTP layer's files (http.c, http-conns.c) share: the
+ * request's struct and the connection table.  Private to them: the routes
+ * and the hook see a request through http.h.
  */
 #ifndef RNND_DAEMON_HTTP_INT_H
 #define RNND_DAEMON_HTTP_INT_H
@@ -8,38 +9,13 @@
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "http.h"
 
 #if MHD_VERSION < 0x00097002
 #error "libmicrohttpd 0.9.71 or later is needed (enum MHD_Result)"
 #endif
-
-/* What a path names (routes.c). */
-enum rnnd_route {
-        RNND_ROUTE_NONE = 0,
-        RNND_ROUTE_HEALTH_LIVE,  /* GET /v2/health/live */
-        RNND_ROUTE_HEALTH_READY, /* GET /v2/health/ready */
-        RNND_ROUTE_SERVER_META,  /* GET /v2 */
-        RNND_ROUTE_MODEL_META,   /* GET /v2/models/{m}[/versions/{v}] */
-        RNND_ROUTE_MODEL_READY,  /* GET .../ready */
-        RNND_ROUTE_MODEL_CONFIG, /* GET .../config */
-        RNND_ROUTE_MODEL_INFER,  /* POST .../infer */
-        RNND_ROUTE_MODEL_STATS,  /* GET /v2/models[/{m}[/versions/{v}]]/stats */
-        RNND_ROUTE_TFS_STATUS,   /* GET /v1/models/{m}[/versions/{v}] */
-        RNND_ROUTE_TFS_PREDICT,  /* POST /v1/models/{m}[/versions/{v}]:predict */
-        RNND_ROUTE_TFS_METADATA, /* GET /v1/models/{m}[/versions/{v}]/metadata */
-        RNND_ROUTE_TFS_CLASSIFY, /* POST ...:classify (no such signature: 400) */
-        RNND_ROUTE_TFS_REGRESS,  /* POST ...:regress (no such signature: 400) */
-        RNND_ROUTE_METRICS,      /* GET /metrics */
-        RNND_ROUTE_REPO_INDEX,   /* POST /v2/repository/index */
-        RNND_ROUTE_REPO_LOAD,    /* POST /v2/repository/models/{m}/load */
-        RNND_ROUTE_REPO_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
-};
-
-struct rnnd_served_model;
-struct rnnd_served_version;
-struct rnnd_pool;
 
 /* The connection table (http-conns.c): set up by rnnd_http_start, freed by rnnd_http_stop. */
 int rnnd__http_conns_init(struct rnnd_http *h, size_t cap);
@@ -115,13 +91,6 @@ struct rnnd_http_request {
         bool too_big;  /* the body passed max_body_bytes (or memory); answered 413 at the end */
         bool body_oom; /* too_big because memory ran out */
 
-        /* Routing: immutable after the first call. */
-        enum rnnd_route route;
-        struct rnnd_served_model *model;     /* pinned until completion, or NULL */
-        struct rnnd_served_version *version; /* resolved in model, or NULL */
-        bool version_given;                  /* the path named a version */
-        struct rnnd_pool *expecting;         /* told of this request's body, or NULL (routes.c) */
-
         /* Answering: owned by whoever owns the request (see http.h). */
         struct MHD_Response *resp; /* prepared, not yet queued */
         unsigned resp_status;      /* of resp */
@@ -134,6 +103,9 @@ struct rnnd_http_request {
 
         void *data;                /* the hook's state */
         void (*data_free)(void *); /* frees data */
+
+        /* The route handler's own context, ctx_size bytes (http.h); owned by the routes. */
+        _Alignas(max_align_t) unsigned char route_ctx[];
 };
 
 #endif

@@ -96,6 +96,11 @@ struct rnnd_server *rnnd_http_request_server(const struct rnnd_http_request *r)
         return r->srv;
 }
 
+bool rnnd_http_request_suspended(const struct rnnd_http_request *r)
+{
+        return r->suspended;
+}
+
 void rnnd_http_request_set_data(struct rnnd_http_request *r, void *data,
                                 void (*free_fn)(void *data))
 {
@@ -336,7 +341,7 @@ static bool expects_body(struct rnnd_http_request *r)
 static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connection *conn,
                                        const char *url, const char *method)
 {
-        struct rnnd_http_request *r = rnnd_calloc(1, sizeof(*r));
+        struct rnnd_http_request *r = rnnd_calloc(1, sizeof(*r) + h->routes.ctx_size);
 
         if (r == NULL)
                 return NULL;
@@ -577,7 +582,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 *req_cls = r;
                 status = check_framing(r, method, url, version);
                 if (status == 0)
-                        status = h->routes.match(r);
+                        status = h->routes.match(r, r->route_ctx);
                 if (status == 0)
                         status = check_length(r);
                 if (status == 0)
@@ -626,7 +631,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                                        (*h->opts)->max_body_bytes);
                 return queue(r);
         }
-        h->routes.serve(r);
+        h->routes.serve(r, r->route_ctx);
         if (r->suspended)
                 return MHD_YES; /* Never MHD_NO after a suspend (MHD bug #7196). */
         return queue(r);
@@ -668,7 +673,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
         status = r->status != 0 ? r->status : 499;
         ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6;
         /* Counted, and the model let go: the response is out (or the client gone). */
-        level = h->routes.done(r, status);
+        level = h->routes.done(r, r->route_ctx, status);
         if (r->dropped)
                 toe = MHD_REQUEST_TERMINATED_COMPLETED_OK; /* closed by queue(), as it meant */
         rnnd_log_req(level, r->id, "%s %s %u %.3fms %zuB%s", r->method,
@@ -900,4 +905,14 @@ void rnnd_http_stop(struct rnnd_http *h)
 bool rnnd_http_listening(const struct rnnd_http *h)
 {
         return h->mhd != NULL;
+}
+
+bool rnnd_http_stopping(const struct rnnd_http *h)
+{
+        return atomic_load(&h->stopping);
+}
+
+unsigned rnnd_http_inflight(const struct rnnd_http *h)
+{
+        return atomic_load(&h->inflight);
 }

@@ -76,6 +76,28 @@ void rnnd_models_unlock(struct rnnd_models *t)
         pthread_rwlock_unlock(&t->lock);
 }
 
+void rnnd_models_read(struct rnnd_models *t,
+                      void (*f)(void *arg, struct rnnd_served_model *const *models, size_t n),
+                      void *arg)
+{
+        pthread_rwlock_rdlock(&t->lock);
+        f(arg, t->models, t->n_models);
+        pthread_rwlock_unlock(&t->lock);
+}
+
+const struct rnnd_metrics_counters *rnnd_models_unmatched(struct rnnd_models *t)
+{
+        return &t->other_requests;
+}
+
+void rnnd_models_counts(struct rnnd_models *t, size_t *n_models, size_t *n_loaded)
+{
+        pthread_rwlock_rdlock(&t->lock);
+        *n_models = t->n_models;
+        *n_loaded = atomic_load(&t->n_loaded_models);
+        pthread_rwlock_unlock(&t->lock);
+}
+
 struct rnnd_served_model *rnnd_models_pin(struct rnnd_models *t, const char *name)
 {
         struct rnnd_served_model *m;

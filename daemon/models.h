@@ -136,9 +136,28 @@ int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
  */
 struct rnnd_served_model *rnnd_models_find(struct rnnd_models *t, const char *name);
 
-/* Read-locks / unlocks the table, e.g. to walk t->models.  Thread-safe; not recursive. */
+/*
+ * Read-locks / unlocks the table, for reload.c's look at a model while it
+ * builds another.  Thread-safe; not recursive.
+ */
 void rnnd_models_rdlock(struct rnnd_models *t);
 void rnnd_models_unlock(struct rnnd_models *t);
+
+/*
+ * Calls f(arg, models, n) with the table read-locked: models[0..n), sorted
+ * by name, and their versions are borrowed until f returns.  f must not
+ * change the table or pin.  Thread-safe.
+ */
+void rnnd_models_read(struct rnnd_models *t,
+                      void (*f)(void *arg, struct rnnd_served_model *const *models, size_t n),
+                      void *arg);
+
+/* The counters of requests that named no model of the table (atomic).  Thread-safe. */
+const struct rnnd_metrics_counters *rnnd_models_unmatched(struct rnnd_models *t);
+
+/* How many models the table holds, and how many have a loaded version, at one time.  Thread-safe.
+ */
+void rnnd_models_counts(struct rnnd_models *t, size_t *n_models, size_t *n_loaded);
 
 /*
  * The model called name, pinned: it and its versions stay valid, and its

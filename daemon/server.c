@@ -54,6 +54,38 @@ bool rnnd_server_ready(const struct rnnd_server *srv)
                !atomic_load(&srv->http.stopping) && !atomic_load(&srv->device_fault);
 }
 
+struct rnnd_models *rnnd_server_models(struct rnnd_server *srv)
+{
+        return &srv->models;
+}
+
+struct rnnd_http *rnnd_server_http(struct rnnd_server *srv)
+{
+        return &srv->http;
+}
+
+struct rnnd_reload *rnnd_server_reload(struct rnnd_server *srv)
+{
+        return srv->reload;
+}
+
+const char *rnnd_server_device_fault(const struct rnnd_server *srv)
+{
+        return atomic_load(&srv->device_fault) ? srv->fault_msg : NULL;
+}
+
+int rnnd_server_infer(struct rnnd_server *srv, struct rnnd_http_request *req,
+                      struct rnnd_served_version *sv, enum rnnd_infer_protocol proto,
+                      rnnd_error_t *reterr)
+{
+        return srv->infer.handle(srv->infer.cls, req, sv, proto, reterr);
+}
+
+const char *const *rnnd_server_extensions(const struct rnnd_server *srv)
+{
+        return srv->infer.extensions;
+}
+
 void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer_hook *hook)
 {
         srv->infer = *hook;

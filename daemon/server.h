@@ -165,6 +165,29 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
 bool rnnd_server_ready(const struct rnnd_server *srv);
 
 /*
+ * The server's parts, for the routes on top of it (docs/DESIGN.md §1): the
+ * model table, the HTTP front end and reload.c's state.  Borrowed for the
+ * server's life.  Thread-safe.
+ */
+struct rnnd_models *rnnd_server_models(struct rnnd_server *srv);
+struct rnnd_http *rnnd_server_http(struct rnnd_server *srv);
+struct rnnd_reload *rnnd_server_reload(struct rnnd_server *srv);
+
+/*
+ * The device fault's message once a pool reported one (docs/DESIGN.md §7),
+ * else NULL.  Borrowed for the server's life.  Thread-safe.
+ */
+const char *rnnd_server_device_fault(const struct rnnd_server *srv);
+
+/* The inference hook's handle() (see struct rnnd_infer_hook).  MHD thread. */
+int rnnd_server_infer(struct rnnd_server *srv, struct rnnd_http_request *req,
+                      struct rnnd_served_version *sv, enum rnnd_infer_protocol proto,
+                      rnnd_error_t *reterr);
+
+/* The hook's extensions for GET /v2's list (NULL-terminated), or NULL.  Thread-safe. */
+const char *const *rnnd_server_extensions(const struct rnnd_server *srv);
+
+/*
  * Writes what was built in and what the machine has (--backends) to f:
  * the CPU engine and its OpenBLAS, the cuDNN backend and its versions or
  * "not built", the CUDA driver and GPUs or why there are none, and the

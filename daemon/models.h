@@ -34,14 +34,12 @@ struct rnnd_served_model;
 
 /* One version of a model: loaded, or the reason it is not. */
 struct rnnd_served_version {
-        uint64_t wd_completed; /* pool's completed at the last look; loop thread only */
-        uint64_t wd_moved_ms;  /* uv_now() when it last moved; loop thread only */
-        uint64_t version;      /* immutable */
-        int status;            /* 0 = loaded, else a negative RNND_E*; immutable */
-        char reason[256];      /* why, when status < 0; immutable */
-        rnnd_model_t *model;   /* a reference, NULL when not loaded; immutable */
-        rnnd_pool_t *pool;     /* the instances, NULL when not loaded; immutable */
-        unsigned instances;    /* worker threads in pool; immutable */
+        uint64_t version;    /* immutable */
+        int status;          /* 0 = loaded, else a negative RNND_E*; immutable */
+        char reason[256];    /* why, when status < 0; immutable */
+        rnnd_model_t *model; /* a reference, NULL when not loaded; immutable */
+        rnnd_pool_t *pool;   /* the instances, NULL when not loaded; immutable */
+        unsigned instances;  /* worker threads in pool; immutable */
         /* [instances], describe() of each, why_not_cudnn filled; immutable */
         struct rnnd_backend_desc *descs;
         /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */

@@ -73,6 +73,7 @@ struct rnnd_infer_hook {
 };
 
 struct rnnd_reload;
+struct rnnd_watch;
 
 struct rnnd_server {
         /* The settings in effect: the first borrowed from main, later ones owned by reload.c. */
@@ -92,6 +93,8 @@ struct rnnd_server {
         struct rnnd_http_reaped conn_reaped; /* shut down since that line; loop thread only */
         bool watchdog_on;                    /* loop thread only */
         bool watchdog_stalled;      /* the last look found a stalled pool; loop thread only */
+        struct rnnd_watch *watch;   /* [n_watch]: each pool at the last look; loop thread only */
+        size_t n_watch;             /* loop thread only */
         uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
         int drain_phase;            /* 0 waiting, 1 drained the hook; loop thread only */
         bool loop_ready;            /* the loop and its handles are initialized */

@@ -18,6 +18,6 @@
  * finish.  stop() has nothing to join: the pools' workers end with their
  * models.
  */
-void rnnd_infer_hook_init(struct rnnd_server *srv, struct rnnd_infer_hook *ret);
+void rnnd_inference_hook_init(struct rnnd_server *srv, struct rnnd_server_hook *ret);
 
 #endif

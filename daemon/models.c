@@ -204,7 +204,7 @@ static int make_streams(const struct rnnd_model_config *cfg, struct rnnd_served_
                 .max_sequences = cfg->sequence.max_sequences,
                 .idle_timeout_ns = (uint64_t)cfg->sequence.idle_timeout_ms * 1000000u,
                 .state_floats = (size_t)cfg->num_layers *
-                                (rnnd_model_config_out_size(cfg) +
+                                (rnnd_modelcfg_out_size(cfg) +
                                  (cfg->cell == RNND_CELL_LSTM ? cfg->hidden_size : 0)),
         };
 
@@ -272,7 +272,7 @@ static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
 }
 
 struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,
-                                            const struct rnnd_repo_model *e,
+                                            const struct rnnd_repository_model *e,
                                             const struct rnnd_model_stamp *stamp)
 {
         struct rnnd_served_model *m = rnnd_calloc(1, sizeof(*m));
@@ -345,7 +345,7 @@ static uint64_t hash_file(uint64_t h, const char *path)
         return fnv1a(h, v, sizeof(v));
 }
 
-void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repository_model *e,
                        struct rnnd_model_stamp *ret)
 {
         uint64_t h = UINT64_C(0xcbf29ce484222325);
@@ -548,7 +548,7 @@ void rnnd_models_pools_progress(struct rnnd_models *t, struct rnnd_pool_progress
 
 /* The first table: every model of the repository, built on this thread. */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
-                     const struct rnnd_repo_index *idx, rnnd_error_t *reterr)
+                     const struct rnnd_repository_index *idx, rnnd_error_t *reterr)
 {
         struct rnnd_served_model **models;
         struct rnnd_model_stamp stamp;

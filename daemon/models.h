@@ -72,17 +72,17 @@ struct rnnd_model_stamp {
  * the table and nothing pins it.
  */
 struct rnnd_served_model {
-        const struct rnnd_repo_model *entry;   /* = &own_entry; immutable */
-        struct rnnd_served_version *versions;  /* [n_versions], ascending; immutable */
-        size_t n_versions;                     /* immutable */
-        size_t n_loaded;                       /* versions with status 0; immutable */
-        struct rnnd_metrics_counters requests; /* requests naming no valid version; atomic */
-        struct rnnd_repo_model own_entry;      /* name, status, reason, cfg; immutable */
-        struct rnnd_model_stamp stamp;         /* immutable */
-        bool unloaded;                         /* unloaded through the repository API; immutable */
-        atomic_uint pins;                      /* requests holding it; atomic */
-        atomic_bool retired;                   /* left the table; atomic */
-        atomic_bool loading;                   /* a load of this name is running; atomic */
+        const struct rnnd_repository_model *entry; /* = &own_entry; immutable */
+        struct rnnd_served_version *versions;      /* [n_versions], ascending; immutable */
+        size_t n_versions;                         /* immutable */
+        size_t n_loaded;                           /* versions with status 0; immutable */
+        struct rnnd_metrics_counters requests;     /* requests naming no valid version; atomic */
+        struct rnnd_repository_model own_entry;    /* name, status, reason, cfg; immutable */
+        struct rnnd_model_stamp stamp;             /* immutable */
+        bool unloaded;       /* unloaded through the repository API; immutable */
+        atomic_uint pins;    /* requests holding it; atomic */
+        atomic_bool retired; /* left the table; atomic */
+        atomic_bool loading; /* a load of this name is running; atomic */
         int load_status; /* the last failed (re)load, kept serving; guarded by the table's lock */
         char load_reason[256]; /* why; guarded by the table's lock */
         uint64_t load_version; /* the version that failed, 0 = the model; guarded by the table's
@@ -125,7 +125,7 @@ void rnnd_models_done(struct rnnd_models *t);
  * thread with the settings o.  Errors: RNND_ENOMEM.  Main thread.
  */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
-                     const struct rnnd_repo_index *idx, rnnd_error_t *reterr);
+                     const struct rnnd_repository_index *idx, rnnd_error_t *reterr);
 
 /*
  * The model called name in the table, or NULL.  Borrowed while the caller
@@ -188,14 +188,14 @@ const char *rnnd_models_platform(const struct rnnd_served_version *sv);
  * thread pool).
  */
 struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,
-                                            const struct rnnd_repo_model *e,
+                                            const struct rnnd_repository_model *e,
                                             const struct rnnd_model_stamp *stamp);
 
 /* Frees a model object that no table holds and nothing pins.  Not from a pool worker. */
 void rnnd_models_free_model(struct rnnd_served_model *m);
 
 /* Computes the stamp of entry e under o's repository.  Thread-safe. */
-void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repository_model *e,
                        struct rnnd_model_stamp *ret);
 
 /*

@@ -13,7 +13,7 @@
 
 #include "log.h"
 #include "reload.h"
-#include "repo.h"
+#include "reporeq.h"
 #include "repoapi.h"
 #include "repository.h"
 #include "server.h"
@@ -36,10 +36,10 @@ unsigned rnnd_repoapi_check(struct rnnd_http_request *r, struct rnnd_route_req *
                 return st;
         }
         if (cl != NULL && strlen(cl) > 0 &&
-            (strlen(cl) > 10 || strtoull(cl, NULL, 10) > RNND_REPO_MAX_BODY))
+            (strlen(cl) > 10 || strtoull(cl, NULL, 10) > RNND_REPOREQ_MAX_BODY))
                 return (unsigned)rnnd_http_fail(r, RNND_ETOOBIG,
                                                 "a repository request's body is at most %u bytes",
-                                                RNND_REPO_MAX_BODY);
+                                                RNND_REPOREQ_MAX_BODY);
         return 0;
 }
 
@@ -126,14 +126,14 @@ static void put_index(void *arg, struct rnnd_served_model *const *models, size_t
 }
 
 /* The request's body, parsed for call; false after answering 400. */
-static bool parse_body(struct rnnd_http_request *r, enum rnnd_repo_call call,
-                       struct rnnd_repo_request *ret)
+static bool parse_body(struct rnnd_http_request *r, enum rnnd_reporeq_call call,
+                       struct rnnd_reporeq *ret)
 {
         rnnd_error_t err = {0};
         size_t len;
         const char *body = rnnd_http_request_body(r, &len);
-        int st = rnnd_repo_request_parse(call, body != NULL ? body : "", body != NULL ? len : 0,
-                                         ret, &err);
+        int st = rnnd_reporeq_parse(call, body != NULL ? body : "", body != NULL ? len : 0, ret,
+                                    &err);
 
         if (st < 0)
                 rnnd_http_fail(r, st, "%s", err.msg);
@@ -142,13 +142,13 @@ static bool parse_body(struct rnnd_http_request *r, enum rnnd_repo_call call,
 
 void rnnd_repoapi_index(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        struct rnnd_repo_request rq;
+        struct rnnd_reporeq rq;
         struct rnnd_strbuf b;
         struct index_walk w = {&b, rnnd_server_reload(q->srv), false};
         size_t len;
         char *body;
 
-        if (!parse_body(r, RNND_REPO_INDEX, &rq))
+        if (!parse_body(r, RNND_REPOREQ_INDEX, &rq))
                 return;
         w.ready_only = rq.ready;
         rnnd_strbuf_init(&b);
@@ -185,9 +185,9 @@ static void load_done(void *cls, unsigned status, const char *msg)
 
 /* Load or unload q's model: suspends r until reload.c has done it. */
 static void load_or_unload(struct rnnd_http_request *r, struct rnnd_route_req *q,
-                           enum rnnd_repo_call call)
+                           enum rnnd_reporeq_call call)
 {
-        struct rnnd_repo_request rq;
+        struct rnnd_reporeq rq;
         rnnd_error_t err = {0};
         int ret;
 
@@ -207,7 +207,7 @@ static void load_or_unload(struct rnnd_http_request *r, struct rnnd_route_req *q
         /* Suspend first, publish second: the loop thread may answer at once. */
         rnnd_http_suspend(r);
         ret = rnnd_reload_submit(rnnd_server_reload(q->srv),
-                                 call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
+                                 call == RNND_REPOREQ_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
                                  q->name, load_done, rnnd_http_request_ref(r), &err);
         if (ret < 0) {
                 rnnd_http_request_unref(r);
@@ -218,10 +218,10 @@ static void load_or_unload(struct rnnd_http_request *r, struct rnnd_route_req *q
 
 void rnnd_repoapi_load(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        load_or_unload(r, q, RNND_REPO_LOAD);
+        load_or_unload(r, q, RNND_REPOREQ_LOAD);
 }
 
 void rnnd_repoapi_unload(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        load_or_unload(r, q, RNND_REPO_UNLOAD);
+        load_or_unload(r, q, RNND_REPOREQ_UNLOAD);
 }

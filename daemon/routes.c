@@ -365,7 +365,7 @@ static bool repin(struct rnnd_http_request *r, struct rnnd_route_req *q)
 
 /* The inference routes: everything is checked here, the hook does the rest. */
 static void serve_infer(struct rnnd_http_request *r, struct rnnd_route_req *q,
-                        enum rnnd_infer_protocol proto)
+                        enum rnnd_server_protocol proto)
 {
         struct rnnd_served_version *sv;
         rnnd_error_t err = {0};
@@ -403,12 +403,12 @@ static void serve_infer(struct rnnd_http_request *r, struct rnnd_route_req *q,
 
 static void serve_kserve_infer(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        serve_infer(r, q, RNND_INFER_KSERVE_V2);
+        serve_infer(r, q, RNND_SERVER_KSERVE_V2);
 }
 
 static void serve_tfs_predict(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        serve_infer(r, q, RNND_INFER_TFS_PREDICT);
+        serve_infer(r, q, RNND_SERVER_TFS_PREDICT);
 }
 
 static void serve_tfs_status(struct rnnd_http_request *r, struct rnnd_route_req *q)

@@ -75,7 +75,7 @@ const char *rnnd_server_device_fault(const struct rnnd_server *srv)
 }
 
 int rnnd_server_infer(struct rnnd_server *srv, struct rnnd_http_request *req,
-                      struct rnnd_served_version *sv, enum rnnd_infer_protocol proto,
+                      struct rnnd_served_version *sv, enum rnnd_server_protocol proto,
                       rnnd_error_t *reterr)
 {
         return srv->infer.handle(srv->infer.cls, req, sv, proto, reterr);
@@ -86,7 +86,7 @@ const char *const *rnnd_server_extensions(const struct rnnd_server *srv)
         return srv->infer.extensions;
 }
 
-void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer_hook *hook)
+void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_server_hook *hook)
 {
         srv->infer = *hook;
 }
@@ -141,7 +141,7 @@ static void model_retired(void *arg)
 int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, rnnd_error_t *reterr)
 {
         struct rnnd_server *srv = rnnd_calloc(1, sizeof(*srv));
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
         int r;
 
         if (srv == NULL)

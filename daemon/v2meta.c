@@ -15,7 +15,7 @@
 unsigned rnnd_v2meta_tensors(const struct rnnd_model_config *cfg, bool inputs,
                              struct rnnd_v2meta_tensor io[RNND_V2META_MAX_TENSORS])
 {
-        int64_t dirs = rnnd_model_config_dirs(cfg), hp = rnnd_model_config_out_size(cfg);
+        int64_t dirs = rnnd_modelcfg_dirs(cfg), hp = rnnd_modelcfg_out_size(cfg);
         int64_t states = (int64_t)cfg->num_layers * dirs, h = cfg->hidden_size;
         bool lstm = cfg->cell == RNND_CELL_LSTM;
         unsigned n = 0;

@@ -583,7 +583,7 @@ static int check_cross(struct ctx *c, const struct rnnd_model_config *cfg)
         return 0;
 }
 
-void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
+void rnnd_modelcfg_defaults(struct rnnd_model_config *cfg)
 {
         *cfg = (struct rnnd_model_config){
                 .cell = RNND_CELL_LSTM,
@@ -616,8 +616,8 @@ void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
         };
 }
 
-int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
-                            struct rnnd_model_config *ret, rnnd_error_t *reterr)
+int rnnd_modelcfg_parse(const char *json, size_t len, const char *filename,
+                        struct rnnd_model_config *ret, rnnd_error_t *reterr)
 {
         struct ctx c = {.file = filename != NULL ? filename : "config.json", .err = reterr};
         struct rnnd_model_config cfg;
@@ -638,7 +638,7 @@ int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
                                 rnnd__json_describe(c.root, got, sizeof(got)));
                 goto out;
         }
-        rnnd_model_config_defaults(&cfg);
+        rnnd_modelcfg_defaults(&cfg);
         r = walk(&c, c.root, "", top_fields, &cfg);
         if (r < 0)
                 goto out;
@@ -701,12 +701,12 @@ unsigned rnnd_cell_gates(rnnd_cell_t c)
         return 1;
 }
 
-unsigned rnnd_model_config_dirs(const struct rnnd_model_config *cfg)
+unsigned rnnd_modelcfg_dirs(const struct rnnd_model_config *cfg)
 {
         return cfg->bidirectional ? 2 : 1;
 }
 
-unsigned rnnd_model_config_out_size(const struct rnnd_model_config *cfg)
+unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg)
 {
         return cfg->proj_size != 0 ? cfg->proj_size : cfg->hidden_size;
 }

@@ -31,7 +31,7 @@ enum { M_LSTM, M_GRU, M_EMB };
 
 static void make_cfg(int m, struct rnnd_model_config *c)
 {
-        rnnd_model_config_defaults(c);
+        rnnd_modelcfg_defaults(c);
         switch (m) {
         case M_LSTM:
                 c->cell = RNND_CELL_LSTM;

@@ -16,7 +16,7 @@
 #include "alloc.h"
 #include "infer-int.h"
 #include "numscan.h"
-#include "json-int.h"
+#include "json.h"
 
 /* One KServe parse: where errors go and the binary section being consumed. */
 struct kctx {
@@ -45,7 +45,7 @@ static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool
         if (!json_is_object(p))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, path,
                                               "must be an object, got %s",
-                                              rnnd__json_describe(p, got, sizeof(got)));
+                                              rnnd_json_describe(p, got, sizeof(got)));
         json_object_foreach(p, key, v)
         {
                 rnnd__infer_pathf(sub, "%s.%.64s", path, key);
@@ -110,7 +110,7 @@ static int named_object(json_t *obj, const char *const *keys, const char *path, 
 
         if (!json_is_object(obj))
                 return rnnd__infer_path_error(err, RNND_EINVAL, path, "must be an object, got %s",
-                                              rnnd__json_describe(obj, got, sizeof(got)));
+                                              rnnd_json_describe(obj, got, sizeof(got)));
         r = rnnd__infer_check_keys(obj, keys, path, err);
         if (r < 0)
                 return r;
@@ -166,11 +166,11 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "missing");
         if (!json_is_string(v))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a string, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         dt = rnnd_dtype_from_name(json_string_value(v));
         if (dt == RNND_DT_INVALID)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "unknown datatype %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         if (dt == RNND_DT_BYTES)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "BYTES is not supported");
 
@@ -180,7 +180,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "missing");
         if (!json_is_array(v))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         ndim = json_array_size(v);
         if (ndim > RNND_MAX_DIMS)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "more than %d dimensions",
@@ -220,7 +220,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                                               "missing data (or parameters.binary_data_size)");
         if (!json_is_array(data))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
-                                              rnnd__json_describe(data, got, sizeof(got)));
+                                              rnnd_json_describe(data, got, sizeof(got)));
         r = rnnd__infer_alloc_data(t, c->err);
         if (r < 0)
                 return r;
@@ -244,7 +244,7 @@ static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *t
         if (!json_is_array(list))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list,
                                               "must be a list, got %s",
-                                              rnnd__json_describe(list, got, sizeof(got)));
+                                              rnnd_json_describe(list, got, sizeof(got)));
         if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list, "more than %d tensors",
                                               RNND_INFER_MAX_TENSORS);
@@ -287,7 +287,7 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
         if (!json_is_object(p))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, "parameters",
                                               "must be an object, got %s",
-                                              rnnd__json_describe(p, got, sizeof(got)));
+                                              rnnd_json_describe(p, got, sizeof(got)));
         json_object_foreach(p, key, v)
         {
                 rnnd__infer_pathf(sub, "parameters.%.64s", key);
@@ -304,7 +304,7 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
                                 r = rnnd__infer_path_error(
                                         c->err, RNND_EINVAL, sub,
                                         "must be an unsigned integer or a string, got %s",
-                                        rnnd__json_describe(v, got, sizeof(got)));
+                                        rnnd_json_describe(v, got, sizeof(got)));
                 } else if (strcmp(key, "sequence_start") == 0) {
                         r = rnnd__infer_get_bool(v, &q->sequence_start, sub, c->err);
                 } else if (strcmp(key, "sequence_end") == 0) {
@@ -313,9 +313,9 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
                         r = rnnd__infer_get_bool(v, &req->binary_data_output, sub, c->err);
                 } else if (strcmp(key, "priority") == 0) {
                         if (!json_is_integer(v))
-                                r = rnnd__infer_path_error(
-                                        c->err, RNND_EINVAL, sub, "must be an integer, got %s",
-                                        rnnd__json_describe(v, got, sizeof(got)));
+                                r = rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                           "must be an integer, got %s",
+                                                           rnnd_json_describe(v, got, sizeof(got)));
                         else
                                 q->priority = json_integer_value(v);
                 } else if (strcmp(key, "timeout") == 0) {
@@ -343,7 +343,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
         if (!json_is_array(list))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, "outputs",
                                               "must be a list, got %s",
-                                              rnnd__json_describe(list, got, sizeof(got)));
+                                              rnnd_json_describe(list, got, sizeof(got)));
         if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, "outputs",
                                               "more than %d outputs", RNND_INFER_MAX_TENSORS);
@@ -368,7 +368,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                 if (!json_is_object(p))
                         return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
                                                       "must be an object, got %s",
-                                                      rnnd__json_describe(p, got, sizeof(got)));
+                                                      rnnd_json_describe(p, got, sizeof(got)));
                 json_object_foreach(p, key, v)
                 {
                         rnnd__infer_pathf(sub, "%s.parameters.%.64s", path, key);

@@ -4,7 +4,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "json-int.h"
+#include "json.h"
 #include "reporeq.h"
 
 /* Checks parameters (an object) of load or unload. */
@@ -16,7 +16,7 @@ static int check_parameters(enum rnnd_reporeq_call call, json_t *params, rnnd_er
 
         if (!json_is_object(params))
                 return rnnd_error_set(reterr, RNND_EINVAL, "parameters: must be an object, not %s",
-                                      rnnd__json_describe(params, d, sizeof(d)));
+                                      rnnd_json_describe(params, d, sizeof(d)));
         json_object_foreach(params, key, v)
         {
                 if (call == RNND_REPOREQ_UNLOAD && strcmp(key, "unload_dependents") == 0) {
@@ -24,7 +24,7 @@ static int check_parameters(enum rnnd_reporeq_call call, json_t *params, rnnd_er
                                 return rnnd_error_set(reterr, RNND_EINVAL,
                                                       "parameters.unload_dependents: must be a "
                                                       "boolean, not %s",
-                                                      rnnd__json_describe(v, d, sizeof(d)));
+                                                      rnnd_json_describe(v, d, sizeof(d)));
                         continue; /* rnnd models have no dependents */
                 }
                 if (call == RNND_REPOREQ_LOAD &&
@@ -62,7 +62,7 @@ int rnnd_reporeq_parse(enum rnnd_reporeq_call call, const char *body, size_t len
                                       jerr.text, jerr.column);
         if (!json_is_object(root)) {
                 r = rnnd_error_set(reterr, RNND_EINVAL, "the body must be an object, not %s",
-                                   rnnd__json_describe(root, d, sizeof(d)));
+                                   rnnd_json_describe(root, d, sizeof(d)));
                 goto out;
         }
         json_object_foreach(root, key, v)
@@ -71,7 +71,7 @@ int rnnd_reporeq_parse(enum rnnd_reporeq_call call, const char *body, size_t len
                         if (!json_is_boolean(v)) {
                                 r = rnnd_error_set(reterr, RNND_EINVAL,
                                                    "ready: must be a boolean, not %s",
-                                                   rnnd__json_describe(v, d, sizeof(d)));
+                                                   rnnd_json_describe(v, d, sizeof(d)));
                                 goto out;
                         }
                         out.ready = json_is_true(v);

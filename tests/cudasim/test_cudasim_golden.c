@@ -520,7 +520,7 @@ static Suite *cudasim_golden_suite(void)
         return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
         SRunner *sr;
         int n = 0, failed;
@@ -531,7 +531,7 @@ int main(void)
         }
         sr = srunner_create(cudasim_golden_suite());
         srunner_set_fork_status(sr, CK_NOFORK);
-        srunner_run_all(sr, CK_NORMAL);
+        srunner_run(sr, NULL, rnnd_check_only(argc, argv), CK_NORMAL);
         failed = srunner_ntests_failed(sr);
         srunner_free(sr);
         return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

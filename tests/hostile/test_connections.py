@@ -29,11 +29,10 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
-import test_http  # noqa: E402  (Daemon, check)
+import rnndtest  # the harness (tests/support)
 
-check = test_http.check
-DEMO = os.path.join(test_http.SRC, "config", "models")
+check = rnndtest.check
+DEMO = os.path.join(rnndtest.SRC, "config", "models")
 
 
 def probe(port, source="127.0.0.2", conn=None):
@@ -80,7 +79,7 @@ def closed_by_daemon(s, wait):
 
 
 def test_abandoned():
-    d = test_http.Daemon(repo=DEMO)
+    d = rnndtest.Daemon(repo=DEMO)
     try:
         for _ in range(1100):
             s = socket.create_connection(("127.0.0.1", d.port))
@@ -110,7 +109,7 @@ def test_half_body():
     """100 clients that send half a body and close: libmicrohttpd 0.9.75 never looks at the end
     of the stream while a body arrives, so each stayed in flight, its socket in CLOSE-WAIT,
     until connection_timeout (issue 29)."""
-    d = test_http.Daemon(repo=DEMO)
+    d = rnndtest.Daemon(repo=DEMO)
     try:
         head = (b"POST /v2/models/digits_lstm/infer HTTP/1.1\r\nHost: t\r\n"
                 b"Content-Length: 1000\r\n\r\n")
@@ -139,7 +138,7 @@ def test_stop_under_load(shim):
         print("test_stop_under_load: skipped (needs the shim and an unsanitized build)")
         return
     for _ in range(3):
-        d = test_http.Daemon(repo=DEMO, env={"LD_PRELOAD": shim})
+        d = rnndtest.Daemon(repo=DEMO, env={"LD_PRELOAD": shim})
         stop = []
 
         def hammer():
@@ -165,7 +164,7 @@ def test_stop_under_load(shim):
 
 
 def test_idle_and_slow():
-    d = test_http.Daemon("--connection_limit=256", "--header_timeout=2", repo=DEMO)
+    d = rnndtest.Daemon("--connection_limit=256", "--header_timeout=2", repo=DEMO)
     socks = []
     try:
         for _ in range(400):
@@ -211,7 +210,7 @@ def test_idle_and_slow():
 
 
 def test_per_address():
-    d = test_http.Daemon("--per_address_limit=10", repo=DEMO)
+    d = rnndtest.Daemon("--per_address_limit=10", repo=DEMO)
     socks = []
     try:
         # From an address of their own: the helper's readiness probes come from
@@ -234,13 +233,13 @@ def test_per_address():
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
-    test_abandoned()
-    test_half_body()
-    test_stop_under_load(sys.argv[1] if len(sys.argv) > 1 else None)
-    test_idle_and_slow()
-    test_per_address()
-    print("%d passed, %d failed" % (test_http.passed, test_http.failed))
-    return 1 if test_http.failed else 0
+    rnndtest.run_test(test_abandoned)
+    rnndtest.run_test(test_half_body)
+    rnndtest.run_test(test_stop_under_load, sys.argv[1] if len(sys.argv) > 1 else None)
+    rnndtest.run_test(test_idle_and_slow)
+    rnndtest.run_test(test_per_address)
+    print("%d passed, %d failed" % (rnndtest.passed, rnndtest.failed))
+    return 1 if rnndtest.failed else 0
 
 
 if __name__ == "__main__":

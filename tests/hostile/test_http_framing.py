@@ -33,11 +33,10 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
-import test_http  # noqa: E402  (Daemon, check)
+import rnndtest  # the harness (tests/support)
 
-check = test_http.check
-DEMO = os.path.join(test_http.SRC, "config", "models")
+check = rnndtest.check
+DEMO = os.path.join(rnndtest.SRC, "config", "models")
 BODY = open(os.path.join(DEMO, "digits_lstm", "example.json"), "rb").read()
 INFER = b"/v2/models/digits_lstm/infer"
 
@@ -93,7 +92,7 @@ def test_output_limit():
     env = None
     if "address" in os.environ.get("RNND_SANITIZED", ""):
         env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1"}
-    d = test_http.Daemon("--max_response_bytes=64K", repo=DEMO, env=env)
+    d = rnndtest.Daemon("--max_response_bytes=64K", repo=DEMO, env=env)
     try:
         path = "/v2/models/digits_lstm/infer"
         st, _, b = d.json("POST", path, body=json.dumps({"inputs": inputs}))
@@ -175,8 +174,8 @@ def test_half_close(d):
 
 
 def main():
-    test_output_limit()
-    d = test_http.Daemon("--header_timeout=2", repo=DEMO)
+    rnndtest.run_test(test_output_limit)
+    d = rnndtest.Daemon("--header_timeout=2", repo=DEMO)
     length = b"Content-Length: %d" % len(BODY)
     try:
         for path, what in ((b"/v2/models/digits_lstm%00evil/infer", "a model name cut at %00"),
@@ -207,10 +206,9 @@ def main():
             dt, out, _ = raw(d.port, post(INFER, [length, b"X-Big: " + b"a" * size, b"Connection: close"]))
             check(status_of(out) == want, "%d bytes of headers: %d" % (size, want), out[:120])
 
-        test_nul(d)
-        test_bad_length(d)
-        test_half_close(d)
-
+        rnndtest.run_test(test_nul, d)
+        rnndtest.run_test(test_bad_length, d)
+        rnndtest.run_test(test_half_close, d)
         st, _, _ = d.request("GET", "/v2/health/ready")
         check(st == 200, "the daemon still serves after the framing cases", st)
         rc, _ = d.stop()
@@ -219,8 +217,8 @@ def main():
         check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
     finally:
         d.close()
-    print("%d passed, %d failed" % (test_http.passed, test_http.failed))
-    return 1 if test_http.failed else 0
+    print("%d passed, %d failed" % (rnndtest.passed, rnndtest.failed))
+    return 1 if rnndtest.failed else 0
 
 
 if __name__ == "__main__":

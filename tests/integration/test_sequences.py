@@ -28,10 +28,9 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN  # noqa: E402
-from test_infer import read_safetensors, max_err  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, GOLDEN, run_test
+from rnndtest import read_safetensors, max_err
 
 TOL = 1e-5
 SEQ = {"idle_timeout_ms": 1500, "max_sequences": 4}
@@ -337,14 +336,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
         d = Daemon(repo=make_repo(tmp))
         try:
-            test_goldens(d)
-            test_id_range(d)
-            test_order_and_interleave(d)
-            test_restart_behind(d)
-            test_errors(d)
-            test_limits(d)
-            test_reload_changed(d, tmp)
-            test_load_streams(d)
+            run_test(test_goldens, d)
+            run_test(test_id_range, d)
+            run_test(test_order_and_interleave, d)
+            run_test(test_restart_behind, d)
+            run_test(test_errors, d)
+            run_test(test_limits, d)
+            run_test(test_reload_changed, d, tmp)
+            run_test(test_load_streams, d)
             st, _, b = d.json("GET", "/v2")
             check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
             st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])

@@ -2,8 +2,9 @@
 # sure the Debian packages it needs are installed, then builds.
 #
 #   make run     build and serve config/models on 127.0.0.1:8000
-#   make test    build, run every suite (plus a sanitizer build, and the GPU
-#                suites on the CPU stand-in of tests/cudasim), print a summary
+#   make test    build, run every suite (plus address and thread sanitizer
+#                builds, and the GPU suites on the CPU stand-in of
+#                tests/cudasim), print a summary
 #   make bench   build and run the benchmarks (tests/bench)
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 #   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
@@ -17,6 +18,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 SIM_BUILD  ?= build-sim
+TSAN_BUILD ?= build-tsan
 MESON_ARGS ?=
 
 DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
@@ -70,7 +72,7 @@ run: build
 	$(BUILD)/daemon/rnnd --config config/rnnd.conf
 
 test: deps
-	@sh tests/run.sh $(BUILD) $(ASAN_BUILD) $(SIM_BUILD)
+	@sh tests/run.sh $(BUILD) $(ASAN_BUILD) $(SIM_BUILD) $(TSAN_BUILD)
 
 bench: build
 	@sh tests/bench/run.sh $(BUILD)
@@ -97,4 +99,4 @@ format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -303,7 +303,7 @@ static int fetch_model(struct run *r, struct rnnd_load_model *m, rnnd_error_t *e
         else if (code != 200)
                 ret = rnnd_error_set(err, RNND_EIO, "GET %s: HTTP %ld: %.200s", url, code,
                                      b.data ? b.data : "");
-        else if ((ret = rnnd_load_model_parse(b.data, b.len, m, err)) < 0)
+        else if ((ret = rnnd_loadspec_model_parse(b.data, b.len, m, err)) < 0)
                 rnnd_error_prefix(err, "GET %s", url);
         rnnd_strbuf_done(&b);
         return ret;
@@ -358,7 +358,8 @@ static int setup_lengths(struct run *r, rnnd_error_t *err)
                 ret = read_file(s->len_file, 64u << 20, &text, &len, err);
                 if (ret < 0)
                         return ret;
-                ret = rnnd_lengths_parse(text, len, &r->file_lengths, &r->n_file_lengths, err);
+                ret = rnnd_loadspec_lengths_parse(text, len, &r->file_lengths, &r->n_file_lengths,
+                                                  err);
                 rnnd_free(text);
                 if (ret < 0) {
                         rnnd_error_prefix(err, "%s", s->len_file);

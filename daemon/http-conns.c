@@ -16,6 +16,12 @@
  *     that does not complete in time (slowloris, half a request line), or a
  *     keep-alive connection idle that long;
  *   - one its client has closed (a read would see the end of the stream);
+ *   - one inside a request whose body is still arriving when its client
+ *     has closed: libmicrohttpd 0.9.75 never looks at the end of the
+ *     stream in that state, so the request stayed in flight (and the
+ *     socket in CLOSE-WAIT) until connection_timeout (issue 29).  Seen on
+ *     two passes in a row, so that a body whose last bytes MHD has read
+ *     but not yet handed over is not taken for half of one;
  *   - when the table is 7/8 full, the longest idle ones down to 3/4, so
  *     that new clients find room.
  * A slot's fd is only shut down under the table's lock, and MHD reports a
@@ -36,11 +42,18 @@
 #include "log.h"
 
 struct rnnd_conn {
-        unsigned char addr[16]; /* the client's address: 4 bytes (IPv4) or 16; guarded by mu */
-        unsigned char alen;     /* 0: unknown (a Unix socket); guarded by mu */
-        int fd;                 /* -1: a free slot; guarded by mu */
-        bool doomed;            /* shut down, waiting for MHD to close it; guarded by mu */
-        atomic_bool busy;       /* inside a request */
+        unsigned char addr[16];  /* the client's address: 4 bytes (IPv4) or 16; guarded by mu */
+        unsigned char alen;      /* 0: unknown (a Unix socket); guarded by mu */
+        int fd;                  /* -1: a free slot; guarded by mu */
+        bool doomed;             /* shut down, waiting for MHD to close it; guarded by mu */
+        atomic_bool busy;        /* inside a request */
+        atomic_bool receiving;   /* inside a request whose body is still arriving */
+        unsigned char gone_seen; /* reaps that saw a receiving one's client gone; guarded by mu */
+        struct MHD_Connection *conn; /* immutable while fd >= 0 */
+        pthread_t thread;            /* the MHD thread that read its request line; guarded by mu */
+        atomic_bool head_pending;    /* a request line read, the handler not yet called */
+        const char *uri; /* its request line's URI as MHD logged it; its MHD thread, under mu */
+        size_t uri_len;  /* its strlen() then; the same */
         _Atomic uint64_t since; /* rnnd_now_ns() when it opened or its last request ended */
 };
 
@@ -48,9 +61,10 @@ struct rnnd_conns {
         pthread_mutex_t mu;
         struct rnnd_conn *slot; /* [cap] */
         size_t cap;
-        size_t open;      /* slots in use; guarded by mu */
-        size_t next;      /* where the next free slot is looked for first; guarded by mu */
-        unsigned refused; /* past per_address_limit since the last reap; guarded by mu */
+        size_t open;          /* slots in use; guarded by mu */
+        size_t next;          /* where the next free slot is looked for first; guarded by mu */
+        atomic_size_t handed; /* handed to MHD by the accept thread, not yet notified open */
+        unsigned refused;     /* past per_address_limit since the last reap; guarded by mu */
 };
 
 int rnnd__http_conns_init(struct rnnd_http *h, size_t cap)
@@ -70,6 +84,25 @@ int rnnd__http_conns_init(struct rnnd_http *h, size_t cap)
         pthread_mutex_init(&c->mu, NULL);
         h->conns = c;
         return 0;
+}
+
+size_t rnnd__http_conns_open(struct rnnd_http *h)
+{
+        struct rnnd_conns *c = h->conns;
+        size_t n;
+
+        if (c == NULL)
+                return 0;
+        pthread_mutex_lock(&c->mu);
+        n = c->open;
+        pthread_mutex_unlock(&c->mu);
+        return n + atomic_load(&c->handed);
+}
+
+void rnnd__http_conns_handed(struct rnnd_http *h)
+{
+        if (h->conns != NULL)
+                atomic_fetch_add(&h->conns->handed, 1);
 }
 
 void rnnd__http_conns_done(struct rnnd_http *h)
@@ -150,6 +183,13 @@ void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
         if (c == NULL)
                 return;
         pthread_mutex_lock(&c->mu);
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                size_t n = atomic_load(&c->handed);
+
+                /* The accept thread's count of those on their way to MHD (at least 0). */
+                while (n > 0 && !atomic_compare_exchange_weak(&c->handed, &n, n - 1))
+                        ;
+        }
         if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
                 if (s != NULL) {
                         s->fd = -1;
@@ -166,8 +206,13 @@ void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
                 }
                 if (s != NULL) {
                         s->fd = ci->connect_fd;
+                        s->conn = conn;
+                        atomic_store(&s->head_pending, false);
+                        s->uri = NULL;
                         s->doomed = false;
+                        s->gone_seen = 0;
                         atomic_store(&s->busy, false);
+                        atomic_store(&s->receiving, false);
                         atomic_store(&s->since, rnnd_now_ns());
                         c->next = (size_t)(s - c->slot) + 1;
                         c->open++;
@@ -200,7 +245,73 @@ void rnnd__http_conn_busy(struct rnnd_http_request *r, bool busy)
                 return;
         if (!busy)
                 atomic_store(&s->since, rnnd_now_ns());
+        else
+                atomic_store(&s->head_pending, false);
+        atomic_store(&s->receiving, busy);
         atomic_store(&s->busy, busy);
+}
+
+void rnnd__http_conn_received(struct rnnd_http_request *r)
+{
+        struct rnnd_conn *s = slot_of(r);
+
+        if (s != NULL)
+                atomic_store(&s->receiving, false);
+}
+
+void rnnd__http_conn_uri(struct rnnd_http *h, struct MHD_Connection *conn, const char *uri)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct rnnd_conn *s = ci != NULL ? ci->socket_context : NULL;
+
+        if (s == NULL || h->conns == NULL)
+                return;
+        pthread_mutex_lock(&h->conns->mu);
+        s->uri = uri;
+        s->uri_len = uri != NULL ? strlen(uri) : 0;
+        s->thread = pthread_self();
+        atomic_store(&s->head_pending, true);
+        pthread_mutex_unlock(&h->conns->mu);
+}
+
+bool rnnd__http_conn_refuse_head(struct rnnd_http *h,
+                                 bool (*is_it)(struct MHD_Connection *conn, void *cls),
+                                 void (*answer)(int fd, void *cls), void *cls)
+{
+        struct rnnd_conns *c = h->conns;
+        struct rnnd_conn *found = NULL;
+        unsigned n = 0;
+
+        if (c == NULL)
+                return false;
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < c->cap; i++) {
+                struct rnnd_conn *s = &c->slot[i];
+
+                if (s->fd >= 0 && !s->doomed && atomic_load(&s->head_pending) &&
+                    pthread_equal(s->thread, pthread_self()) && is_it(s->conn, cls)) {
+                        found = s;
+                        n++;
+                }
+        }
+        if (n == 1) {
+                answer(found->fd, cls);
+                shutdown(found->fd, SHUT_RDWR); /* what MHD would send next fails: it closes */
+                found->doomed = true;
+        }
+        pthread_mutex_unlock(&c->mu);
+        return n == 1;
+}
+
+const char *rnnd__http_conn_uri_of(struct rnnd_http_request *r, size_t *len)
+{
+        struct rnnd_conn *s = slot_of(r);
+
+        if (s == NULL || s->uri == NULL)
+                return NULL;
+        *len = s->uri_len;
+        return s->uri;
 }
 
 /*
@@ -269,8 +380,17 @@ void rnnd_http_reap(struct rnnd_http *h, struct rnnd_http_reaped *ret)
         for (size_t i = 0; i < c->cap; i++) {
                 struct rnnd_conn *s = &c->slot[i];
 
-                if (s->fd < 0 || s->doomed || atomic_load(&s->busy))
+                if (s->fd < 0 || s->doomed)
                         continue;
+                if (atomic_load(&s->busy)) {
+                        /* Half a body, then the end of the stream: the request cannot finish. */
+                        s->gone_seen = atomic_load(&s->receiving) && client_gone(s->fd)
+                                               ? s->gone_seen + 1
+                                               : 0;
+                        if (s->gone_seen >= 2)
+                                doom(s, &ret->gone);
+                        continue;
+                }
                 if (deadline > 0 && idle_ns(s, now) > deadline)
                         doom(s, &ret->slow);
                 else if (client_gone(s->fd))

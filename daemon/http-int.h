@@ -1,6 +1,7 @@
 /*
- * http-int.h: what http.c and the routes (routes.c, repoapi.c) share about a
- * request: its struct and the route it names.
+ * http-int.h: what the HTTP layer's files (http.c, http-conns.c) share: the
+ * request's struct and the connection table.  Private to them: the routes
+ * and the hook see a request through http.h.
  */
 #ifndef RNND_DAEMON_HTTP_INT_H
 #define RNND_DAEMON_HTTP_INT_H
@@ -8,6 +9,7 @@
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "http.h"
 
@@ -15,40 +17,62 @@
 #error "libmicrohttpd 0.9.71 or later is needed (enum MHD_Result)"
 #endif
 
-/* What a path names (routes.c). */
-enum rnnd_route {
-        RNND_ROUTE_NONE = 0,
-        RNND_ROUTE_HEALTH_LIVE,  /* GET /v2/health/live */
-        RNND_ROUTE_HEALTH_READY, /* GET /v2/health/ready */
-        RNND_ROUTE_SERVER_META,  /* GET /v2 */
-        RNND_ROUTE_MODEL_META,   /* GET /v2/models/{m}[/versions/{v}] */
-        RNND_ROUTE_MODEL_READY,  /* GET .../ready */
-        RNND_ROUTE_MODEL_CONFIG, /* GET .../config */
-        RNND_ROUTE_MODEL_INFER,  /* POST .../infer */
-        RNND_ROUTE_MODEL_STATS,  /* GET /v2/models[/{m}[/versions/{v}]]/stats */
-        RNND_ROUTE_TFS_STATUS,   /* GET /v1/models/{m}[/versions/{v}] */
-        RNND_ROUTE_TFS_PREDICT,  /* POST /v1/models/{m}[/versions/{v}]:predict */
-        RNND_ROUTE_TFS_METADATA, /* GET /v1/models/{m}[/versions/{v}]/metadata */
-        RNND_ROUTE_TFS_CLASSIFY, /* POST ...:classify (no such signature: 400) */
-        RNND_ROUTE_TFS_REGRESS,  /* POST ...:regress (no such signature: 400) */
-        RNND_ROUTE_METRICS,      /* GET /metrics */
-        RNND_ROUTE_REPO_INDEX,   /* POST /v2/repository/index */
-        RNND_ROUTE_REPO_LOAD,    /* POST /v2/repository/models/{m}/load */
-        RNND_ROUTE_REPO_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
-};
-
-struct rnnd_served_model;
-struct rnnd_served_version;
-struct rnnd_pool;
-
 /* The connection table (http-conns.c): set up by rnnd_http_start, freed by rnnd_http_stop. */
 int rnnd__http_conns_init(struct rnnd_http *h, size_t cap);
 void rnnd__http_conns_done(struct rnnd_http *h);
+/*
+ * Connections MHD holds (notified open, not yet closed), and those the
+ * accept thread handed it that it has not yet notified.  Thread-safe.
+ */
+size_t rnnd__http_conns_open(struct rnnd_http *h);
+/* The accept thread handed MHD a connection (MHD_add_connection() took it).  Thread-safe. */
+void rnnd__http_conns_handed(struct rnnd_http *h);
+/*
+ * The listening socket (http-listen.c): open takes systemd's fd (>= 0) or
+ * binds host:port itself, and sets h->listen_fd; start begins accepting on
+ * a thread of its own, handing connections to h->mhd; stop ends that
+ * thread (the socket stays open); close stops and closes.  Errors:
+ * RNND_EINVAL, RNND_EIO, RNND_ENOMEM.  Loop or main thread.
+ */
+int rnnd__http_listen_open(struct rnnd_http *h, int fd, const char *host, unsigned port,
+                           rnnd_error_t *reterr);
+int rnnd__http_listen_start(struct rnnd_http *h, rnnd_error_t *reterr);
+void rnnd__http_listen_stop(struct rnnd_http *h);
+void rnnd__http_listen_close(struct rnnd_http *h);
+/* The port the socket is bound to, or 0.  Thread-safe. */
+unsigned rnnd__http_listen_port(const struct rnnd_http *h);
+
 /* MHD_OPTION_NOTIFY_CONNECTION's callback; cls is the struct rnnd_http. */
 void rnnd__http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                             enum MHD_ConnectionNotificationCode toe);
-/* r's connection enters (true, at the first handler call) or leaves a request. */
+/*
+ * r's connection enters (true, at the first handler call: its body, if any,
+ * arriving) or leaves a request.
+ */
 void rnnd__http_conn_busy(struct rnnd_http_request *r, bool busy);
+/*
+ * MHD_OPTION_URI_LOG_CALLBACK's part: remembers the URI of the request line
+ * conn's MHD thread just read, before libmicrohttpd unescapes it in place,
+ * and its length then; rnnd__http_conn_uri_of() gives them back for r at its
+ * first handler call (NULL when unknown).  The connection's MHD thread.
+ */
+void rnnd__http_conn_uri(struct rnnd_http *h, struct MHD_Connection *conn, const char *uri);
+const char *rnnd__http_conn_uri_of(struct rnnd_http_request *r, size_t *len);
+/*
+ * A request head libmicrohttpd refuses itself before the handler sees it,
+ * answered by rnnd instead (issue 29: 0.9.75 writes its own answer's
+ * header block twice).  Among the connections of the calling MHD thread
+ * whose request line was read and whose handler was not yet called, finds
+ * those is_it(conn, cls) names; when it is exactly one, answer(fd, cls)
+ * writes to its socket, which is then shut down (MHD's own answer fails to
+ * go out, and MHD closes it), and returns true.  The MHD thread, from
+ * MHD's error log callback, while MHD handles that connection.
+ */
+bool rnnd__http_conn_refuse_head(struct rnnd_http *h,
+                                 bool (*is_it)(struct MHD_Connection *conn, void *cls),
+                                 void (*answer)(int fd, void *cls), void *cls);
+/* r's body is in (the final handler call): the request no longer waits on its client. */
+void rnnd__http_conn_received(struct rnnd_http_request *r);
 
 struct rnnd_http_request {
         struct rnnd_http *http;       /* immutable */
@@ -67,13 +91,6 @@ struct rnnd_http_request {
         bool too_big;  /* the body passed max_body_bytes (or memory); answered 413 at the end */
         bool body_oom; /* too_big because memory ran out */
 
-        /* Routing: immutable after the first call. */
-        enum rnnd_route route;
-        struct rnnd_served_model *model;     /* pinned until completion, or NULL */
-        struct rnnd_served_version *version; /* resolved in model, or NULL */
-        bool version_given;                  /* the path named a version */
-        struct rnnd_pool *expecting;         /* told of this request's body, or NULL (routes.c) */
-
         /* Answering: owned by whoever owns the request (see http.h). */
         struct MHD_Response *resp; /* prepared, not yet queued */
         unsigned resp_status;      /* of resp */
@@ -81,10 +98,14 @@ struct rnnd_http_request {
         bool early;                /* answered at the first call (404, 405, 413) */
         bool dispatched;           /* the final call ran (route served or hook called) */
         bool suspended;            /* suspended by the hook and not yet handled again */
+        bool dropped;              /* a 499: the connection closed instead (http.c queue()) */
         void (*prepare)(struct rnnd_http_request *r); /* set by rnnd_http_resume_to_prepare() */
 
         void *data;                /* the hook's state */
         void (*data_free)(void *); /* frees data */
+
+        /* The route handler's own context, ctx_size bytes (http.h); owned by the routes. */
+        _Alignas(max_align_t) unsigned char route_ctx[];
 };
 
 #endif

@@ -96,6 +96,11 @@ struct rnnd_server *rnnd_http_request_server(const struct rnnd_http_request *r)
         return r->srv;
 }
 
+bool rnnd_http_request_suspended(const struct rnnd_http_request *r)
+{
+        return r->suspended;
+}
+
 void rnnd_http_request_set_data(struct rnnd_http_request *r, void *data,
                                 void (*free_fn)(void *data))
 {
@@ -238,6 +243,18 @@ static enum MHD_Result queue(struct rnnd_http_request *r)
                 if (r->resp == NULL)
                         return MHD_NO;
         }
+        /*
+         * A request canceled because its client left (499, docs/HTTP.md) is
+         * never answered: the client that only half-closed its side would read
+         * a status no server sends.  The connection closes instead.
+         */
+        if (r->resp_status == (unsigned)rnnd_error_http_status(RNND_ECANCELED)) {
+                MHD_destroy_response(r->resp);
+                r->resp = NULL;
+                r->status = r->resp_status;
+                r->dropped = true;
+                return MHD_NO;
+        }
         /* While stopping, ask keep-alive clients to go away. */
         if (atomic_load(&r->http->stopping))
                 (void)MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -283,6 +300,17 @@ bool rnnd_http_request_peer_gone(const struct rnnd_http_request *r)
         return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* A new request id, "%08x%08x" of the seed and the counter's low bits, by hand: once a request. */
+static void new_request_id(struct rnnd_http *h, char id[RNND_REQ_ID_MAX + 1])
+{
+        uint64_t c = atomic_fetch_add_explicit(&h->id_counter, 1, memory_order_relaxed);
+
+        c = (uint64_t)h->id_seed << 32 | (c & 0xffffffffu);
+        for (int i = 15; i >= 0; i--, c >>= 4)
+                id[i] = "0123456789abcdef"[c & 15];
+        id[16] = '\0';
+}
+
 /* The request id: the client's X-Request-Id when it is safe to echo and log. */
 static void take_request_id(struct rnnd_http_request *r)
 {
@@ -290,18 +318,12 @@ static void take_request_id(struct rnnd_http_request *r)
                                  "0123456789._:-";
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
         size_t n = h != NULL ? strlen(h) : 0;
-        uint64_t c;
 
         if (n >= 1 && n <= RNND_REQ_ID_MAX && strspn(h, ok) == n) {
                 memcpy(r->id, h, n + 1);
                 return;
         }
-        /* "%08x%08x" of the seed and the counter's low bits, by hand: once a request. */
-        c = atomic_fetch_add_explicit(&r->http->id_counter, 1, memory_order_relaxed);
-        c = (uint64_t)r->http->id_seed << 32 | (c & 0xffffffffu);
-        for (int i = 15; i >= 0; i--, c >>= 4)
-                r->id[i] = "0123456789abcdef"[c & 15];
-        r->id[16] = '\0';
+        new_request_id(r->http, r->id);
 }
 
 /* Whether the request announced a body (a length other than 0, or chunked). */
@@ -319,7 +341,7 @@ static bool expects_body(struct rnnd_http_request *r)
 static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connection *conn,
                                        const char *url, const char *method)
 {
-        struct rnnd_http_request *r = rnnd_calloc(1, sizeof(*r));
+        struct rnnd_http_request *r = rnnd_calloc(1, sizeof(*r) + h->routes.ctx_size);
 
         if (r == NULL)
                 return NULL;
@@ -338,6 +360,51 @@ static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connectio
         rnnd__http_conn_busy(r, true);
         atomic_fetch_add(&h->inflight, 1);
         return r;
+}
+
+/*
+ * A NUL byte in the request line (issue 29).  libmicrohttpd 0.9.x parses
+ * the line in place, in the connection's read buffer, and hands C strings
+ * that end at the first NUL: "GET /v2/health/live\0x HTTP/1.1" reached the
+ * routes as /v2/health/live and was served.  What it hands over still lies
+ * in that one line, so the bytes it did not hand over can be measured: the
+ * method ends at the first space, which MHD overwrote with a NUL, and only
+ * spaces follow up to the URI; the URI ends at the NUL MHD wrote before the
+ * version, which is always "HTTP/d.d" (MHD refuses anything else), and its
+ * length before unescaping was taken when MHD logged it (uri_log_cb).  A
+ * string shorter than its place held a NUL of the client's.  A line that
+ * starts with a NUL never reaches rnnd: MHD takes it for an empty line
+ * (docs/HTTP.md says what the client sees).  libmicrohttpd 1.0 refuses NULs
+ * itself and may keep these strings elsewhere, so the check is for 0.9.x.
+ */
+static bool line_has_nul(struct rnnd_http_request *r, const char *method, const char *url,
+                         const char *version)
+{
+#if MHD_VERSION < 0x01000000
+        uintptr_t m = (uintptr_t)method, u = (uintptr_t)url, v = (uintptr_t)version;
+        size_t len = 0, line_max = (size_t)(*r->http->opts)->per_connection_memory;
+        const char *logged = rnnd__http_conn_uri_of(r, &len), *p;
+
+        /* Only where the strings lie as 0.9.x leaves them: method, URI, version in one line. */
+        if (logged != url || !(m < u && u < v && v - m <= line_max) || version[-1] != '\0')
+                return false;
+        for (p = method + strlen(method) + 1; p < url && *p == ' '; p++)
+                ;
+        return p != url || len < (size_t)(v - u) - 1;
+#else
+        (void)r;
+        (void)method;
+        (void)url;
+        (void)version;
+        return false;
+#endif
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line's URI before it is unescaped.  cls: the http. */
+static void *uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+        rnnd__http_conn_uri(cls, conn, uri);
+        return NULL; /* no request context yet: access_cb makes it */
 }
 
 struct length_headers {
@@ -369,7 +436,8 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
  * the connection timed out.  Prepares the 400/501, with Connection: close,
  * and returns its status, or 0.
  */
-static unsigned check_framing(struct rnnd_http_request *r)
+static unsigned check_framing(struct rnnd_http_request *r, const char *method, const char *url,
+                              const char *version)
 {
         const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -377,7 +445,9 @@ static unsigned check_framing(struct rnnd_http_request *r)
         int status = 0;
 
         MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_length, &cl);
-        if (strstr(r->path, "%00") != NULL)
+        if (line_has_nul(r, method, url, version))
+                status = rnnd_http_fail(r, RNND_EINVAL, "the request line holds a NUL byte");
+        else if (strstr(r->path, "%00") != NULL)
                 status = rnnd_http_fail(r, RNND_EINVAL, "the URL holds %%00 (a NUL byte)");
         else if (cl.differ)
                 status = rnnd_http_fail(r, RNND_EINVAL, "%u Content-Length headers that disagree",
@@ -502,7 +572,6 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         struct rnnd_http_request *r = *req_cls;
         unsigned status;
 
-        (void)version;
         if (r == NULL) {
                 r = begin(h, conn, url, method);
                 if (r == NULL) {
@@ -511,9 +580,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                         return MHD_NO;
                 }
                 *req_cls = r;
-                status = check_framing(r);
+                status = check_framing(r, method, url, version);
                 if (status == 0)
-                        status = h->routes.match(r);
+                        status = h->routes.match(r, r->route_ctx);
                 if (status == 0)
                         status = check_length(r);
                 if (status == 0)
@@ -549,6 +618,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 return queue(r);
         }
         r->dispatched = true;
+        rnnd__http_conn_received(r);
         if (r->early)
                 return queue(r);
         if (r->too_big) {
@@ -561,7 +631,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                                        (*h->opts)->max_body_bytes);
                 return queue(r);
         }
-        h->routes.serve(r);
+        h->routes.serve(r, r->route_ctx);
         if (r->suspended)
                 return MHD_YES; /* Never MHD_NO after a suspend (MHD bug #7196). */
         return queue(r);
@@ -603,7 +673,9 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
         status = r->status != 0 ? r->status : 499;
         ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6;
         /* Counted, and the model let go: the response is out (or the client gone). */
-        level = h->routes.done(r, status);
+        level = h->routes.done(r, r->route_ctx, status);
+        if (r->dropped)
+                toe = MHD_REQUEST_TERMINATED_COMPLETED_OK; /* closed by queue(), as it meant */
         rnnd_log_req(level, r->id, "%s %s %u %.3fms %zuB%s", r->method,
                      printable(r->path, path, sizeof(path)), status, ms, r->len,
                      (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
@@ -613,7 +685,65 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
         rnnd_http_request_unref(r);
 }
 
-/* MHD's error log, into rnnd_log at warning.  cls is unused. */
+/*
+ * A Content-Length that libmicrohttpd cannot read ("-1", "abc", more than 64
+ * bits) is refused by MHD itself before the handler sees the request, and
+ * 0.9.75 writes that answer's header block twice (issue 29).  MHD logs why
+ * first, on the connection's thread, so rnnd answers there instead: the same
+ * 400 (413 for a number too large) as check_length(), and closes.
+ */
+struct bad_length {
+        struct rnnd_http *h;
+        char value[48]; /* the header's value, cut */
+};
+
+static bool has_bad_length(struct MHD_Connection *conn, void *cls)
+{
+        struct bad_length *b = cls;
+        const char *cl =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t n;
+
+        if (cl == NULL || rnnd_decimal_parse(cl, &n) == 0)
+                return false;
+        snprintf(b->value, sizeof(b->value), "%s", cl);
+        return true;
+}
+
+static void answer_bad_length(int fd, void *cls)
+{
+        struct bad_length *b = cls;
+        bool digits = b->value[0] != '\0' && strspn(b->value, "0123456789") == strlen(b->value);
+        int code = digits ? RNND_ETOOBIG : RNND_EINVAL;
+        char id[RNND_REQ_ID_MAX + 1], msg[128], json[192], date[64] = "", head[640];
+        time_t now = time(NULL);
+        struct rnnd_strbuf body;
+        struct tm tm;
+        int n;
+
+        new_request_id(b->h, id);
+        if (digits)
+                snprintf(msg, sizeof(msg), "Content-Length %.40s is larger than max_body_bytes",
+                         b->value);
+        else
+                snprintf(msg, sizeof(msg), "invalid Content-Length '%.40s'", b->value);
+        if (gmtime_r(&now, &tm) != NULL)
+                strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        rnnd_strbuf_init_fixed(&body, json, sizeof(json));
+        rnnd_strbuf_putc(&body, '{');
+        rnnd_strbuf_json_kv_str(&body, "error", msg);
+        rnnd_strbuf_putc(&body, '}');
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nDate: %s\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nX-Request-Id: %s\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     rnnd_error_http_status(code), digits ? "Content Too Large" : "Bad Request",
+                     date, id, body.len, body.data);
+        if (n > 0 && (size_t)n < sizeof(head))
+                (void)send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* MHD's error log, into rnnd_log at warning.  cls is the struct rnnd_http. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         /*
@@ -627,7 +757,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         };
         int level = RNND_LOG_WARNING;
 
-        (void)cls;
+        if (strncmp(fmt, "Failed to parse `Content-Length'", 32) == 0 ||
+            strncmp(fmt, "Too large value of 'Content-Length'", 35) == 0) {
+                struct bad_length b = {.h = cls};
+
+                (void)rnnd__http_conn_refuse_head(cls, has_bad_length, answer_bad_length, &b);
+        }
         for (size_t i = 0; i < sizeof(per_connection) / sizeof(per_connection[0]); i++)
                 if (strncmp(fmt, per_connection[i], strlen(per_connection[i])) == 0)
                         level = RNND_LOG_DEBUG;
@@ -669,81 +804,79 @@ static int activated_socket(rnnd_error_t *reterr)
 }
 
 /* Writes where h listens into h->listen_name: fd >= 0 is systemd's socket, else host:port. */
-static void name_listener(struct rnnd_http *h, int fd, const char *host, unsigned port)
+static void name_listener(struct rnnd_http *h, int fd, const char *host)
 {
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-        unsigned bound = info != NULL ? (unsigned)info->port : port;
+        unsigned bound = rnnd__http_listen_port(h);
 
         if (fd >= 0)
                 snprintf(h->listen_name, sizeof(h->listen_name), "fd %d from systemd, port %u", fd,
-                         info != NULL ? bound : 0u);
+                         bound);
         else if (strchr(host, ':') != NULL)
                 snprintf(h->listen_name, sizeof(h->listen_name), "[%s]:%u", host, bound);
         else
                 snprintf(h->listen_name, sizeof(h->listen_name), "%s:%u", host, bound);
 }
 
-int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
+/* The listening socket: systemd's, or host:port of opts->listen (http-listen.c). */
+static int open_listener(struct rnnd_http *h, char *host, size_t cap, rnnd_error_t *reterr)
 {
-        const struct rnnd_options *o = *h->opts;
-        unsigned flags =
-                MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-        unsigned threads = rnnd_options_threads(o), port = 0;
-        struct MHD_OptionItem where[3] = {
-                {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
-        struct addrinfo hints = {0}, *ai = NULL;
-        char host[256] = "", portstr[8];
-        int fd, r;
+        unsigned port = 0;
+        int fd = activated_socket(reterr), r;
 
-        fd = activated_socket(reterr);
         if (fd < -1)
                 return fd;
-        /* MHD enforces connection_limit; the slack covers connections it is closing. */
-        if (rnnd__http_conns_init(h, (size_t)o->connection_limit + 64) < 0)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-        if (fd >= 0) {
-                where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
-        } else {
-                r = rnnd_options_split_listen(o->listen, host, sizeof(host), &port, reterr);
+        if (fd < 0) {
+                r = rnnd_options_split_listen((*h->opts)->listen, host, cap, &port, reterr);
                 if (r < 0) {
                         rnnd_error_prefix(reterr, "listen");
                         return r;
                 }
-                snprintf(portstr, sizeof(portstr), "%u", port);
-                hints.ai_family = AF_UNSPEC;
-                hints.ai_socktype = SOCK_STREAM;
-                hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-                r = getaddrinfo(host, portstr, &hints, &ai);
-                if (r != 0)
-                        return rnnd_error_set(reterr, RNND_EINVAL, "listen %s: %s", o->listen,
-                                              gai_strerror(r));
-                if (ai->ai_family == AF_INET6)
-                        flags |= MHD_USE_IPv6;
-                where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
         }
+        r = rnnd__http_listen_open(h, fd, host, port, reterr);
+        if (r < 0)
+                return r;
+        name_listener(h, fd, host);
+        return 0;
+}
 
+int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
+{
+        const struct rnnd_options *o = *h->opts;
+        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                         MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+        unsigned threads = rnnd_options_threads(o);
+        struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+        char host[256] = "";
+        int r;
+
+        /* MHD enforces connection_limit; the slack covers connections it is closing. */
+        if (rnnd__http_conns_init(h, (size_t)o->connection_limit + 64) < 0)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        r = open_listener(h, host, sizeof(host), reterr);
+        if (r < 0)
+                return r;
         /*
          * A pool of one is no pool: libmicrohttpd warns that the size is
          * ignored, so one thread (one CPU in the affinity mask) goes unsaid.
          */
         if (threads > 1)
-                where[1] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
-                                                   NULL};
+                pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
+                                                  NULL};
         /* The logger first, so that MHD reports problems with the rest through it. */
         h->mhd = MHD_start_daemon(
-                flags, (uint16_t)port, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_log, NULL, MHD_OPTION_ARRAY, where, MHD_OPTION_CONNECTION_TIMEOUT,
+                flags, 0, NULL, NULL, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned int)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned int)o->connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t)o->per_connection_memory, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
-                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-                rnnd__http_conn_notify, h, MHD_OPTION_END);
-        if (ai != NULL)
-                freeaddrinfo(ai);
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL, MHD_OPTION_URI_LOG_CALLBACK,
+                uri_log_cb, h, MHD_OPTION_NOTIFY_CONNECTION, rnnd__http_conn_notify, h,
+                MHD_OPTION_END);
         if (h->mhd == NULL)
-                return rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s (see above)",
-                                      fd >= 0 ? "the socket systemd passed" : o->listen);
-        name_listener(h, fd, host, port);
+                return rnnd_error_set(reterr, RNND_EIO, "cannot start the HTTP server (see above)");
+        r = rnnd__http_listen_start(h, reterr);
+        if (r < 0)
+                return r;
         rnnd_log(RNND_LOG_NOTICE,
                  "listening on %s (%u HTTP threads, %" PRIu64 " connections, %" PRIu64
                  "s timeout, body up to %" PRIu64 " bytes)",
@@ -754,30 +887,32 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
 
 void rnnd_http_quiesce(struct rnnd_http *h)
 {
-        MHD_socket fd;
-
         atomic_store(&h->stopping, true);
-        if (h->mhd != NULL) {
-                fd = MHD_quiesce_daemon(h->mhd);
-                if (fd != MHD_INVALID_SOCKET)
-                        h->listen_fd = fd;
-        }
+        rnnd__http_listen_stop(h); /* not MHD_quiesce_daemon(): see http-listen.c */
 }
 
 void rnnd_http_stop(struct rnnd_http *h)
 {
+        rnnd__http_listen_stop(h); /* before MHD goes: it hands connections to MHD */
         if (h->mhd != NULL) {
                 MHD_stop_daemon(h->mhd);
                 h->mhd = NULL;
         }
         rnnd__http_conns_done(h);
-        if (h->listen_fd >= 0) {
-                close(h->listen_fd);
-                h->listen_fd = -1;
-        }
+        rnnd__http_listen_close(h);
 }
 
 bool rnnd_http_listening(const struct rnnd_http *h)
 {
         return h->mhd != NULL;
+}
+
+bool rnnd_http_stopping(const struct rnnd_http *h)
+{
+        return atomic_load(&h->stopping);
+}
+
+unsigned rnnd_http_inflight(const struct rnnd_http *h)
+{
+        return atomic_load(&h->inflight);
 }

@@ -32,22 +32,26 @@ struct rnnd_http_request;
 struct rnnd_server;
 struct MHD_Daemon;
 struct rnnd_conns;
+struct rnnd_listener;
 
 /*
  * The route handler the HTTP layer calls (routes.c's rnnd_routes, installed
- * by main): match() at a request's first call resolves its path and method
- * (and model and version), returning 0 to go on reading the body or the
- * status of the error response it prepared (404, 405, ...); serve() at the
- * final call prepares the response, or for the inference routes calls the
- * hook, which may suspend the request; done() when the request is over
- * (answered, or its client gone: status 499) counts it and lets go of what
- * match() holds, returning the level to log the request at.  All on MHD
- * threads.
+ * by main), with its own per-request context: ctx_size bytes the HTTP layer
+ * allocates with each request, zeroed, aligned for any type, and hands to
+ * every call (nginx's module context).  match() at a request's first call
+ * resolves its path and method (and model and version), returning 0 to go
+ * on reading the body or the status of the error response it prepared
+ * (404, 405, ...); serve() at the final call prepares the response, or for
+ * the inference routes calls the hook, which may suspend the request;
+ * done() when the request is over (answered, or its client gone: status
+ * 499) counts it and lets go of what match() holds, returning the level to
+ * log the request at.  All on MHD threads.
  */
 struct rnnd_route_handler {
-        unsigned (*match)(struct rnnd_http_request *r);
-        void (*serve)(struct rnnd_http_request *r);
-        int (*done)(struct rnnd_http_request *r, unsigned status);
+        size_t ctx_size;
+        unsigned (*match)(struct rnnd_http_request *r, void *ctx);
+        void (*serve)(struct rnnd_http_request *r, void *ctx);
+        int (*done)(struct rnnd_http_request *r, void *ctx, unsigned status);
 };
 
 /*
@@ -62,13 +66,14 @@ struct rnnd_http {
         struct rnnd_route_handler routes;         /* immutable after start */
         uint32_t id_seed;                         /* random prefix of request ids; immutable */
         atomic_uint_fast64_t id_counter;          /* atomic */
-        struct MHD_Daemon *mhd;   /* set by start, cleared by stop; loop thread only */
-        int listen_fd;            /* returned by MHD_quiesce_daemon, or -1; loop thread only */
-        char listen_name[300];    /* "127.0.0.1:8000" as bound; immutable after start */
-        atomic_bool stopping;     /* atomic: set by rnnd_http_quiesce() */
-        atomic_uint inflight;     /* atomic: requests between first call and completion */
-        atomic_uint suspended;    /* atomic: requests suspended by the hook */
-        struct rnnd_conns *conns; /* the connections MHD holds (http-conns.c); set by start */
+        struct MHD_Daemon *mhd;         /* set by start, cleared by stop; loop thread only */
+        int listen_fd;                  /* the listening socket, or -1; loop thread only */
+        struct rnnd_listener *listener; /* it and its accept thread (http-listen.c) */
+        char listen_name[300];          /* "127.0.0.1:8000" as bound; immutable after start */
+        atomic_bool stopping;           /* atomic: set by rnnd_http_quiesce() */
+        atomic_uint inflight;           /* atomic: requests between first call and completion */
+        atomic_uint suspended;          /* atomic: requests suspended by the hook */
+        struct rnnd_conns *conns;       /* the connections MHD holds (http-conns.c); set by start */
 };
 
 /* Sets h up for app with the settings *opts (swapped by reloads).  Before start. */
@@ -84,8 +89,9 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr);
 
 /*
  * Stopping: new inference is answered 503 by the routes, responses carry
- * Connection: close, and MHD accepts no new connection (the listening
- * socket stays open until rnnd_http_stop()).  Loop thread.
+ * Connection: close, and no new connection is accepted (the listening
+ * socket stays open, new clients waiting in its backlog, until
+ * rnnd_http_stop()).  Loop thread.
  */
 void rnnd_http_quiesce(struct rnnd_http *h);
 
@@ -112,6 +118,12 @@ void rnnd_http_reap(struct rnnd_http *h, struct rnnd_http_reaped *ret);
 
 /* Whether MHD is running.  Thread-safe once start returned. */
 bool rnnd_http_listening(const struct rnnd_http *h);
+
+/* Whether rnnd_http_quiesce() was called: the server is stopping.  Thread-safe. */
+bool rnnd_http_stopping(const struct rnnd_http *h);
+
+/* Requests between their first handler call and their completion.  Thread-safe. */
+unsigned rnnd_http_inflight(const struct rnnd_http *h);
 
 /* Takes a reference.  Thread-safe. */
 struct rnnd_http_request *rnnd_http_request_ref(struct rnnd_http_request *r);
@@ -141,6 +153,9 @@ const char *rnnd_http_request_body(const struct rnnd_http_request *r, size_t *le
 
 /* The server.  Borrowed.  Thread-safe. */
 struct rnnd_server *rnnd_http_request_server(const struct rnnd_http_request *r);
+
+/* Whether the hook suspended r and it was not handled again yet.  The request's owner. */
+bool rnnd_http_request_suspended(const struct rnnd_http_request *r);
 
 /*
  * Attaches the hook's own state to the request: free_fn(data) runs when the

@@ -35,7 +35,7 @@ struct infer_ctx {
         rnnd_job_t job;
         struct rnnd_http_request *http; /* a reference while the job is queued */
         struct rnnd_served_version *sv; /* borrowed from the server */
-        enum rnnd_infer_protocol proto;
+        enum rnnd_server_protocol proto;
         uint64_t t_start_ns; /* handle() began */
         uint64_t input_ns;   /* parse, bind and allocate took */
         /* A chunk of a stateful sequence (issue 17; docs/DESIGN.md §6). */
@@ -97,7 +97,7 @@ static void respond_outputs(struct infer_ctx *c)
         size_t len = 0, json_len = 0;
         int r;
 
-        if (c->proto == RNND_INFER_KSERVE_V2)
+        if (c->proto == RNND_SERVER_KSERVE_V2)
                 r = rnnd_kserve_render(sv->owner->entry->name, sv->version,
                                        c->req.has_id ? c->req.id : NULL, &c->outs, &body, &len,
                                        &json_len, &err);
@@ -109,7 +109,7 @@ static void respond_outputs(struct infer_ctx *c)
                 rnnd_http_fail_err(c->http, r, &err);
                 return;
         }
-        if (c->proto == RNND_INFER_KSERVE_V2 && json_len < len) {
+        if (c->proto == RNND_SERVER_KSERVE_V2 && json_len < len) {
                 char hdr[32];
 
                 snprintf(hdr, sizeof(hdr), "%zu", json_len);
@@ -298,7 +298,7 @@ static int stream_begin(struct infer_ctx *c, const struct rnnd_model_config *cfg
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "h0/c0: only the chunk with sequence_start sets a "
                                       "sequence's state; rnnd keeps it from chunk to chunk");
-        c->lh = (size_t)cfg->num_layers * rnnd_model_config_out_size(cfg);
+        c->lh = (size_t)cfg->num_layers * rnnd_modelcfg_out_size(cfg);
         c->lc = cfg->cell == RNND_CELL_LSTM ? (size_t)cfg->num_layers * cfg->hidden_size : 0;
         c->state = rnnd_calloc(2 * (c->lh + c->lc), sizeof(float));
         if (c->state == NULL)
@@ -439,7 +439,7 @@ static int make_batch(struct infer_ctx *c, rnnd_error_t *reterr)
 }
 
 static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_served_version *sv,
-                        enum rnnd_infer_protocol proto, rnnd_error_t *reterr)
+                        enum rnnd_server_protocol proto, rnnd_error_t *reterr)
 {
         struct rnnd_server *srv = cls;
         const struct rnnd_model_config *cfg = &sv->owner->entry->cfg;
@@ -465,7 +465,7 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         c->t_start_ns = rnnd_now_ns();
         rnnd_http_request_set_data(r, c, ctx_free);
 
-        if (proto == RNND_INFER_KSERVE_V2) {
+        if (proto == RNND_SERVER_KSERVE_V2) {
                 const char *h = rnnd_http_request_header(r, "Inference-Header-Content-Length");
 
                 json_len = len;
@@ -535,7 +535,7 @@ static void infer_stop(void *cls)
         (void)cls;
 }
 
-void rnnd_infer_hook_init(struct rnnd_server *srv, struct rnnd_infer_hook *ret)
+void rnnd_inference_hook_init(struct rnnd_server *srv, struct rnnd_server_hook *ret)
 {
         memset(ret, 0, sizeof(*ret));
         ret->handle = infer_handle;

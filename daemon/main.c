@@ -21,7 +21,7 @@
 static int run(int argc, char **argv, int *status)
 {
         struct rnnd_server *srv = NULL;
-        struct rnnd_infer_hook hook;
+        struct rnnd_server_hook hook;
         struct rnnd_options opts;
         enum rnnd_command cmd = RNND_CMD_RUN;
         rnnd_error_t err = {0};
@@ -67,7 +67,7 @@ static int run(int argc, char **argv, int *status)
         r = rnnd_server_new(&opts, &srv, &err);
         if (r < 0)
                 goto fail;
-        rnnd_infer_hook_init(srv, &hook);
+        rnnd_inference_hook_init(srv, &hook);
         rnnd_server_set_infer_hook(srv, &hook);
         rnnd_server_set_routes(srv, &rnnd_routes);
         rnnd_server_set_command_line(srv, argc, argv);

@@ -76,6 +76,28 @@ void rnnd_models_unlock(struct rnnd_models *t)
         pthread_rwlock_unlock(&t->lock);
 }
 
+void rnnd_models_read(struct rnnd_models *t,
+                      void (*f)(void *arg, struct rnnd_served_model *const *models, size_t n),
+                      void *arg)
+{
+        pthread_rwlock_rdlock(&t->lock);
+        f(arg, t->models, t->n_models);
+        pthread_rwlock_unlock(&t->lock);
+}
+
+const struct rnnd_metrics_counters *rnnd_models_unmatched(struct rnnd_models *t)
+{
+        return &t->other_requests;
+}
+
+void rnnd_models_counts(struct rnnd_models *t, size_t *n_models, size_t *n_loaded)
+{
+        pthread_rwlock_rdlock(&t->lock);
+        *n_models = t->n_models;
+        *n_loaded = atomic_load(&t->n_loaded_models);
+        pthread_rwlock_unlock(&t->lock);
+}
+
 struct rnnd_served_model *rnnd_models_pin(struct rnnd_models *t, const char *name)
 {
         struct rnnd_served_model *m;
@@ -182,7 +204,7 @@ static int make_streams(const struct rnnd_model_config *cfg, struct rnnd_served_
                 .max_sequences = cfg->sequence.max_sequences,
                 .idle_timeout_ns = (uint64_t)cfg->sequence.idle_timeout_ms * 1000000u,
                 .state_floats = (size_t)cfg->num_layers *
-                                (rnnd_model_config_out_size(cfg) +
+                                (rnnd_modelcfg_out_size(cfg) +
                                  (cfg->cell == RNND_CELL_LSTM ? cfg->hidden_size : 0)),
         };
 
@@ -250,7 +272,7 @@ static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
 }
 
 struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,
-                                            const struct rnnd_repo_model *e,
+                                            const struct rnnd_repository_model *e,
                                             const struct rnnd_model_stamp *stamp)
 {
         struct rnnd_served_model *m = rnnd_calloc(1, sizeof(*m));
@@ -323,7 +345,7 @@ static uint64_t hash_file(uint64_t h, const char *path)
         return fnv1a(h, v, sizeof(v));
 }
 
-void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repository_model *e,
                        struct rnnd_model_stamp *ret)
 {
         uint64_t h = UINT64_C(0xcbf29ce484222325);
@@ -526,7 +548,7 @@ void rnnd_models_pools_progress(struct rnnd_models *t, struct rnnd_pool_progress
 
 /* The first table: every model of the repository, built on this thread. */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
-                     const struct rnnd_repo_index *idx, rnnd_error_t *reterr)
+                     const struct rnnd_repository_index *idx, rnnd_error_t *reterr)
 {
         struct rnnd_served_model **models;
         struct rnnd_model_stamp stamp;

@@ -34,14 +34,12 @@ struct rnnd_served_model;
 
 /* One version of a model: loaded, or the reason it is not. */
 struct rnnd_served_version {
-        uint64_t wd_completed; /* pool's completed at the last look; loop thread only */
-        uint64_t wd_moved_ms;  /* uv_now() when it last moved; loop thread only */
-        uint64_t version;      /* immutable */
-        int status;            /* 0 = loaded, else a negative RNND_E*; immutable */
-        char reason[256];      /* why, when status < 0; immutable */
-        rnnd_model_t *model;   /* a reference, NULL when not loaded; immutable */
-        rnnd_pool_t *pool;     /* the instances, NULL when not loaded; immutable */
-        unsigned instances;    /* worker threads in pool; immutable */
+        uint64_t version;    /* immutable */
+        int status;          /* 0 = loaded, else a negative RNND_E*; immutable */
+        char reason[256];    /* why, when status < 0; immutable */
+        rnnd_model_t *model; /* a reference, NULL when not loaded; immutable */
+        rnnd_pool_t *pool;   /* the instances, NULL when not loaded; immutable */
+        unsigned instances;  /* worker threads in pool; immutable */
         /* [instances], describe() of each, why_not_cudnn filled; immutable */
         struct rnnd_backend_desc *descs;
         /* Instance group g holds descs[group_end[g - 1] .. group_end[g]); immutable. */
@@ -74,17 +72,17 @@ struct rnnd_model_stamp {
  * the table and nothing pins it.
  */
 struct rnnd_served_model {
-        const struct rnnd_repo_model *entry;   /* = &own_entry; immutable */
-        struct rnnd_served_version *versions;  /* [n_versions], ascending; immutable */
-        size_t n_versions;                     /* immutable */
-        size_t n_loaded;                       /* versions with status 0; immutable */
-        struct rnnd_metrics_counters requests; /* requests naming no valid version; atomic */
-        struct rnnd_repo_model own_entry;      /* name, status, reason, cfg; immutable */
-        struct rnnd_model_stamp stamp;         /* immutable */
-        bool unloaded;                         /* unloaded through the repository API; immutable */
-        atomic_uint pins;                      /* requests holding it; atomic */
-        atomic_bool retired;                   /* left the table; atomic */
-        atomic_bool loading;                   /* a load of this name is running; atomic */
+        const struct rnnd_repository_model *entry; /* = &own_entry; immutable */
+        struct rnnd_served_version *versions;      /* [n_versions], ascending; immutable */
+        size_t n_versions;                         /* immutable */
+        size_t n_loaded;                           /* versions with status 0; immutable */
+        struct rnnd_metrics_counters requests;     /* requests naming no valid version; atomic */
+        struct rnnd_repository_model own_entry;    /* name, status, reason, cfg; immutable */
+        struct rnnd_model_stamp stamp;             /* immutable */
+        bool unloaded;       /* unloaded through the repository API; immutable */
+        atomic_uint pins;    /* requests holding it; atomic */
+        atomic_bool retired; /* left the table; atomic */
+        atomic_bool loading; /* a load of this name is running; atomic */
         int load_status; /* the last failed (re)load, kept serving; guarded by the table's lock */
         char load_reason[256]; /* why; guarded by the table's lock */
         uint64_t load_version; /* the version that failed, 0 = the model; guarded by the table's
@@ -127,7 +125,7 @@ void rnnd_models_done(struct rnnd_models *t);
  * thread with the settings o.  Errors: RNND_ENOMEM.  Main thread.
  */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
-                     const struct rnnd_repo_index *idx, rnnd_error_t *reterr);
+                     const struct rnnd_repository_index *idx, rnnd_error_t *reterr);
 
 /*
  * The model called name in the table, or NULL.  Borrowed while the caller
@@ -136,9 +134,28 @@ int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
  */
 struct rnnd_served_model *rnnd_models_find(struct rnnd_models *t, const char *name);
 
-/* Read-locks / unlocks the table, e.g. to walk t->models.  Thread-safe; not recursive. */
+/*
+ * Read-locks / unlocks the table, for reload.c's look at a model while it
+ * builds another.  Thread-safe; not recursive.
+ */
 void rnnd_models_rdlock(struct rnnd_models *t);
 void rnnd_models_unlock(struct rnnd_models *t);
+
+/*
+ * Calls f(arg, models, n) with the table read-locked: models[0..n), sorted
+ * by name, and their versions are borrowed until f returns.  f must not
+ * change the table or pin.  Thread-safe.
+ */
+void rnnd_models_read(struct rnnd_models *t,
+                      void (*f)(void *arg, struct rnnd_served_model *const *models, size_t n),
+                      void *arg);
+
+/* The counters of requests that named no model of the table (atomic).  Thread-safe. */
+const struct rnnd_metrics_counters *rnnd_models_unmatched(struct rnnd_models *t);
+
+/* How many models the table holds, and how many have a loaded version, at one time.  Thread-safe.
+ */
+void rnnd_models_counts(struct rnnd_models *t, size_t *n_models, size_t *n_loaded);
 
 /*
  * The model called name, pinned: it and its versions stay valid, and its
@@ -171,14 +188,14 @@ const char *rnnd_models_platform(const struct rnnd_served_version *sv);
  * thread pool).
  */
 struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,
-                                            const struct rnnd_repo_model *e,
+                                            const struct rnnd_repository_model *e,
                                             const struct rnnd_model_stamp *stamp);
 
 /* Frees a model object that no table holds and nothing pins.  Not from a pool worker. */
 void rnnd_models_free_model(struct rnnd_served_model *m);
 
 /* Computes the stamp of entry e under o's repository.  Thread-safe. */
-void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repo_model *e,
+void rnnd_models_stamp(const struct rnnd_options *o, const struct rnnd_repository_model *e,
                        struct rnnd_model_stamp *ret);
 
 /*

@@ -45,7 +45,7 @@ struct op {
         rnnd_reload_done_fn done;     /* NULL for SIGHUP, and once called */
         void *done_cls;
         const struct rnnd_options *o;     /* the settings it loads with */
-        struct rnnd_repo_index idx;       /* the scan (step 2) */
+        struct rnnd_repository_index idx; /* the scan (step 2) */
         int status;                       /* of the scan or the lookup */
         rnnd_error_t err;                 /* its message */
         struct rnnd_served_model **built; /* [idx.n_models]: new builds, NULL = keep the old */
@@ -357,7 +357,7 @@ static void work_cb(uv_work_t *w)
                 return;
         }
         for (i = 0; i < op->idx.n_models; i++) {
-                const struct rnnd_repo_model *e = &op->idx.models[i];
+                const struct rnnd_repository_model *e = &op->idx.models[i];
                 struct rnnd_served_model *old;
                 bool keep;
 

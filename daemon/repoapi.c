@@ -13,53 +13,33 @@
 
 #include "log.h"
 #include "reload.h"
-#include "repo.h"
+#include "reporeq.h"
 #include "repoapi.h"
 #include "repository.h"
 #include "server.h"
 #include "strbuf.h"
 
-/*
- * The model name of /v2/repository/models/{m}/{load,unload} into buf
- * [RNND_CFG_NAME_MAX]; false when it is not a model's name.
- */
-static bool path_model(const struct rnnd_http_request *r, char *buf)
+unsigned rnnd_repoapi_check(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        static const char prefix[] = "/v2/repository/models/";
-        const char *s = r->path + sizeof(prefix) - 1, *end;
-        size_t n;
+        const char *auth = rnnd_http_request_header(r, "Authorization");
+        const char *cl = rnnd_http_request_header(r, "Content-Length");
+        unsigned st;
 
-        if (strncmp(r->path, prefix, sizeof(prefix) - 1) != 0 || (end = strchr(s, '/')) == NULL)
-                return false;
-        n = (size_t)(end - s);
-        if (n >= RNND_CFG_NAME_MAX)
-                return false;
-        memcpy(buf, s, n);
-        buf[n] = '\0';
-        return rnnd_repository_valid_name(buf);
-}
-
-unsigned rnnd_repoapi_check(struct rnnd_http_request *r)
-{
-        const char *auth = rnnd_http_request_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
-        const char *cl = rnnd_http_request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-        if (!rnnd_reload_authorized(r->srv->reload, auth)) {
-                rnnd_log_req(RNND_LOG_WARNING, r->id, "%s %s: %s bearer token; answering 401",
-                             r->method, r->path, auth == NULL ? "no" : "a wrong");
-                rnnd_http_fail(r, RNND_EAUTH,
-                               "this route needs the bearer token of "
-                               "auth_token_file (Authorization: Bearer TOKEN)");
-                rnnd_http_respond_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                         "Bearer realm=\"rnnd\"");
-                return r->resp_status;
+        if (!rnnd_reload_authorized(rnnd_server_reload(q->srv), auth)) {
+                rnnd_log_req(RNND_LOG_WARNING, rnnd_http_request_id(r),
+                             "%s %s: %s bearer token; answering 401", rnnd_http_request_method(r),
+                             rnnd_http_request_path(r), auth == NULL ? "no" : "a wrong");
+                st = (unsigned)rnnd_http_fail(r, RNND_EAUTH,
+                                              "this route needs the bearer token of "
+                                              "auth_token_file (Authorization: Bearer TOKEN)");
+                rnnd_http_respond_header(r, "WWW-Authenticate", "Bearer realm=\"rnnd\"");
+                return st;
         }
         if (cl != NULL && strlen(cl) > 0 &&
-            (strlen(cl) > 10 || strtoull(cl, NULL, 10) > RNND_REPO_MAX_BODY)) {
-                rnnd_http_fail(r, RNND_ETOOBIG, "a repository request's body is at most %u bytes",
-                               RNND_REPO_MAX_BODY);
-                return r->resp_status;
-        }
+            (strlen(cl) > 10 || strtoull(cl, NULL, 10) > RNND_REPOREQ_MAX_BODY))
+                return (unsigned)rnnd_http_fail(r, RNND_ETOOBIG,
+                                                "a repository request's body is at most %u bytes",
+                                                RNND_REPOREQ_MAX_BODY);
         return 0;
 }
 
@@ -126,24 +106,54 @@ static void put_model_rows(struct rnnd_strbuf *b, const struct rnnd_served_model
                 put_row(b, name, m->load_version, "UNAVAILABLE", m->load_reason);
 }
 
-static void serve_index(struct rnnd_http_request *r, const struct rnnd_repo_request *q)
+struct index_walk {
+        struct rnnd_strbuf *b;
+        struct rnnd_reload *reload;
+        bool ready_only;
+};
+
+static void put_index(void *arg, struct rnnd_served_model *const *models, size_t n)
 {
-        struct rnnd_server *srv = r->srv;
+        struct index_walk *w = arg;
+
+        for (size_t i = 0; i < n; i++) {
+                const struct rnnd_served_model *m = models[i];
+
+                put_model_rows(w->b, m, w->ready_only,
+                               atomic_load(&m->loading) ||
+                                       rnnd_reload_pending(w->reload, m->entry->name));
+        }
+}
+
+/* The request's body, parsed for call; false after answering 400. */
+static bool parse_body(struct rnnd_http_request *r, enum rnnd_reporeq_call call,
+                       struct rnnd_reporeq *ret)
+{
+        rnnd_error_t err = {0};
+        size_t len;
+        const char *body = rnnd_http_request_body(r, &len);
+        int st = rnnd_reporeq_parse(call, body != NULL ? body : "", body != NULL ? len : 0, ret,
+                                    &err);
+
+        if (st < 0)
+                rnnd_http_fail(r, st, "%s", err.msg);
+        return st == 0;
+}
+
+void rnnd_repoapi_index(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        struct rnnd_reporeq rq;
         struct rnnd_strbuf b;
+        struct index_walk w = {&b, rnnd_server_reload(q->srv), false};
         size_t len;
         char *body;
 
+        if (!parse_body(r, RNND_REPOREQ_INDEX, &rq))
+                return;
+        w.ready_only = rq.ready;
         rnnd_strbuf_init(&b);
         rnnd_strbuf_putc(&b, '[');
-        rnnd_models_rdlock(&srv->models);
-        for (size_t i = 0; i < srv->models.n_models; i++) {
-                const struct rnnd_served_model *m = srv->models.models[i];
-
-                put_model_rows(&b, m, q->ready,
-                               atomic_load(&m->loading) ||
-                                       rnnd_reload_pending(srv->reload, m->entry->name));
-        }
-        rnnd_models_unlock(&srv->models);
+        rnnd_models_read(rnnd_server_models(q->srv), put_index, &w);
         rnnd_strbuf_putc(&b, ']');
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
@@ -163,7 +173,7 @@ static void load_done(void *cls, unsigned status, const char *msg)
 {
         struct rnnd_http_request *r = cls;
 
-        if (rnnd_http_listening(&r->srv->http)) {
+        if (rnnd_http_listening(rnnd_server_http(rnnd_http_request_server(r)))) {
                 if (msg == NULL)
                         rnnd_http_respond(r, status, "text/plain; charset=utf-8", NULL, 0);
                 else
@@ -173,47 +183,45 @@ static void load_done(void *cls, unsigned status, const char *msg)
         rnnd_http_request_unref(r);
 }
 
-void rnnd_repoapi_serve(struct rnnd_http_request *r)
+/* Load or unload q's model: suspends r until reload.c has done it. */
+static void load_or_unload(struct rnnd_http_request *r, struct rnnd_route_req *q,
+                           enum rnnd_reporeq_call call)
 {
-        struct rnnd_repo_request q;
-        enum rnnd_repo_call call = r->route == RNND_ROUTE_REPO_INDEX  ? RNND_REPO_INDEX
-                                   : r->route == RNND_ROUTE_REPO_LOAD ? RNND_REPO_LOAD
-                                                                      : RNND_REPO_UNLOAD;
-        char name[RNND_CFG_NAME_MAX];
+        struct rnnd_reporeq rq;
         rnnd_error_t err = {0};
-        size_t len;
-        const char *body = rnnd_http_request_body(r, &len);
         int ret;
 
-        ret = rnnd_repo_request_parse(call, body != NULL ? body : "", body != NULL ? len : 0, &q,
-                                      &err);
-        if (ret < 0) {
-                rnnd_http_fail(r, ret, "%s", err.msg);
+        if (!parse_body(r, call, &rq))
                 return;
-        }
-        if (call == RNND_REPO_INDEX) {
-                serve_index(r, &q);
-                return;
-        }
-        if (!path_model(r, name)) {
+        if (!rnnd_repository_valid_name(q->name)) {
                 rnnd_http_fail(r, RNND_EINVAL,
                                "not a model name: the name of a directory of the "
                                "repository ([A-Za-z0-9_.-], at most %u bytes)",
                                RNND_CFG_NAME_MAX - 1);
                 return;
         }
-        if (atomic_load(&r->srv->http.stopping)) {
+        if (rnnd_http_stopping(rnnd_server_http(q->srv))) {
                 rnnd_http_fail(r, RNND_EUNAVAIL, "the server is shutting down");
                 return;
         }
         /* Suspend first, publish second: the loop thread may answer at once. */
         rnnd_http_suspend(r);
-        ret = rnnd_reload_submit(r->srv->reload,
-                                 call == RNND_REPO_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
-                                 name, load_done, rnnd_http_request_ref(r), &err);
+        ret = rnnd_reload_submit(rnnd_server_reload(q->srv),
+                                 call == RNND_REPOREQ_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
+                                 q->name, load_done, rnnd_http_request_ref(r), &err);
         if (ret < 0) {
                 rnnd_http_request_unref(r);
                 rnnd_http_fail(r, ret, "%s", err.msg);
                 rnnd_http_resume(r);
         }
+}
+
+void rnnd_repoapi_load(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        load_or_unload(r, q, RNND_REPOREQ_LOAD);
+}
+
+void rnnd_repoapi_unload(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        load_or_unload(r, q, RNND_REPOREQ_UNLOAD);
 }

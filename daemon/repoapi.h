@@ -10,16 +10,19 @@
 #ifndef RNND_DAEMON_REPOAPI_H
 #define RNND_DAEMON_REPOAPI_H
 
-#include "http-int.h"
+#include "http.h"
+#include "route.h"
 
 /*
  * At the first call of a repository route: checks the token and the
  * declared body length.  Returns 0 to go on, or prepares 401/413 and returns
  * its status.  MHD thread.
  */
-unsigned rnnd_repoapi_check(struct rnnd_http_request *r);
+unsigned rnnd_repoapi_check(struct rnnd_http_request *r, struct rnnd_route_req *q);
 
-/* At the final call: serves the route (load and unload suspend r).  MHD thread. */
-void rnnd_repoapi_serve(struct rnnd_http_request *r);
+/* The rows' handlers, at the final call (load and unload suspend r).  MHD thread. */
+void rnnd_repoapi_index(struct rnnd_http_request *r, struct rnnd_route_req *q);
+void rnnd_repoapi_load(struct rnnd_http_request *r, struct rnnd_route_req *q);
+void rnnd_repoapi_unload(struct rnnd_http_request *r, struct rnnd_route_req *q);
 
 #endif

@@ -54,7 +54,39 @@ bool rnnd_server_ready(const struct rnnd_server *srv)
                !atomic_load(&srv->http.stopping) && !atomic_load(&srv->device_fault);
 }
 
-void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer_hook *hook)
+struct rnnd_models *rnnd_server_models(struct rnnd_server *srv)
+{
+        return &srv->models;
+}
+
+struct rnnd_http *rnnd_server_http(struct rnnd_server *srv)
+{
+        return &srv->http;
+}
+
+struct rnnd_reload *rnnd_server_reload(struct rnnd_server *srv)
+{
+        return srv->reload;
+}
+
+const char *rnnd_server_device_fault(const struct rnnd_server *srv)
+{
+        return atomic_load(&srv->device_fault) ? srv->fault_msg : NULL;
+}
+
+int rnnd_server_infer(struct rnnd_server *srv, struct rnnd_http_request *req,
+                      struct rnnd_served_version *sv, enum rnnd_server_protocol proto,
+                      rnnd_error_t *reterr)
+{
+        return srv->infer.handle(srv->infer.cls, req, sv, proto, reterr);
+}
+
+const char *const *rnnd_server_extensions(const struct rnnd_server *srv)
+{
+        return srv->infer.extensions;
+}
+
+void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_server_hook *hook)
 {
         srv->infer = *hook;
 }
@@ -109,7 +141,7 @@ static void model_retired(void *arg)
 int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, rnnd_error_t *reterr)
 {
         struct rnnd_server *srv = rnnd_calloc(1, sizeof(*srv));
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
         int r;
 
         if (srv == NULL)
@@ -267,46 +299,86 @@ static void on_signal(uv_signal_t *h, int signum)
         begin_stop(srv, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
+/* What the watchdog last saw of one pool (server.h). */
+struct rnnd_watch {
+        const rnnd_pool_t *pool;
+        uint64_t completed; /* the pool's completed batches then */
+        uint64_t moved_ms;  /* uv_now() when they last moved */
+};
+
+/* The record of pool in the previous look's watch[0..n), or NULL. */
+static const struct rnnd_watch *watched(const struct rnnd_watch *watch, size_t n,
+                                        const rnnd_pool_t *pool)
+{
+        for (size_t i = 0; i < n; i++)
+                if (watch[i].pool == pool)
+                        return &watch[i];
+        return NULL;
+}
+
 /*
- * Whether the workers make progress: false when some pool has work queued or
- * running and has completed nothing for longer than worker_stall_timeout.
- * An idle pool is never stalled.  Loop thread.
+ * One version's pool: whether it made progress since the last look (w, or
+ * none), recorded into *ret.  An idle pool is never stalled.
  */
-static bool workers_progress(struct rnnd_server *srv, uint64_t now)
+static bool version_progress(struct rnnd_server *srv, const struct rnnd_served_model *m,
+                             const struct rnnd_served_version *sv, const struct rnnd_watch *w,
+                             uint64_t now, struct rnnd_watch *ret)
 {
         uint64_t limit = srv->opts->worker_stall_timeout * 1000;
         struct rnnd_pool_progress pr;
+
+        rnnd_pool_progress(sv->pool, &pr);
+        *ret = (struct rnnd_watch){sv->pool, pr.completed, now};
+        if (w == NULL || pr.completed != w->completed || (pr.queued == 0 && pr.running == 0))
+                return true;
+        ret->moved_ms = w->moved_ms;
+        if (now - w->moved_ms <= limit)
+                return true;
+        if (!srv->watchdog_stalled)
+                rnnd_log(RNND_LOG_ERR,
+                         "model %s version %" PRIu64 ": no batch completed for %" PRIu64
+                         "s with %" PRIu32 " sequences queued and %" PRIu32
+                         " batches running; not pinging the watchdog",
+                         m->entry->name, sv->version, (now - w->moved_ms) / 1000, pr.queued,
+                         pr.running);
+        return false;
+}
+
+/*
+ * Whether the workers make progress: false when some pool has work queued or
+ * running and has completed nothing for longer than worker_stall_timeout.
+ * The table is read without its lock: the loop thread is its only writer.
+ * Loop thread.
+ */
+static bool workers_progress(struct rnnd_server *srv, uint64_t now)
+{
+        struct rnnd_models *t = &srv->models;
+        struct rnnd_watch *next;
+        size_t n = 0, cap = 0;
         bool ok = true;
 
-        for (size_t i = 0; i < srv->models.n_models; i++) {
-                struct rnnd_served_model *m = srv->models.models[i];
+        for (size_t i = 0; i < t->n_models; i++)
+                cap += t->models[i]->n_versions;
+        next = rnnd_mallocarray(cap > 0 ? cap : 1, sizeof(*next));
+        if (next == NULL)
+                return true; /* out of memory: no verdict */
+        for (size_t i = 0; i < t->n_models; i++) {
+                const struct rnnd_served_model *m = t->models[i];
 
                 for (size_t j = 0; j < m->n_versions; j++) {
-                        struct rnnd_served_version *sv = &m->versions[j];
+                        const struct rnnd_served_version *sv = &m->versions[j];
 
                         if (sv->pool == NULL)
                                 continue;
-                        rnnd_pool_progress(sv->pool, &pr);
-                        if (pr.completed != sv->wd_completed ||
-                            (pr.queued == 0 && pr.running == 0) || sv->wd_moved_ms == 0) {
-                                sv->wd_completed = pr.completed;
-                                sv->wd_moved_ms = now;
-                                continue;
-                        }
-                        if (now - sv->wd_moved_ms > limit) {
-                                if (!srv->watchdog_stalled)
-                                        rnnd_log(RNND_LOG_ERR,
-                                                 "model %s version %" PRIu64
-                                                 ": no batch completed for %" PRIu64
-                                                 "s with %" PRIu32 " sequences queued and %" PRIu32
-                                                 " batches running; not pinging the watchdog",
-                                                 m->entry->name, sv->version,
-                                                 (now - sv->wd_moved_ms) / 1000, pr.queued,
-                                                 pr.running);
-                                ok = false;
-                        }
+                        ok &= version_progress(srv, m, sv,
+                                               watched(srv->watch, srv->n_watch, sv->pool), now,
+                                               &next[n]);
+                        n++;
                 }
         }
+        rnnd_free(srv->watch);
+        srv->watch = next;
+        srv->n_watch = n;
         return ok;
 }
 
@@ -540,6 +612,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
         }
         rnnd_models_done(&srv->models);
         rnnd_reload_free(srv->reload);
+        rnnd_free(srv->watch);
         rnnd_free(srv);
         return NULL;
 }

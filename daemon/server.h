@@ -35,9 +35,9 @@
 struct rnnd_http_request;
 
 /* Which API an inference request came in through. */
-enum rnnd_infer_protocol {
-        RNND_INFER_KSERVE_V2 = 0, /* POST /v2/models/{m}[/versions/{v}]/infer */
-        RNND_INFER_TFS_PREDICT,   /* POST /v1/models/{m}[/versions/{v}]:predict */
+enum rnnd_server_protocol {
+        RNND_SERVER_KSERVE_V2 = 0, /* POST /v2/models/{m}[/versions/{v}]/infer */
+        RNND_SERVER_TFS_PREDICT,   /* POST /v1/models/{m}[/versions/{v}]:predict */
 };
 
 /*
@@ -63,9 +63,9 @@ enum rnnd_infer_protocol {
  * handle, drain and stop are required (rnnd_server_start() checks).
  * extensions (NULL-terminated, may be NULL) are added to GET /v2's list.
  */
-struct rnnd_infer_hook {
+struct rnnd_server_hook {
         int (*handle)(void *cls, struct rnnd_http_request *req, struct rnnd_served_version *sv,
-                      enum rnnd_infer_protocol proto, rnnd_error_t *reterr);
+                      enum rnnd_server_protocol proto, rnnd_error_t *reterr);
         void (*drain)(void *cls);
         void (*stop)(void *cls);
         const char *const *extensions;
@@ -73,13 +73,14 @@ struct rnnd_infer_hook {
 };
 
 struct rnnd_reload;
+struct rnnd_watch;
 
 struct rnnd_server {
         /* The settings in effect: the first borrowed from main, later ones owned by reload.c. */
         const struct rnnd_options *_Atomic opts; /* atomic; swapped by a reload */
         struct rnnd_models models;               /* the model table (models.h) */
         struct rnnd_reload *reload;              /* reload.c's state; loop thread only */
-        struct rnnd_infer_hook infer;            /* immutable after start */
+        struct rnnd_server_hook infer;           /* immutable after start */
         struct rnnd_http http;                   /* the HTTP front end (http.h) */
 
         uv_loop_t loop;            /* loop thread only */
@@ -92,6 +93,8 @@ struct rnnd_server {
         struct rnnd_http_reaped conn_reaped; /* shut down since that line; loop thread only */
         bool watchdog_on;                    /* loop thread only */
         bool watchdog_stalled;      /* the last look found a stalled pool; loop thread only */
+        struct rnnd_watch *watch;   /* [n_watch]: each pool at the last look; loop thread only */
+        size_t n_watch;             /* loop thread only */
         uint64_t drain_deadline_ms; /* uv_now() when drain gives up waiting; loop thread only */
         int drain_phase;            /* 0 waiting, 1 drained the hook; loop thread only */
         bool loop_ready;            /* the loop and its handles are initialized */
@@ -118,7 +121,7 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret,
                     rnnd_error_t *reterr);
 
 /* Installs the inference hook (copied).  Before rnnd_server_start(). */
-void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_infer_hook *hook);
+void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_server_hook *hook);
 
 /* Installs the route handler (copied).  Before rnnd_server_start(). */
 void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_handler *routes);
@@ -163,6 +166,29 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
 
 /* Whether the server is ready: every model loaded, listening and not stopping.  Thread-safe. */
 bool rnnd_server_ready(const struct rnnd_server *srv);
+
+/*
+ * The server's parts, for the routes on top of it (docs/DESIGN.md §1): the
+ * model table, the HTTP front end and reload.c's state.  Borrowed for the
+ * server's life.  Thread-safe.
+ */
+struct rnnd_models *rnnd_server_models(struct rnnd_server *srv);
+struct rnnd_http *rnnd_server_http(struct rnnd_server *srv);
+struct rnnd_reload *rnnd_server_reload(struct rnnd_server *srv);
+
+/*
+ * The device fault's message once a pool reported one (docs/DESIGN.md §7),
+ * else NULL.  Borrowed for the server's life.  Thread-safe.
+ */
+const char *rnnd_server_device_fault(const struct rnnd_server *srv);
+
+/* The inference hook's handle() (see struct rnnd_server_hook).  MHD thread. */
+int rnnd_server_infer(struct rnnd_server *srv, struct rnnd_http_request *req,
+                      struct rnnd_served_version *sv, enum rnnd_server_protocol proto,
+                      rnnd_error_t *reterr);
+
+/* The hook's extensions for GET /v2's list (NULL-terminated), or NULL.  Thread-safe. */
+const char *const *rnnd_server_extensions(const struct rnnd_server *srv);
 
 /*
  * Writes what was built in and what the machine has (--backends) to f:

@@ -204,8 +204,8 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
         snprintf(m->name, sizeof(m->name), "%s", name);
         m->version = version;
         m->gates = rnnd_cell_gates(cfg->cell);
-        m->dirs = rnnd_model_config_dirs(cfg);
-        m->out_size = rnnd_model_config_out_size(cfg);
+        m->dirs = rnnd_modelcfg_dirs(cfg);
+        m->out_size = rnnd_modelcfg_out_size(cfg);
         atomic_init(&m->refs, 1);
 
         m->layers = rnnd_calloc((size_t)cfg->num_layers * m->dirs, sizeof(*m->layers));

@@ -470,19 +470,20 @@ static void wait_work(rnnd_pool_t *p, struct worker *w, uint64_t due)
         p->waiting--;
 }
 
-static void *worker_main(void *arg)
+/*
+ * Opens w's instance on its worker and tells the pool how that went (a GPU
+ * instance that fails is out of service; rnnd_pool_new serves on the
+ * others).  Returns 0 or the open's error, with the pool's mu held.
+ */
+static int open_instance(struct worker *w)
 {
-        struct worker *w = arg;
         rnnd_pool_t *p = w->pool;
         rnnd_error_t err = {0};
-        bool tell;
-        int r;
+        int r = w->inst.ops->open(p->m, &w->inst.opts, &w->plan, &err);
 
-        r = w->inst.ops->open(p->m, &w->inst.opts, &w->plan, &err);
         if (r == 0) {
                 w->inst.ops->describe(w->plan, &w->desc);
         } else if (w->inst.opts.device >= 0) {
-                /* Out of service; the pool serves on its other instances (rnnd_pool_new). */
                 snprintf(w->desc.backend, sizeof(w->desc.backend), "%s", w->inst.ops->name);
                 snprintf(w->desc.device, sizeof(w->desc.device), "GPU %d", w->inst.opts.device);
                 snprintf(w->desc.why_not_cudnn, sizeof(w->desc.why_not_cudnn),
@@ -500,25 +501,85 @@ static void *worker_main(void *arg)
         }
         p->n_open++;
         pthread_cond_broadcast(&p->opened);
-        if (r < 0) {
+        return r;
+}
+
+/*
+ * Runs the n sequences form_locked() gave w, outside the lock, and answers
+ * the jobs that ended.  Called and returns with mu held.
+ */
+static void run_formed_locked(rnnd_pool_t *p, struct worker *w, uint32_t n)
+{
+        rnnd_job_t *done = NULL;
+        struct rnnd_batch batch;
+        rnnd_error_t err = {0};
+        uint64_t t0, t1;
+        bool tell;
+        int r;
+
+        p->st.running++;
+        /*
+         * What is left may be due before any idle worker wakes (a burst, a
+         * flush, or a remainder this worker would have waited for): pass the
+         * word.
+         */
+        if (p->waiting > 0 && rnnd_batcher_count(p->batcher) > 0 &&
+            (p->closed || due_before_waits_locked(p)))
+                pthread_cond_signal(&p->work);
+        pthread_mutex_unlock(&p->mu);
+
+        gather(w, n, &batch);
+        t0 = rnnd_now_ns();
+        r = w->inst.ops->run(w->plan, &batch, &err);
+        t1 = rnnd_now_ns();
+        if (r < 0 && err.code == 0)
+                rnnd_error_set(&err, r, "model '%s': %s", p->m->name, rnnd_strerror(r));
+
+        pthread_mutex_lock(&p->mu);
+        record_batch(p, w, n, t1 - t0);
+        p->run_ns = ewma(p->run_ns, t1 - t0);
+        /* Whether this instance would have been busy anyway: work came while it ran. */
+        if (rnnd_batcher_count(p->batcher) > 0)
+                p->backlog += (1024 - p->backlog) / 8;
+        else
+                p->backlog -= p->backlog / 8;
+        tell = r == RNND_EDEVLOST && !p->gpus_lost;
+        ran_locked(p, w, n, r, &err, &done);
+        if (p->opts.adaptive_delay) {
+                uint32_t jobs = 0;
+
+                for (const rnnd_job_t *j = done; j != NULL; j = j->next_)
+                        jobs++;
+                answered_locked(p, t1, jobs);
+        }
+        if (--p->st.running == 0)
+                pthread_cond_broadcast(&p->idle);
+        if (done != NULL || tell) {
+                pthread_mutex_unlock(&p->mu);
+                if (tell && p->opts.fault != NULL)
+                        p->opts.fault(p->opts.fault_arg, &err);
+                complete(done);
+                pthread_mutex_lock(&p->mu);
+        }
+}
+
+static void *worker_main(void *arg)
+{
+        struct worker *w = arg;
+        rnnd_pool_t *p = w->pool;
+
+        if (open_instance(w) < 0) {
                 pthread_mutex_unlock(&p->mu);
                 return NULL;
         }
-
-        for (;;) {
+        while (!p->stopping && w->in_service) {
                 rnnd_job_t *done = NULL;
-                struct rnnd_batch batch;
-                uint64_t t0, t1;
-                uint32_t n;
+                uint32_t n = form_locked(p, w, rnnd_now_ns(), &done);
 
-                if (p->stopping || !w->in_service)
-                        break;
-                n = form_locked(p, w, rnnd_now_ns(), &done);
                 if (done != NULL) {
                         /* Canceled or expired jobs: answer them, then look again. */
                         pthread_mutex_unlock(&p->mu);
                         complete(done);
-                        done = NULL;
                         pthread_mutex_lock(&p->mu);
                         if (n == 0)
                                 continue;
@@ -527,51 +588,7 @@ static void *worker_main(void *arg)
                         wait_work(p, w, due_locked(p, rnnd_now_ns(), p->waiting));
                         continue;
                 }
-                p->st.running++;
-                /*
-                 * What is left may be due before any idle worker wakes (a burst,
-                 * a flush, or a remainder this worker would have waited for):
-                 * pass the word.
-                 */
-                if (p->waiting > 0 && rnnd_batcher_count(p->batcher) > 0 &&
-                    (p->closed || due_before_waits_locked(p)))
-                        pthread_cond_signal(&p->work);
-                pthread_mutex_unlock(&p->mu);
-
-                gather(w, n, &batch);
-                memset(&err, 0, sizeof(err));
-                t0 = rnnd_now_ns();
-                r = w->inst.ops->run(w->plan, &batch, &err);
-                t1 = rnnd_now_ns();
-                if (r < 0 && err.code == 0)
-                        rnnd_error_set(&err, r, "model '%s': %s", p->m->name, rnnd_strerror(r));
-
-                pthread_mutex_lock(&p->mu);
-                record_batch(p, w, n, t1 - t0);
-                p->run_ns = ewma(p->run_ns, t1 - t0);
-                /* Whether this instance would have been busy anyway: work came while it ran. */
-                if (rnnd_batcher_count(p->batcher) > 0)
-                        p->backlog += (1024 - p->backlog) / 8;
-                else
-                        p->backlog -= p->backlog / 8;
-                tell = r == RNND_EDEVLOST && !p->gpus_lost;
-                ran_locked(p, w, n, r, &err, &done);
-                if (p->opts.adaptive_delay) {
-                        uint32_t jobs = 0;
-
-                        for (const rnnd_job_t *j = done; j != NULL; j = j->next_)
-                                jobs++;
-                        answered_locked(p, t1, jobs);
-                }
-                if (--p->st.running == 0)
-                        pthread_cond_broadcast(&p->idle);
-                if (done != NULL || tell) {
-                        pthread_mutex_unlock(&p->mu);
-                        if (tell && p->opts.fault != NULL)
-                                p->opts.fault(p->opts.fault_arg, &err);
-                        complete(done);
-                        pthread_mutex_lock(&p->mu);
-                }
+                run_formed_locked(p, w, n);
         }
         pthread_mutex_unlock(&p->mu);
         return NULL;

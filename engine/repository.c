@@ -78,12 +78,12 @@ static int cmp_u64(const void *a, const void *b)
 
 static int cmp_model(const void *a, const void *b)
 {
-        return strcmp(((const struct rnnd_repo_model *)a)->name,
-                      ((const struct rnnd_repo_model *)b)->name);
+        return strcmp(((const struct rnnd_repository_model *)a)->name,
+                      ((const struct rnnd_repository_model *)b)->name);
 }
 
 /* Sets m's status and reason; the reason is the message of e. */
-static void model_fail(struct rnnd_repo_model *m, const rnnd_error_t *e)
+static void model_fail(struct rnnd_repository_model *m, const rnnd_error_t *e)
 {
         m->status = e->code;
         snprintf(m->reason, sizeof(m->reason), "%s", e->msg);
@@ -95,7 +95,7 @@ static void model_fail(struct rnnd_repo_model *m, const rnnd_error_t *e)
  * selects in m, ascending.  A problem with the model is returned as an error
  * in *e that the caller records on m.
  */
-static int select_versions(const char *model_dir, struct rnnd_repo_model *m, rnnd_error_t *e)
+static int select_versions(const char *model_dir, struct rnnd_repository_model *m, rnnd_error_t *e)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         uint64_t top[RNND_CFG_MAX_VERSIONS]; /* the highest seen, ascending */
@@ -173,7 +173,7 @@ static int select_versions(const char *model_dir, struct rnnd_repo_model *m, rnn
  * Fills in the model m (whose name is set): config and versions, or a status
  * and reason.  Returns an error only for what fails the whole scan.
  */
-static int scan_model(const char *root, struct rnnd_repo_model *m, rnnd_error_t *reterr)
+static int scan_model(const char *root, struct rnnd_repository_model *m, rnnd_error_t *reterr)
 {
         char dir[PATH_MAX];
         rnnd_error_t e = {0};
@@ -193,9 +193,9 @@ static int scan_model(const char *root, struct rnnd_repo_model *m, rnnd_error_t 
         return 0;
 }
 
-int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_error_t *reterr)
+int rnnd_repository_scan(const char *root, struct rnnd_repository_index *ret, rnnd_error_t *reterr)
 {
-        struct rnnd_repo_model *models = NULL, *grown;
+        struct rnnd_repository_model *models = NULL, *grown;
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
@@ -208,10 +208,10 @@ int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_err
         for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
                 if (!rnnd_repository_valid_name(de->d_name) || !is_dir_at(dirfd(d), de->d_name))
                         continue;
-                if (n == RNND_REPO_MAX_MODELS) {
+                if (n == RNND_REPOSITORY_MAX_MODELS) {
                         r = rnnd_error_set(reterr, RNND_ELIMIT,
                                            "%s: more than %u models in the repository", root,
-                                           RNND_REPO_MAX_MODELS);
+                                           RNND_REPOSITORY_MAX_MODELS);
                         goto out;
                 }
                 if (n == cap) {
@@ -244,7 +244,7 @@ int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_err
                 if (r < 0)
                         goto out;
         }
-        *ret = (struct rnnd_repo_index){.models = models, .n_models = n};
+        *ret = (struct rnnd_repository_index){.models = models, .n_models = n};
         models = NULL;
 out:
         if (d != NULL)
@@ -253,16 +253,16 @@ out:
         return r;
 }
 
-void rnnd_repository_index_done(struct rnnd_repo_index *idx)
+void rnnd_repository_index_done(struct rnnd_repository_index *idx)
 {
         if (idx == NULL)
                 return;
         rnnd_free(idx->models);
-        *idx = (struct rnnd_repo_index){0};
+        *idx = (struct rnnd_repository_index){0};
 }
 
-const struct rnnd_repo_model *rnnd_repository_find(const struct rnnd_repo_index *idx,
-                                                   const char *name)
+const struct rnnd_repository_model *rnnd_repository_find(const struct rnnd_repository_index *idx,
+                                                         const char *name)
 {
         size_t lo = 0, hi = idx->n_models;
 
@@ -330,14 +330,14 @@ int rnnd_repository_read_config(const char *model_dir, struct rnnd_model_config 
                         break;
                 got += (size_t)k;
         }
-        r = rnnd_model_config_parse(buf, got, path, ret, reterr);
+        r = rnnd_modelcfg_parse(buf, got, path, ret, reterr);
 out:
         rnnd_free(buf);
         close(fd);
         return r;
 }
 
-int rnnd_repository_load(const char *root, const struct rnnd_repo_model *m, uint64_t version,
+int rnnd_repository_load(const char *root, const struct rnnd_repository_model *m, uint64_t version,
                          rnnd_model_t **ret, rnnd_error_t *reterr)
 {
         char dir[PATH_MAX];

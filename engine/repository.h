@@ -15,9 +15,9 @@
 #include "model.h"
 #include "modelcfg.h"
 
-#define RNND_REPO_MAX_MODELS 4096u
+#define RNND_REPOSITORY_MAX_MODELS 4096u
 
-struct rnnd_repo_model {
+struct rnnd_repository_model {
         char name[RNND_CFG_NAME_MAX]; /* directory name: [A-Za-z0-9_.-], not starting with '.' */
         int status;                   /* 0, or the negative RNND_E* that made it unusable */
         char reason[256];             /* why, when status < 0 */
@@ -26,8 +26,8 @@ struct rnnd_repo_model {
         uint64_t versions[RNND_CFG_MAX_VERSIONS];
 };
 
-struct rnnd_repo_index {
-        struct rnnd_repo_model *models; /* sorted by name */
+struct rnnd_repository_index {
+        struct rnnd_repository_model *models; /* sorted by name */
         size_t n_models;
 };
 
@@ -40,17 +40,17 @@ struct rnnd_repo_index {
  * ignored.  Errors (for root itself): RNND_EIO, RNND_ELIMIT (too many models),
  * RNND_ENOMEM.  Never writes *ret on failure.  Thread-safe.
  */
-int rnnd_repository_scan(const char *root, struct rnnd_repo_index *ret, rnnd_error_t *reterr);
+int rnnd_repository_scan(const char *root, struct rnnd_repository_index *ret, rnnd_error_t *reterr);
 
 /* Frees what idx owns and zeroes it.  Accepts a zeroed index. */
-void rnnd_repository_index_done(struct rnnd_repo_index *idx);
+void rnnd_repository_index_done(struct rnnd_repository_index *idx);
 
 /* Whether s can name a model: 1..127 bytes of [A-Za-z0-9_.-], not starting with '.'. */
 bool rnnd_repository_valid_name(const char *s);
 
 /* The entry called name, or NULL.  Borrowed until rnnd_repository_index_done(). */
-const struct rnnd_repo_model *rnnd_repository_find(const struct rnnd_repo_index *idx,
-                                                   const char *name);
+const struct rnnd_repository_model *rnnd_repository_find(const struct rnnd_repository_index *idx,
+                                                         const char *name);
 
 /*
  * Reads and validates <model_dir>/config.json into *ret (RNND_CFG_MAX_FILE_BYTES
@@ -63,7 +63,7 @@ int rnnd_repository_read_config(const char *model_dir, struct rnnd_model_config 
  * Loads version of model m (an entry with status 0) from root.  On success
  * *ret is a new reference.  Errors as rnnd_model_load().  Thread-safe.
  */
-int rnnd_repository_load(const char *root, const struct rnnd_repo_model *m, uint64_t version,
+int rnnd_repository_load(const char *root, const struct rnnd_repository_model *m, uint64_t version,
                          rnnd_model_t **ret, rnnd_error_t *reterr);
 
 #endif

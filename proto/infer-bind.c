@@ -335,12 +335,12 @@ static int bind_states(const struct rnnd_tensor *h0, const struct rnnd_tensor *c
                        const struct rnnd_model_config *cfg, struct rnnd_infer_bound *b,
                        rnnd_error_t *reterr)
 {
-        uint64_t ld = (uint64_t)cfg->num_layers * rnnd_model_config_dirs(cfg);
+        uint64_t ld = (uint64_t)cfg->num_layers * rnnd_modelcfg_dirs(cfg);
         uint64_t want[3] = {b->B, ld, 0};
         int r;
 
         if (h0 != NULL) {
-                want[2] = rnnd_model_config_out_size(cfg);
+                want[2] = rnnd_modelcfg_out_size(cfg);
                 r = check_shape(h0, want, 3, reterr);
                 if (r == 0)
                         r = as_f32(h0, &b->owned[1], &b->h0, reterr);
@@ -417,10 +417,10 @@ void rnnd_infer_bound_done(struct rnnd_infer_bound *b)
 static void output_shapes(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
                           uint64_t shapes[RNND_OUT_COUNT][3], unsigned ndims[RNND_OUT_COUNT])
 {
-        uint64_t ld = (uint64_t)cfg->num_layers * rnnd_model_config_dirs(cfg);
-        uint64_t hp = rnnd_model_config_out_size(cfg);
+        uint64_t ld = (uint64_t)cfg->num_layers * rnnd_modelcfg_dirs(cfg);
+        uint64_t hp = rnnd_modelcfg_out_size(cfg);
         const uint64_t s[RNND_OUT_COUNT][3] = {
-                {b->B, b->T, rnnd_model_config_dirs(cfg) * hp},
+                {b->B, b->T, rnnd_modelcfg_dirs(cfg) * hp},
                 {b->B, ld, hp},
                 {b->B, ld, cfg->hidden_size},
                 {b->B, b->T, cfg->head.units},

@@ -16,7 +16,7 @@
 #include "alloc.h"
 #include "infer-int.h"
 #include "numscan.h"
-#include "json-int.h"
+#include "json.h"
 
 /* One KServe parse: where errors go and the binary section being consumed. */
 struct kctx {
@@ -31,6 +31,7 @@ struct kctx {
         const struct rnnd__infer_span *spans; /* NULL: not on the fast path */
         const char *skel;                     /* the skeleton jansson parses */
         size_t skel_len;
+        uint64_t big_sequence_id; /* parameters.sequence_id past int64 (load_root), or 0 */
 };
 
 static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool *has_bds,
@@ -44,7 +45,7 @@ static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool
         if (!json_is_object(p))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, path,
                                               "must be an object, got %s",
-                                              rnnd__json_describe(p, got, sizeof(got)));
+                                              rnnd_json_describe(p, got, sizeof(got)));
         json_object_foreach(p, key, v)
         {
                 rnnd__infer_pathf(sub, "%s.%.64s", path, key);
@@ -109,7 +110,7 @@ static int named_object(json_t *obj, const char *const *keys, const char *path, 
 
         if (!json_is_object(obj))
                 return rnnd__infer_path_error(err, RNND_EINVAL, path, "must be an object, got %s",
-                                              rnnd__json_describe(obj, got, sizeof(got)));
+                                              rnnd_json_describe(obj, got, sizeof(got)));
         r = rnnd__infer_check_keys(obj, keys, path, err);
         if (r < 0)
                 return r;
@@ -165,11 +166,11 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "missing");
         if (!json_is_string(v))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a string, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         dt = rnnd_dtype_from_name(json_string_value(v));
         if (dt == RNND_DT_INVALID)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "unknown datatype %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         if (dt == RNND_DT_BYTES)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "BYTES is not supported");
 
@@ -179,7 +180,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "missing");
         if (!json_is_array(v))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         ndim = json_array_size(v);
         if (ndim > RNND_MAX_DIMS)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "more than %d dimensions",
@@ -219,7 +220,7 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
                                               "missing data (or parameters.binary_data_size)");
         if (!json_is_array(data))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "must be a list, got %s",
-                                              rnnd__json_describe(data, got, sizeof(got)));
+                                              rnnd_json_describe(data, got, sizeof(got)));
         r = rnnd__infer_alloc_data(t, c->err);
         if (r < 0)
                 return r;
@@ -243,7 +244,7 @@ static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *t
         if (!json_is_array(list))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list,
                                               "must be a list, got %s",
-                                              rnnd__json_describe(list, got, sizeof(got)));
+                                              rnnd_json_describe(list, got, sizeof(got)));
         if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, c->list, "more than %d tensors",
                                               RNND_INFER_MAX_TENSORS);
@@ -286,7 +287,7 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
         if (!json_is_object(p))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, "parameters",
                                               "must be an object, got %s",
-                                              rnnd__json_describe(p, got, sizeof(got)));
+                                              rnnd_json_describe(p, got, sizeof(got)));
         json_object_foreach(p, key, v)
         {
                 rnnd__infer_pathf(sub, "parameters.%.64s", key);
@@ -296,12 +297,14 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
                                                            sizeof(q->sequence_id_str), false, sub,
                                                            c->err);
                         else if (json_is_integer(v) && json_integer_value(v) >= 0)
-                                q->sequence_id = (uint64_t)json_integer_value(v);
+                                q->sequence_id = c->big_sequence_id != 0
+                                                         ? c->big_sequence_id
+                                                         : (uint64_t)json_integer_value(v);
                         else
                                 r = rnnd__infer_path_error(
                                         c->err, RNND_EINVAL, sub,
                                         "must be an unsigned integer or a string, got %s",
-                                        rnnd__json_describe(v, got, sizeof(got)));
+                                        rnnd_json_describe(v, got, sizeof(got)));
                 } else if (strcmp(key, "sequence_start") == 0) {
                         r = rnnd__infer_get_bool(v, &q->sequence_start, sub, c->err);
                 } else if (strcmp(key, "sequence_end") == 0) {
@@ -310,9 +313,9 @@ static int parse_params(struct kctx *c, json_t *p, struct rnnd_infer_request *re
                         r = rnnd__infer_get_bool(v, &req->binary_data_output, sub, c->err);
                 } else if (strcmp(key, "priority") == 0) {
                         if (!json_is_integer(v))
-                                r = rnnd__infer_path_error(
-                                        c->err, RNND_EINVAL, sub, "must be an integer, got %s",
-                                        rnnd__json_describe(v, got, sizeof(got)));
+                                r = rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                                           "must be an integer, got %s",
+                                                           rnnd_json_describe(v, got, sizeof(got)));
                         else
                                 q->priority = json_integer_value(v);
                 } else if (strcmp(key, "timeout") == 0) {
@@ -340,7 +343,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
         if (!json_is_array(list))
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, "outputs",
                                               "must be a list, got %s",
-                                              rnnd__json_describe(list, got, sizeof(got)));
+                                              rnnd_json_describe(list, got, sizeof(got)));
         if (json_array_size(list) > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(c->err, RNND_EINVAL, "outputs",
                                               "more than %d outputs", RNND_INFER_MAX_TENSORS);
@@ -365,7 +368,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                 if (!json_is_object(p))
                         return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
                                                       "must be an object, got %s",
-                                                      rnnd__json_describe(p, got, sizeof(got)));
+                                                      rnnd_json_describe(p, got, sizeof(got)));
                 json_object_foreach(p, key, v)
                 {
                         rnnd__infer_pathf(sub, "%s.parameters.%.64s", path, key);
@@ -404,6 +407,130 @@ static int split_body(struct kctx *c, size_t len, size_t json_len, const void *b
 }
 
 /*
+ * parameters.sequence_id is an unsigned 64-bit integer (docs/HTTP.md), and
+ * jansson refuses integer text past int64 ("too big integer") for the whole
+ * document.  Where text[0..n) has such a literal in that one place (the
+ * root object's "parameters" object's "sequence_id"), big_sequence_id()
+ * finds it: *off and *len, and its value (0 past uint64_t).  A walk of the JSON text that
+ * follows the nesting and keys of the first two levels only.
+ */
+struct walk_level {
+        char type;     /* '{' or '[' */
+        bool key_next; /* an object's next string is a key */
+};
+
+static size_t skip_string(const char *t, size_t n, size_t i)
+{
+        for (i++; i < n && t[i] != '"'; i++)
+                if (t[i] == '\\')
+                        i++;
+        return i + 1;
+}
+
+static bool key_is(const char *t, size_t i, size_t end, const char *key)
+{
+        size_t k = strlen(key);
+
+        return end - i == k + 2 && memcmp(t + i + 1, key, k) == 0;
+}
+
+/*
+ * Whether the literal t[i..end) is JSON integer text past INT64_MAX: its
+ * value in *ret, or 0 when it does not fit uint64_t either.
+ */
+static bool big_u64(const char *t, size_t i, size_t end, uint64_t *ret)
+{
+        uint64_t v = 0;
+        bool over = false;
+
+        if (t[i] == '0')
+                return false;
+        for (size_t k = i; k < end; k++) {
+                unsigned d = (unsigned)(t[k] - '0');
+
+                if (d > 9)
+                        return false;
+                if (v > (UINT64_MAX - d) / 10)
+                        over = true;
+                v = v * 10 + d;
+        }
+        *ret = over ? 0 : v;
+        return over || v > (uint64_t)INT64_MAX;
+}
+
+static bool big_sequence_id(const char *t, size_t n, size_t *off, size_t *len, uint64_t *ret)
+{
+        struct walk_level lv[2] = {{0, false}, {0, false}};
+        bool params = false, seq = false; /* the keys at depth 1 and 2 */
+        unsigned depth = 0;
+
+        for (size_t i = 0, end; i < n; i = end) {
+                char ch = t[i];
+                struct walk_level *l = depth >= 1 && depth <= 2 ? &lv[depth - 1] : NULL;
+
+                end = i + 1;
+                if (ch == '{' || ch == '[') {
+                        if (++depth <= 2)
+                                lv[depth - 1] = (struct walk_level){ch, ch == '{'};
+                } else if (ch == '}' || ch == ']') {
+                        depth -= depth > 0;
+                } else if (ch == ',') {
+                        if (l != NULL)
+                                l->key_next = l->type == '{';
+                } else if (ch == '"') {
+                        end = skip_string(t, n, i);
+                        if (l != NULL && l->key_next) {
+                                l->key_next = false;
+                                if (depth == 1)
+                                        params = key_is(t, i, end, "parameters");
+                                else
+                                        seq = key_is(t, i, end, "sequence_id");
+                        }
+                } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+                        while (end < n && strchr("0123456789.eE+-", t[end]) != NULL)
+                                end++;
+                        if (depth == 2 && lv[0].type == '{' && lv[1].type == '{' && params && seq &&
+                            big_u64(t, i, end, ret)) {
+                                *off = i;
+                                *len = end - i;
+                                return true;
+                        }
+                }
+        }
+        return false;
+}
+
+/*
+ * rnnd__infer_load_object(), and again with a big parameters.sequence_id
+ * (big_sequence_id()) written as 0 in a copy, its value kept in c.
+ */
+static int load_root(struct kctx *c, const char *text, size_t n, json_t **root)
+{
+        int r = rnnd__infer_load_object(text, n, c->lim->max_depth, root, c->err);
+        size_t off, len;
+        uint64_t v;
+        char *copy;
+
+        if (r != RNND_EINVAL || !big_sequence_id(text, n, &off, &len, &v))
+                return r;
+        if (v == 0)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, "parameters.sequence_id",
+                                              "%.*s is past 18446744073709551615, the largest id",
+                                              (int)(len < 40 ? len : 40), text + off);
+        copy = rnnd_malloc(n);
+        if (copy == NULL)
+                return r;
+        memcpy(copy, text, n);
+        copy[off] = '0';
+        memset(copy + off + 1, ' ', len - 1);
+        r = rnnd__infer_load_object(copy, n, c->lim->max_depth, root, c->err);
+        rnnd_free(copy);
+        if (r == 0)
+                c->big_sequence_id = v;
+        return r;
+}
+
+/*
  * Splits a KServe body (split_body()), parses its JSON header into *root and
  * checks its keys against keys.  With c->text set (the fast path), the JSON
  * parsed is text[0..text_len), the skeleton, instead of the body's header.
@@ -429,7 +556,7 @@ static int open_body(struct kctx *c, const void *body, size_t len, size_t json_l
                 text = c->skel;
                 text_len = c->skel_len;
         }
-        r = rnnd__infer_load_object(text, text_len, c->lim->max_depth, root, c->err);
+        r = load_root(c, text, text_len, root);
         if (r < 0)
                 return r;
         r = rnnd__infer_check_keys(*root, keys, "", c->err);

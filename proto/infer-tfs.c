@@ -15,7 +15,7 @@
 
 #include "alloc.h"
 #include "infer-int.h"
-#include "json-int.h"
+#include "json.h"
 
 /*
  * The dtype TF Serving's untyped JSON gets for a tensor name.  Not inlined:
@@ -167,7 +167,7 @@ static int row_scan(json_t *inst, size_t i, const struct rnnd_model_config *cfg,
         } else if (!json_is_array(inst)) {
                 return rnnd__infer_path_error(err, RNND_EINVAL, path,
                                               "must be a list or an object, got %s",
-                                              rnnd__json_describe(inst, got, sizeof(got)));
+                                              rnnd_json_describe(inst, got, sizeof(got)));
         }
         for (unsigned k = 0; k < ROW_COUNT; k++) {
                 struct row_col *col = &cols[k];
@@ -318,7 +318,7 @@ static int tfs_rows(json_t *list, const struct rnnd_model_config *cfg,
         if (!json_is_array(list))
                 return rnnd__infer_path_error(err, RNND_EINVAL, "instances",
                                               "must be a list, got %s",
-                                              rnnd__json_describe(list, got, sizeof(got)));
+                                              rnnd_json_describe(list, got, sizeof(got)));
         if (json_array_size(list) == 0)
                 return rnnd__infer_path_error(err, RNND_EINVAL, "instances", "must not be empty");
         json_array_foreach(list, i, inst)
@@ -357,7 +357,7 @@ int rnnd_tfs_parse(const void *body, size_t len, const struct rnnd_model_config 
         if (v != NULL && (!json_is_string(v) || strcmp(json_string_value(v), "serving_default"))) {
                 r = rnnd__infer_path_error(reterr, RNND_EINVAL, "signature_name",
                                            "%s is not a signature of this model (serving_default)",
-                                           rnnd__json_describe(v, got, sizeof(got)));
+                                           rnnd_json_describe(v, got, sizeof(got)));
                 goto out;
         }
         instances = json_object_get(root, "instances");

@@ -23,7 +23,7 @@
 
 #include "alloc.h"
 #include "infer-int.h"
-#include "json-int.h"
+#include "json.h"
 #include "strbuf.h"
 
 /* Doubles from here up round to infinity as float: FLT_MAX plus half an ulp. */
@@ -208,7 +208,7 @@ int rnnd__infer_get_string(json_t *v, char *dst, size_t cap, bool nonempty, cons
 
         if (!json_is_string(v))
                 return rnnd__infer_path_error(err, RNND_EINVAL, path, "must be a string, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         if (json_string_length(v) >= cap)
                 return rnnd__infer_path_error(err, RNND_EINVAL, path, "longer than %zu bytes",
                                               cap - 1);
@@ -225,7 +225,7 @@ int rnnd__infer_get_bool(json_t *v, bool *dst, const char *path, rnnd_error_t *e
         if (!json_is_boolean(v))
                 return rnnd__infer_path_error(err, RNND_EINVAL, path,
                                               "must be true or false, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         *dst = json_is_true(v);
         return 0;
 }
@@ -237,7 +237,7 @@ int rnnd__infer_get_uint(json_t *v, uint64_t *dst, const char *path, rnnd_error_
         if (!json_is_integer(v) || json_integer_value(v) < 0)
                 return rnnd__infer_path_error(err, RNND_EINVAL, path,
                                               "must be a non-negative integer, got %s",
-                                              rnnd__json_describe(v, got, sizeof(got)));
+                                              rnnd_json_describe(v, got, sizeof(got)));
         *dst = (uint64_t)json_integer_value(v);
         return 0;
 }
@@ -336,7 +336,7 @@ static int put_int(const struct where *w, const json_t *v, rnnd_dtype_t dt, void
 
                 if (d != trunc(d))
                         return where_error(w, "%s is not an integer (%s)",
-                                           rnnd__json_describe(v, got, sizeof(got)),
+                                           rnnd_json_describe(v, got, sizeof(got)),
                                            rnnd_dtype_name(dt));
                 if (d < 0) {
                         if (!sgn || d < -ldexp(1, (int)bits - 1))
@@ -351,7 +351,7 @@ static int put_int(const struct where *w, const json_t *v, rnnd_dtype_t dt, void
         memcpy(dst, &u, bits / 8); /* the low bytes, on a little-endian host */
         return 0;
 range:
-        return where_error(w, "%s is out of range for %s", rnnd__json_describe(v, got, sizeof(got)),
+        return where_error(w, "%s is out of range for %s", rnnd_json_describe(v, got, sizeof(got)),
                            rnnd_dtype_name(dt));
 }
 
@@ -363,13 +363,13 @@ static int put_number(const struct where *w, const json_t *v, rnnd_dtype_t dt, v
         if (dt == RNND_DT_BOOL) {
                 if (!json_is_boolean(v))
                         return where_error(w, "expected true or false, got %s",
-                                           rnnd__json_describe(v, got, sizeof(got)));
+                                           rnnd_json_describe(v, got, sizeof(got)));
                 *(uint8_t *)dst = json_is_true(v);
                 return 0;
         }
         if (!json_is_number(v))
                 return where_error(w, "expected a number, got %s",
-                                   rnnd__json_describe(v, got, sizeof(got)));
+                                   rnnd_json_describe(v, got, sizeof(got)));
         if (dtype_is_float(dt))
                 return put_float(w, json_number_value(v), dt, dst);
         return put_int(w, v, dt, dst);
@@ -400,7 +400,7 @@ static int fill_rec(struct filler *f, const json_t *v, unsigned d)
         }
         if (!json_is_array(v))
                 return where_error(&w, "expected an array of %" PRIu64 ", got %s", f->shape[d],
-                                   rnnd__json_describe(v, got, sizeof(got)));
+                                   rnnd_json_describe(v, got, sizeof(got)));
         if (json_array_size(v) != f->shape[d])
                 return where_error(&w, "expected %" PRIu64 " elements, got %zu", f->shape[d],
                                    json_array_size(v));

@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json-int.h"
+#include "json.h"
 
-const char *rnnd__json_describe(const json_t *v, char *buf, size_t n)
+const char *rnnd_json_describe(const json_t *v, char *buf, size_t n)
 {
         switch (json_typeof(v)) {
         case JSON_INTEGER:

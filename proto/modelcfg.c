@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json-int.h"
+#include "json.h"
 #include "modelcfg.h"
 
 /* Room for a dotted field path; a longer one (only from unknown keys) is truncated. */
@@ -262,7 +262,7 @@ static int check_uint(struct ctx *c, json_t *v, const char *path, uint64_t lo, u
                 }
         }
         return field_error(c, path, "must be an integer in %" PRIu64 "..%" PRIu64 ", got %s", lo,
-                           hi, rnnd__json_describe(v, got, sizeof(got)));
+                           hi, rnnd_json_describe(v, got, sizeof(got)));
 }
 
 static int check_enum(struct ctx *c, json_t *v, const char *path, const char *const *names,
@@ -273,7 +273,7 @@ static int check_enum(struct ctx *c, json_t *v, const char *path, const char *co
         if (!json_is_string(v))
                 return field_error(c, path, "must be a string (%s), got %s",
                                    name_list(names, list, sizeof(list)),
-                                   rnnd__json_describe(v, got, sizeof(got)));
+                                   rnnd_json_describe(v, got, sizeof(got)));
         for (int i = 0; names[i] != NULL; i++) {
                 if (strcmp(json_string_value(v), names[i]) == 0) {
                         *out = i;
@@ -281,7 +281,7 @@ static int check_enum(struct ctx *c, json_t *v, const char *path, const char *co
                 }
         }
         return field_error(c, path, "unknown value %s (%s)",
-                           rnnd__json_describe(v, got, sizeof(got)),
+                           rnnd_json_describe(v, got, sizeof(got)),
                            name_list(names, list, sizeof(list)));
 }
 
@@ -293,7 +293,7 @@ static int check_name(struct ctx *c, json_t *v, const char *path, char *out)
 
         if (!json_is_string(v))
                 return field_error(c, path, "must be a string, got %s",
-                                   rnnd__json_describe(v, got, sizeof(got)));
+                                   rnnd_json_describe(v, got, sizeof(got)));
         len = json_string_length(v);
         if (len > RNND_CFG_NAME_MAX - 1)
                 return field_error(c, path, "must be at most %u bytes long, got %zu",
@@ -335,7 +335,7 @@ static int parse_field(struct ctx *c, const struct field *f, json_t *v, const ch
         case F_BOOL:
                 if (!json_is_boolean(v))
                         return field_error(c, path, "must be true or false, got %s",
-                                           rnnd__json_describe(v, got, sizeof(got)));
+                                           rnnd_json_describe(v, got, sizeof(got)));
                 b = json_is_true(v);
                 memcpy(dst, &b, sizeof(b));
                 return 0;
@@ -386,7 +386,7 @@ static int walk(struct ctx *c, json_t *obj, const char *path, const struct field
 
         if (!json_is_object(obj))
                 return field_error(c, path, "must be an object, got %s",
-                                   rnnd__json_describe(obj, got, sizeof(got)));
+                                   rnnd_json_describe(obj, got, sizeof(got)));
         json_object_foreach(obj, key, v)
         {
                 if (find_field(fields, key) == NULL) {
@@ -424,7 +424,7 @@ static int check_uint_set(struct ctx *c, json_t *v, const char *path, size_t lo,
 
         if (!json_is_array(v) || json_array_size(v) < lo || json_array_size(v) > hi)
                 return field_error(c, path, "must be an array of %zu..%zu %ss, got %s", lo, hi,
-                                   what, rnnd__json_describe(v, got, sizeof(got)));
+                                   what, rnnd_json_describe(v, got, sizeof(got)));
         json_array_foreach(v, i, e)
         {
                 path_index(sub, path, i);
@@ -470,7 +470,7 @@ static int parse_instances(struct ctx *c, json_t *v, const char *path, void *bas
             json_array_size(v) > RNND_CFG_MAX_INSTANCE_GROUPS)
                 return field_error(c, path, "must be an array of 1..%u instance groups, got %s",
                                    RNND_CFG_MAX_INSTANCE_GROUPS,
-                                   rnnd__json_describe(v, got, sizeof(got)));
+                                   rnnd_json_describe(v, got, sizeof(got)));
         json_array_foreach(v, i, e)
         {
                 groups[i] = (struct rnnd_instance_group){.kind = RNND_INST_AUTO, .count = 1};
@@ -510,7 +510,7 @@ static int parse_version_policy(struct ctx *c, json_t *v, const char *path, void
 
         if (!json_is_object(v))
                 return field_error(c, path, "must be an object, got %s",
-                                   rnnd__json_describe(v, got, sizeof(got)));
+                                   rnnd_json_describe(v, got, sizeof(got)));
         if (json_object_size(v) != 1)
                 return field_error(c, path,
                                    "must have exactly one key (latest, all or specific), got %zu",
@@ -583,7 +583,7 @@ static int check_cross(struct ctx *c, const struct rnnd_model_config *cfg)
         return 0;
 }
 
-void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
+void rnnd_modelcfg_defaults(struct rnnd_model_config *cfg)
 {
         *cfg = (struct rnnd_model_config){
                 .cell = RNND_CELL_LSTM,
@@ -616,8 +616,8 @@ void rnnd_model_config_defaults(struct rnnd_model_config *cfg)
         };
 }
 
-int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
-                            struct rnnd_model_config *ret, rnnd_error_t *reterr)
+int rnnd_modelcfg_parse(const char *json, size_t len, const char *filename,
+                        struct rnnd_model_config *ret, rnnd_error_t *reterr)
 {
         struct ctx c = {.file = filename != NULL ? filename : "config.json", .err = reterr};
         struct rnnd_model_config cfg;
@@ -635,10 +635,10 @@ int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
                                       jerr.line, jerr.column, jerr.text);
         if (!json_is_object(c.root)) {
                 r = model_error(&c, "must be a JSON object, got %s",
-                                rnnd__json_describe(c.root, got, sizeof(got)));
+                                rnnd_json_describe(c.root, got, sizeof(got)));
                 goto out;
         }
-        rnnd_model_config_defaults(&cfg);
+        rnnd_modelcfg_defaults(&cfg);
         r = walk(&c, c.root, "", top_fields, &cfg);
         if (r < 0)
                 goto out;
@@ -701,12 +701,12 @@ unsigned rnnd_cell_gates(rnnd_cell_t c)
         return 1;
 }
 
-unsigned rnnd_model_config_dirs(const struct rnnd_model_config *cfg)
+unsigned rnnd_modelcfg_dirs(const struct rnnd_model_config *cfg)
 {
         return cfg->bidirectional ? 2 : 1;
 }
 
-unsigned rnnd_model_config_out_size(const struct rnnd_model_config *cfg)
+unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg)
 {
         return cfg->proj_size != 0 ? cfg->proj_size : cfg->hidden_size;
 }

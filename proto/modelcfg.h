@@ -135,7 +135,7 @@ struct rnnd_model_config {
 };
 
 /* Fills *cfg with every default; the required fields are left 0.  Thread-safe. */
-void rnnd_model_config_defaults(struct rnnd_model_config *cfg);
+void rnnd_modelcfg_defaults(struct rnnd_model_config *cfg);
 
 /*
  * Parses and validates the config.json text json[0..len) into *ret.  filename
@@ -146,8 +146,8 @@ void rnnd_model_config_defaults(struct rnnd_model_config *cfg);
  * Returns 0, or RNND_EMODEL (RNND_ELIMIT for an oversized text) with a message
  * naming the field and the file.  Never writes *ret on failure.  Thread-safe.
  */
-int rnnd_model_config_parse(const char *json, size_t len, const char *filename,
-                            struct rnnd_model_config *ret, rnnd_error_t *reterr);
+int rnnd_modelcfg_parse(const char *json, size_t len, const char *filename,
+                        struct rnnd_model_config *ret, rnnd_error_t *reterr);
 
 /* Names for the enums, as config.json spells them.  Borrowed, static. */
 const char *rnnd_cell_name(rnnd_cell_t c);
@@ -158,7 +158,7 @@ const char *rnnd_instance_kind_name(rnnd_instance_kind_t k);
 
 /* Derived shapes.  Gates per cell (4, 3, 1, 1), directions (1, 2), and H' (proj or hidden). */
 unsigned rnnd_cell_gates(rnnd_cell_t c);
-unsigned rnnd_model_config_dirs(const struct rnnd_model_config *cfg);
-unsigned rnnd_model_config_out_size(const struct rnnd_model_config *cfg);
+unsigned rnnd_modelcfg_dirs(const struct rnnd_model_config *cfg);
+unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg);
 
 #endif

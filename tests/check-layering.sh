@@ -4,7 +4,8 @@
 # visible, and a library may call into another of the same folder freely).
 #
 # Always:
-#   jansson.h only in proto/; uv.h and microhttpd.h only in daemon/;
+#   jansson.h only in proto/ and clients/ (the load client reads its spec and
+#   model metadata); uv.h and microhttpd.h only in daemon/;
 #   CUDA and cuDNN headers only in engine/cudnn/ (and never in its headers
 #   other than .c files); nothing includes daemon/; proto/ includes nothing of
 #   engine/ or daemon/; clients/ includes proto/ only (not engine/), and
@@ -55,7 +56,7 @@ src=$(git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' | sed 's|^\.
 for f in $src; do
   case "$f" in tests/*) continue ;; esac
   inc=$(grep -E '^[[:space:]]*#[[:space:]]*include' "$f")
-  echo "$inc" | grep -q 'jansson\.h' && case "$f" in proto/*) ;; *) fail "$f includes jansson.h (proto/ only)" ;; esac
+  echo "$inc" | grep -q 'jansson\.h' && case "$f" in proto/*|clients/*) ;; *) fail "$f includes jansson.h (proto/ and clients/ only)" ;; esac
   echo "$inc" | grep -Eq '[<"](uv|microhttpd)\.h' && case "$f" in daemon/*) ;; *) fail "$f includes uv.h or microhttpd.h (daemon/ only)" ;; esac
   if echo "$inc" | grep -Eq '[<"](cuda[a-z_]*|cudnn[a-z_]*|cublas[a-z_v2]*)\.h>'; then
     case "$f" in engine/cudnn/*.c|engine/cudnn/*-int.h) ;; *) fail "$f includes a CUDA/cuDNN header (engine/cudnn/*.c only)" ;; esac

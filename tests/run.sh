@@ -1,14 +1,17 @@
 #!/bin/sh
-# run.sh BUILD ASAN_BUILD SIM_BUILD: what `make test` does.  Builds and runs
-# every suite in BUILD, then every suite again (but the lint) in an
-# address+undefined sanitizer build, then the GPU and cudasim suites in
-# SIM_BUILD, where the cuDNN backend runs on the CPU stand-in for CUDA
-# (-Dcuda=sim, tests/cudasim/README.md; it needs the CUDA and cuDNN headers),
-# and ends with one line "N passed, N failed, N skipped" over all three.
+# run.sh BUILD ASAN_BUILD SIM_BUILD [TSAN_BUILD]: what `make test` does.  Builds
+# and runs every suite in BUILD, then every suite again (but the lint) in an
+# address+undefined sanitizer build, then the daemon's own unit suites and the
+# integration suites in a ThreadSanitizer build (where the compiler can make
+# one), then the GPU and cudasim suites in SIM_BUILD, where the cuDNN backend
+# runs on the CPU stand-in for CUDA (-Dcuda=sim, tests/cudasim/README.md; it
+# needs the CUDA and cuDNN headers), and ends with one line
+# "N passed, N failed, N skipped" over all four.
 set -u
 build=${1:-build}
 asan=${2:-build-asan}
 sim=${3:-build-sim}
+tsan=${4:-build-tsan}
 rc=0
 
 # The interop suite (tests/interop) needs tritonclient[http], numpy and
@@ -55,8 +58,29 @@ CK_TIMEOUT_MULTIPLIER=4 meson test -C "$asan" --print-errorlogs --num-processes 
   --no-suite gpu_dryrun \
   --timeout-multiplier 4 || rc=1
 
-# The GPU suites on the stand-in, where NVIDIA's headers are installed.
 logs="$build/meson-logs/testlog.json $asan/meson-logs/testlog.json"
+
+# ThreadSanitizer, where the compiler can build and run a program with it: the
+# daemon's unit suites (and the pool's) and the integration suites, each
+# stopping at the first report (TSAN_OPTIONS in tests/meson.build).  The other
+# unit suites have no threads of their own and would only run slower.
+probe=$(mktemp -d)
+if printf 'int main(void){return 0;}\n' | cc -fsanitize=thread -x c - -o "$probe/t" 2>/dev/null &&
+   "$probe/t"; then
+  [ -f "$tsan/build.ninja" ] ||
+    meson setup "$tsan" -Db_sanitize=thread -Dbuildtype=debug -Db_lundef=false || exit 1
+  ninja -C "$tsan" || exit 1
+  meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
+    --logbase testlog-unit options metrics route pool || rc=1
+  meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
+    --logbase testlog-integration --suite integration || rc=1
+  logs="$logs $tsan/meson-logs/testlog-unit.json $tsan/meson-logs/testlog-integration.json"
+else
+  echo "WARNING: the compiler cannot build with -fsanitize=thread: no ThreadSanitizer run"
+fi
+rm -rf "$probe"
+
+# The GPU suites on the stand-in, where NVIDIA's headers are installed.
 cuda_inc=/usr/local/cuda/include
 if [ -f "$cuda_inc/cudnn.h" ] && [ -f "$cuda_inc/cuda_runtime_api.h" ]; then
   [ -f "$sim/build.ninja" ] || meson setup "$sim" -Dcuda=sim || exit 1

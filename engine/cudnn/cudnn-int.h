@@ -47,6 +47,7 @@ cudaError_t rnnd__cuda_fault(cudaStream_t s);
 
 #else
 
+#include <cublas_v2.h>
 #include <cudnn.h>
 
 #include "backend.h"
@@ -136,6 +137,130 @@ void rnnd__cudnn_probe_stats(unsigned *probes, unsigned *most_at_once);
 
 /* Test hook: kind 0 makes the plan's device fail (sticky); kind 1 fails its next run. */
 int rnnd__cudnn_inject_fault(void *plan, int kind);
+
+/*
+ * A plan's and its descriptors' state (cudnn.c's DESIGN comment): one per
+ * model per GPU instance, on the instance's worker thread.
+ */
+/* One RNN descriptor with its own weight space. */
+struct rnn {
+        cudnnRNNDescriptor_t desc; /* immutable after open */
+        cudnnRNNAlgo_t algo;       /* immutable after open */
+        void *wspace;              /* device; immutable after open */
+        size_t wsize;              /* bytes */
+        int dyn_batch;             /* PERSIST_DYNAMIC: the batch size it was built for */
+        double ms;                 /* time of the probe batch at open */
+};
+
+struct shared;
+
+struct plan {
+        rnnd_model_t *m;      /* a reference; immutable after open */
+        int device;           /* GPU ordinal; immutable */
+        char device_name[96]; /* immutable */
+        int cc;               /* compute capability, major * 10 + minor */
+        bool half;            /* fp16 data (precision fp16) */
+        int dt;               /* RNND__F32 or RNND__F16: cuDNN data */
+        cudnnDataType_t cdt;  /* the same for cuDNN */
+        size_t esz;           /* bytes per cuDNN data element */
+        uint32_t max_n;       /* max_batch_size */
+        uint64_t max_rows;    /* n x longest, at most */
+        cudaStream_t stream;  /* the worker's */
+        cudnnHandle_t handle; /* bound to stream */
+        cublasHandle_t blas;  /* bound to stream */
+        cudnnDropoutDescriptor_t dropout;
+        cudnnRNNDataDescriptor_t xdesc, ydesc;
+        cudnnTensorDescriptor_t hdesc, cdesc;
+        cudnnTensorDescriptor_t mdesc, bdesc; /* for cudnnGetRNNWeightParams */
+        struct rnn std;                       /* STANDARD: every batch; sh's */
+        struct rnn fast;  /* a persistent algorithm for equal lengths, or desc NULL; sh's */
+        double std_ms;    /* STANDARD's probe time, 0 when not probed */
+        void *work;       /* cuDNN workspace */
+        size_t work_size; /* bytes */
+        void *h_in;       /* pinned: the input region up to x, then a window of x */
+        size_t h_elems;   /* its 4-byte elements */
+        size_t h_head;    /* where the window starts: the largest batch's part before x */
+        size_t x_win;     /* the window's floats */
+        size_t in_elems;  /* the device input region's 4-byte elements */
+        float *h_out;     /* pinned: a window of the output region */
+        size_t out_win;   /* its floats */
+        size_t out_elems; /* the device output region's floats */
+        void *d_in;       /* the device input region (layout.c) */
+        float *d_out;     /* the device output region */
+        void *d_x, *d_y;  /* cuDNN x [T, n, in] and y [T, n, D*H'] */
+        void *d_hx, *d_cx, *d_hy, *d_cy; /* cuDNN states [LD, n, H'] / [LD, n, H] */
+        float *d_head;                   /* head rows before the gather (apply all) */
+        float *d_w;         /* the model's fp32 weights (embedding and head point in); sh's */
+        void *d_head_w16;   /* fp16 head weights, or NULL; sh's */
+        bool lost;          /* the device failed; worker thread only */
+        char lost_msg[160]; /* why */
+        bool fail_next;     /* test hook: fail the next run (non-sticky) */
+        struct shared *sh; /* the weights of the model on this GPU, a reference; NULL until taken */
+};
+
+/*
+ * The one check for every CUDA, cuDNN and cuBLAS call: a failing status
+ * becomes RNND_EGPU (RNND_EDEVLOST when the device is gone) with the
+ * library's message, in r, and jumps to out.  Needs p, r and reterr in scope.
+ */
+#define GPU_CK(call)                                                                               \
+        do {                                                                                       \
+                r = _Generic((call), cudaError_t                                                   \
+                             : rnnd__cudnn_check_cuda, cudnnStatus_t                               \
+                             : rnnd__cudnn_check_cudnn, cublasStatus_t                             \
+                             : rnnd__cudnn_check_cublas)(p, (call), #call, reterr);                \
+                if (r < 0)                                                                         \
+                        goto out;                                                                  \
+        } while (0)
+
+/*
+ * GPUs the per-GPU tables of cudnn-probe.c and cudnn-cache.c hold: cudnn.h's
+ * RNND_CUDNN_MAX_DEVICES (cudnn.c checks), here so that those files need not
+ * include the ops' public header.
+ */
+#define RNND__CUDNN_GPUS 16
+
+/* Longest sequences of the probe batch (cudnn-probe.c), which the plan's buffers hold. */
+#define PROBE_STEPS      64u
+
+/* status (cudnn-status.c): each returns 0, or fails as GPU_CK says; p may be NULL. */
+/* Whether e leaves the process's CUDA context unusable until it ends. */
+bool rnnd__cudnn_sticky(cudaError_t e);
+int rnnd__cudnn_check_cuda(struct plan *p, cudaError_t e, const char *call, rnnd_error_t *reterr);
+int rnnd__cudnn_check_cudnn(struct plan *p, cudnnStatus_t s, const char *call,
+                            rnnd_error_t *reterr);
+int rnnd__cudnn_check_cublas(struct plan *p, cublasStatus_t s, const char *call,
+                             rnnd_error_t *reterr);
+/* Why the process's CUDA context is unusable, once a sticky error was seen; else NULL. */
+const char *rnnd__cudnn_device_fault(void);
+
+/* weights (cudnn-weights.c). */
+/* Creates rn with algorithm algo on p's descriptors and lays the weights in. */
+int rnnd__cudnn_rnn_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, rnnd_error_t *reterr);
+/* Frees rn's descriptor and weight space; accepts an empty rn. */
+void rnnd__cudnn_rnn_free(struct rnn *rn);
+/* Grows p's workspace to what rn needs for any batch shape of the plan. */
+int rnnd__cudnn_size_workspace(struct plan *p, struct rnn *rn, rnnd_error_t *reterr);
+/* The model's fp32 weights on p's device, and the fp16 head for fp16 data. */
+int rnnd__cudnn_upload_weights(struct plan *p, rnnd_error_t *reterr);
+
+/* Running a descriptor (cudnn-weights.c): the shapes of a batch, then the forward pass. */
+int rnnd__cudnn_set_shapes(struct plan *p, uint32_t n, uint32_t T, const int32_t *lens,
+                           rnnd_error_t *reterr);
+int rnnd__cudnn_forward(struct plan *p, struct rnn *rn, const int32_t *d_lens, const void *hx,
+                        const void *cx, rnnd_error_t *reterr);
+
+/* probe (cudnn-probe.c): times the algorithms and keeps the fastest in p->fast. */
+int rnnd__cudnn_probe_algos(struct plan *p, rnnd_error_t *reterr);
+
+/* cache (cudnn-cache.c). */
+/* Takes (or builds and shares) the weights and algorithm of p's model on p's GPU. */
+int rnnd__cudnn_shared_take(struct plan *p, rnnd_error_t *reterr);
+/* Drops a plan's reference; the last frees what was shared.  Accepts NULL. */
+void rnnd__cudnn_shared_drop(struct shared *sh);
+/* Frees a plan's own partial build (never shared). */
+void rnnd__cudnn_weights_free(cudnnDropoutDescriptor_t dropout, struct rnn *std, struct rnn *fast,
+                              float *d_w, void *d_head_w16);
 
 #endif
 

@@ -1,6 +1,9 @@
 /*
  * cudnn.c: the cuDNN backend, an rnnd_backend_ops computing DESIGN.md §4 on
- * one GPU, and what the build and the machine have (rnnd_cudnn_info).
+ * one GPU: open, run, describe, close.  Beside it, by job: cudnn-status.c
+ * (errors and faults), cudnn-info.c (what the machine has), cudnn-weights.c
+ * (descriptors and weight spaces), cudnn-probe.c (the algorithm), cudnn-cache.c
+ * (what the plans of a model on a GPU share) and layout.c (a batch's layout).
  *
  * DESIGN
  * A plan is built once per model per GPU instance, on the instance's worker
@@ -53,267 +56,20 @@
 #include "cudnn/cudnn-int.h"
 #include "cudnn/cudnn.h"
 
-/* Timed forward calls per algorithm at open, after one untimed call. */
-#define PROBE_RUNS 5
-/* Longest sequences of the probe batch. */
-#define PROBE_STEPS 64u
 /*
  * Floats of the pinned windows that a batch's inputs and outputs go through
  * (4 MiB each): the pinned staging is these plus the indexes and states of
  * the largest batch, not max_batch_steps x input_size and x outputs.
  */
 #define STAGING_WINDOW ((size_t)1 << 20)
-/* A persistent algorithm is kept when at least this much faster than STANDARD. */
-#define PROBE_GAIN 0.9
 
-/* One RNN descriptor with its own weight space. */
-struct rnn {
-        cudnnRNNDescriptor_t desc; /* immutable after open */
-        cudnnRNNAlgo_t algo;       /* immutable after open */
-        void *wspace;              /* device; immutable after open */
-        size_t wsize;              /* bytes */
-        int dyn_batch;             /* PERSIST_DYNAMIC: the batch size it was built for */
-        double ms;                 /* time of the probe batch at open */
-};
-
-struct shared;
-
-struct plan {
-        rnnd_model_t *m;      /* a reference; immutable after open */
-        int device;           /* GPU ordinal; immutable */
-        char device_name[96]; /* immutable */
-        int cc;               /* compute capability, major * 10 + minor */
-        bool half;            /* fp16 data (precision fp16) */
-        int dt;               /* RNND__F32 or RNND__F16: cuDNN data */
-        cudnnDataType_t cdt;  /* the same for cuDNN */
-        size_t esz;           /* bytes per cuDNN data element */
-        uint32_t max_n;       /* max_batch_size */
-        uint64_t max_rows;    /* n x longest, at most */
-        cudaStream_t stream;  /* the worker's */
-        cudnnHandle_t handle; /* bound to stream */
-        cublasHandle_t blas;  /* bound to stream */
-        cudnnDropoutDescriptor_t dropout;
-        cudnnRNNDataDescriptor_t xdesc, ydesc;
-        cudnnTensorDescriptor_t hdesc, cdesc;
-        cudnnTensorDescriptor_t mdesc, bdesc; /* for cudnnGetRNNWeightParams */
-        struct rnn std;                       /* STANDARD: every batch; sh's */
-        struct rnn fast;  /* a persistent algorithm for equal lengths, or desc NULL; sh's */
-        double std_ms;    /* STANDARD's probe time, 0 when not probed */
-        void *work;       /* cuDNN workspace */
-        size_t work_size; /* bytes */
-        void *h_in;       /* pinned: the input region up to x, then a window of x */
-        size_t h_elems;   /* its 4-byte elements */
-        size_t h_head;    /* where the window starts: the largest batch's part before x */
-        size_t x_win;     /* the window's floats */
-        size_t in_elems;  /* the device input region's 4-byte elements */
-        float *h_out;     /* pinned: a window of the output region */
-        size_t out_win;   /* its floats */
-        size_t out_elems; /* the device output region's floats */
-        void *d_in;       /* the device input region (layout.c) */
-        float *d_out;     /* the device output region */
-        void *d_x, *d_y;  /* cuDNN x [T, n, in] and y [T, n, D*H'] */
-        void *d_hx, *d_cx, *d_hy, *d_cy; /* cuDNN states [LD, n, H'] / [LD, n, H] */
-        float *d_head;                   /* head rows before the gather (apply all) */
-        float *d_w;         /* the model's fp32 weights (embedding and head point in); sh's */
-        void *d_head_w16;   /* fp16 head weights, or NULL; sh's */
-        bool lost;          /* the device failed; worker thread only */
-        char lost_msg[160]; /* why */
-        bool fail_next;     /* test hook: fail the next run (non-sticky) */
-        struct shared *sh; /* the weights of the model on this GPU, a reference; NULL until taken */
-};
+_Static_assert(RNND__CUDNN_GPUS == RNND_CUDNN_MAX_DEVICES, "cudnn-int.h and cudnn.h disagree");
 
 /* Where this run's outputs lie in the output region, in floats. */
 struct out_layout {
         size_t y, hn, cn, sc, end;
         bool want_y, want_h, want_c, want_s;
 };
-
-static const double zero_fill; /* paddingFill: zero bits read as 0 in fp32 and fp16 */
-
-/* Errors. */
-
-/*
- * CUDA errors after which the context is unusable: every later call fails
- * the same way until the process ends.
- */
-static bool sticky(cudaError_t e)
-{
-        switch (e) {
-        case cudaErrorIllegalAddress:
-        case cudaErrorLaunchFailure:
-        case cudaErrorHardwareStackError:
-        case cudaErrorIllegalInstruction:
-        case cudaErrorMisalignedAddress:
-        case cudaErrorInvalidAddressSpace:
-        case cudaErrorInvalidPc:
-        case cudaErrorLaunchTimeout:
-        case cudaErrorECCUncorrectable:
-        case cudaErrorAssert:
-        case cudaErrorNvlinkUncorrectable:
-        case cudaErrorContextIsDestroyed:
-        case cudaErrorDevicesUnavailable:
-        case cudaErrorNoDevice:
-        case cudaErrorCudartUnloading:
-        case cudaErrorUnknown:
-                return true;
-        default:
-                return false;
-        }
-}
-
-/* The called function's name: the text of the call up to its '('. */
-static void call_name(const char *call, char *buf, size_t cap)
-{
-        size_t n = strcspn(call, "(");
-
-        snprintf(buf, cap, "%.*s", (int)n, call);
-}
-
-/*
- * A device fault is process-wide: a sticky error leaves the process's CUDA
- * context unusable (cuda_runtime_api.h: the process must be restarted), so
- * the first plan that sees one marks every plan of the process, on every
- * GPU, out of service.  fault_msg is written once, before fault is set.
- */
-static atomic_bool fault;
-static atomic_flag fault_claimed = ATOMIC_FLAG_INIT;
-static char fault_msg[256];
-
-static void process_fault(int device, const char *fn, const char *what)
-{
-        if (atomic_flag_test_and_set(&fault_claimed))
-                return;
-        snprintf(fault_msg, sizeof(fault_msg), "GPU %d: %s: %.100s", device, fn, what);
-        atomic_store(&fault, true);
-}
-
-static int fail(struct plan *p, bool dead, const char *call, const char *what, rnnd_error_t *reterr)
-{
-        char fn[64];
-
-        call_name(call, fn, sizeof(fn));
-        if (dead && p != NULL && !p->lost) {
-                p->lost = true;
-                snprintf(p->lost_msg, sizeof(p->lost_msg), "%s: %.90s", fn, what);
-        }
-        if (dead)
-                process_fault(p != NULL ? p->device : -1, fn, what);
-        return rnnd_error_set(reterr, dead ? RNND_EDEVLOST : RNND_EGPU, "GPU %d: %s: %s",
-                              p != NULL ? p->device : -1, fn, what);
-}
-
-static int check_cuda(struct plan *p, cudaError_t e, const char *call, rnnd_error_t *reterr)
-{
-        if (e == cudaSuccess)
-                return 0;
-        (void)cudaGetLastError(); /* clears a non-sticky error */
-        return fail(p, sticky(e), call, cudaGetErrorString(e), reterr);
-}
-
-/*
- * Whether a failed cuDNN or cuBLAS call left the device faulted.  Those
- * libraries carry their own CUDA runtime, so their errors never reach this
- * runtime's cudaPeekAtLastError(); a fault on the device does show in the
- * plan's stream, which they run on.
- */
-static bool lib_fault(const struct plan *p)
-{
-        return p != NULL && p->stream != NULL && sticky(cudaStreamQuery(p->stream));
-}
-
-static int check_cudnn(struct plan *p, cudnnStatus_t s, const char *call, rnnd_error_t *reterr)
-{
-        char detail[128] = "", what[200];
-
-        if (s == CUDNN_STATUS_SUCCESS)
-                return 0;
-        cudnnGetLastErrorString(detail, sizeof(detail));
-        snprintf(what, sizeof(what), "%s%s%s%s", cudnnGetErrorString(s),
-                 detail[0] != '\0' ? " (" : "", detail, detail[0] != '\0' ? ")" : "");
-        return fail(p, lib_fault(p), call, what, reterr);
-}
-
-static int check_cublas(struct plan *p, cublasStatus_t s, const char *call, rnnd_error_t *reterr)
-{
-        if (s == CUBLAS_STATUS_SUCCESS)
-                return 0;
-        return fail(p, lib_fault(p), call, cublasGetStatusString(s), reterr);
-}
-
-/*
- * The one check for every CUDA, cuDNN and cuBLAS call: a failing status
- * becomes RNND_EGPU (RNND_EDEVLOST when the device is gone) with the
- * library's message, in r, and jumps to out.  Needs p, r and reterr in scope.
- */
-#define GPU_CK(call)                                                                               \
-        do {                                                                                       \
-                r = _Generic((call), cudaError_t                                                   \
-                             : check_cuda, cudnnStatus_t                                           \
-                             : check_cudnn, cublasStatus_t                                         \
-                             : check_cublas)(p, (call), #call, reterr);                            \
-                if (r < 0)                                                                         \
-                        goto out;                                                                  \
-        } while (0)
-
-/* Info. */
-
-void rnnd_cudnn_info(struct rnnd_cudnn_info *ret)
-{
-        cudaError_t e;
-        int n = 0;
-
-        memset(ret, 0, sizeof(*ret));
-        ret->cudnn_version = (int)cudnnGetVersion();
-        cudaRuntimeGetVersion(&ret->cudart_version);
-        if (cudaDriverGetVersion(&ret->driver_version) != cudaSuccess)
-                ret->driver_version = 0;
-        e = cudaGetDeviceCount(&n);
-        if (e != cudaSuccess || n <= 0) {
-                /*
-                 * Without a driver the runtime says "CUDA driver version is
-                 * insufficient", which sends an operator of a CPU-only host
-                 * after an upgrade: say what is missing instead.
-                 */
-                const int dv = ret->driver_version, rv = ret->cudart_version;
-
-                if (e != cudaSuccess && dv == 0)
-                        snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu),
-                                 "no NVIDIA driver is installed (%s)", cudaGetErrorName(e));
-                else if (e == cudaErrorInsufficientDriver)
-                        snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu),
-                                 "the NVIDIA driver supports CUDA %d.%d, older than this build's "
-                                 "runtime, %d.%d",
-                                 dv / 1000, dv % 1000 / 10, rv / 1000, rv % 1000 / 10);
-                else
-                        snprintf(ret->why_no_gpu, sizeof(ret->why_no_gpu), "%s",
-                                 e != cudaSuccess ? cudaGetErrorString(e)
-                                                  : "no CUDA device is visible");
-                (void)cudaGetLastError();
-                n = 0;
-        }
-        ret->device_count = n;
-        for (int d = 0; d < n && d < RNND_CUDNN_MAX_DEVICES; d++) {
-                struct cudaDeviceProp prop;
-
-                if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
-                        continue;
-                snprintf(ret->devices[d].name, sizeof(ret->devices[d].name), "%.95s", prop.name);
-                ret->devices[d].total_mem = prop.totalGlobalMem;
-                ret->devices[d].cc_major = prop.major;
-                ret->devices[d].cc_minor = prop.minor;
-        }
-}
-
-int rnnd_cudnn_device_memory(int device, size_t *free_b, size_t *total_b, rnnd_error_t *reterr)
-{
-        struct plan tmp = {.device = device}, *p = &tmp;
-        int r = 0;
-
-        GPU_CK(cudaSetDevice(device));
-        GPU_CK(cudaMemGetInfo(free_b, total_b));
-out:
-        return r;
-}
 
 /* Plans. */
 
@@ -331,288 +87,6 @@ static const char *algo_name(cudnnRNNAlgo_t a)
         default:
                 return "?";
         }
-}
-
-static cudnnRNNMode_t cell_mode(rnnd_cell_t c)
-{
-        switch (c) {
-        case RNND_CELL_LSTM:
-                return CUDNN_LSTM;
-        case RNND_CELL_GRU:
-                return CUDNN_GRU;
-        case RNND_CELL_RNN_RELU:
-                return CUDNN_RNN_RELU;
-        default:
-                return CUDNN_RNN_TANH;
-        }
-}
-
-/*
- * Its dimensions other than 1, in order, are those of [rows, cols]
- * (cudnn-int.h), so a matrix of the right size but transposed is caught,
- * not only a wrong element count.
- */
-bool rnnd__cudnn_tensor_is(cudnnTensorDescriptor_t d, size_t rows, size_t cols, char *got,
-                           size_t cap)
-{
-        cudnnDataType_t dt;
-        int nd = 0, dims[8], strides[8];
-        const size_t want[2] = {rows, cols};
-        size_t at = 0, w = 0;
-        bool ok = true;
-
-        if (cap > 0)
-                got[0] = '\0';
-        if (cudnnGetTensorNdDescriptor(d, 8, &dt, &nd, dims, strides) != CUDNN_STATUS_SUCCESS ||
-            nd <= 0 || nd > 8) {
-                snprintf(got, cap, "no shape");
-                return false;
-        }
-        for (int i = 0; i < nd; i++) {
-                at += (size_t)snprintf(got + at, at < cap ? cap - at : 0, "%s%d",
-                                       i == 0 ? "[" : ", ", dims[i]);
-                if (dims[i] == 1)
-                        continue;
-                while (w < 2 && want[w] == 1)
-                        w++;
-                ok = ok && w < 2 && (size_t)dims[i] == want[w];
-                w++;
-        }
-        snprintf(got + (at < cap ? at : cap - 1), at < cap ? cap - at : 1, "]");
-        while (w < 2 && want[w] == 1)
-                w++;
-        return ok && w == 2; /* every dimension of [rows, cols] other than 1 was met */
-}
-
-/*
- * Copies count floats of the canonical weights at src (inside m->wbuf) to
- * dst in the weight space, converting to the plan's data type on the device
- * (from the fp32 copy d_w).
- */
-static int put_weights(struct plan *p, const float *src, size_t count, void *dst,
-                       rnnd_error_t *reterr)
-{
-        const float *dsrc = p->d_w + (src - p->m->wbuf);
-        int r = 0;
-
-        GPU_CK(rnnd__cuda_gather(dsrc, RNND__F32, NULL, 1, (uint32_t)count, dst, p->dt, p->stream));
-out:
-        return r;
-}
-
-/*
- * Lays the model's weights into rn's weight space.  Matrix (linLayerID) k of
- * layer-direction ld (pseudoLayer) is, for G gates: k < G, W_ih's gate k;
- * k < 2G, W_hh's gate k - G; k = 8 (LSTM), the projection W_hr.  Biases
- * follow the same ids (DOUBLE_BIAS: b_ih, b_hh).
- */
-static int fill_weights(struct plan *p, struct rnn *rn, rnnd_error_t *reterr)
-{
-        const rnnd_model_t *m = p->m;
-        const size_t H = m->cfg.hidden_size, P = m->out_size, G = m->gates;
-        const int LD = (int)(m->cfg.num_layers * m->dirs);
-        const int mats = (int)(2 * G) + (m->cfg.proj_size != 0 ? 1 : 0);
-        int r = 0;
-
-        GPU_CK(cudnnGetRNNWeightSpaceSize(p->handle, rn->desc, &rn->wsize));
-        GPU_CK(cudaMalloc(&rn->wspace, rn->wsize));
-        GPU_CK(cudaMemsetAsync(rn->wspace, 0, rn->wsize, p->stream));
-        for (int ld = 0; ld < LD; ld++) {
-                const struct rnnd_layer_weights *lw = &m->layers[ld];
-
-                for (int k = 0; k < mats; k++) {
-                        const bool proj = k == (int)(2 * G);
-                        const int id = proj ? 8 : k;
-                        const float *w, *b;
-                        size_t wn, rows, cols;
-                        char mgot[64] = "", bgot[64] = "";
-                        void *maddr = NULL, *baddr = NULL;
-
-                        if (k < (int)G) {
-                                w = lw->w_ih + (size_t)k * H * lw->in;
-                                rows = H;
-                                cols = lw->in;
-                                b = lw->b_ih + (size_t)k * H;
-                        } else if (!proj) {
-                                w = lw->w_hh + (size_t)(k - G) * H * P;
-                                rows = H;
-                                cols = P;
-                                b = lw->b_hh + (size_t)(k - G) * H;
-                        } else {
-                                w = lw->w_hr;
-                                rows = P;
-                                cols = H;
-                                b = NULL;
-                        }
-                        GPU_CK(cudnnGetRNNWeightParams(
-                                p->handle, rn->desc, ld, rn->wsize, rn->wspace, id, p->mdesc,
-                                &maddr, b != NULL ? p->bdesc : NULL, b != NULL ? &baddr : NULL));
-                        wn = rows * cols;
-                        if (maddr == NULL ||
-                            !rnnd__cudnn_tensor_is(p->mdesc, rows, cols, mgot, sizeof(mgot)) ||
-                            (b != NULL &&
-                             (baddr == NULL ||
-                              !rnnd__cudnn_tensor_is(p->bdesc, H, 1, bgot, sizeof(bgot)))))
-                                return rnnd_error_set(
-                                        reterr, RNND_EGPU,
-                                        "GPU %d: cuDNN's weight %d of layer-direction %d is not "
-                                        "the expected matrix [%zu, %zu] and bias [%zu] (matrix "
-                                        "%s, bias %s)",
-                                        p->device, id, ld, rows, cols, H,
-                                        maddr != NULL ? mgot : "absent",
-                                        b == NULL       ? "none"
-                                        : baddr != NULL ? bgot
-                                                        : "absent");
-                        r = put_weights(p, w, wn, maddr, reterr);
-                        if (r == 0 && b != NULL)
-                                r = put_weights(p, b, H, baddr, reterr);
-                        if (r < 0)
-                                return r;
-                }
-        }
-        GPU_CK(cudaStreamSynchronize(p->stream));
-out:
-        return r;
-}
-
-static void rnn_free(struct rnn *rn)
-{
-        if (rn->desc != NULL)
-                cudnnDestroyRNNDescriptor(rn->desc);
-        if (rn->wspace != NULL)
-                cudaFree(rn->wspace);
-        memset(rn, 0, sizeof(*rn));
-}
-
-/*
- * Grows the workspace at open to what rn needs for any batch shape: every
- * batch size and, per size, the longest lengths (powers of two and the
- * largest the size allows), since cuDNN's sizes are not monotonic in the
- * shape (cudnnGetRNNTempSpaceSizes).  run() then allocates nothing.
- */
-static int size_workspace(struct plan *p, struct rnn *rn, rnnd_error_t *reterr)
-{
-        const rnnd_model_t *m = p->m;
-        const uint32_t maxlen = m->cfg.max_sequence_length;
-        int32_t *lens = rnnd_mallocarray(p->max_n, sizeof(*lens));
-        size_t need = 0;
-        int r = 0;
-
-        if (lens == NULL)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory sizing a workspace");
-        for (uint32_t n = 1; n <= p->max_n; n++) {
-                uint64_t tm = p->max_rows / n;
-                const uint32_t Tmax = (uint32_t)(tm < maxlen ? tm : maxlen);
-
-                if (Tmax == 0 ||
-                    (rn->algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC && (int)n != rn->dyn_batch))
-                        continue;
-                for (uint32_t T = 1;; T *= 2) { /* Tmax <= 65535: no overflow */
-                        size_t ws = 0;
-
-                        T = T < Tmax ? T : Tmax;
-                        for (uint32_t i = 0; i < n; i++)
-                                lens[i] = (int32_t)T;
-                        GPU_CK(cudnnSetRNNDataDescriptor(
-                                p->xdesc, p->cdt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, (int)T,
-                                (int)n, (int)m->cfg.input_size, lens, (void *)&zero_fill));
-                        GPU_CK(cudnnGetRNNTempSpaceSizes(p->handle, rn->desc,
-                                                         CUDNN_FWD_MODE_INFERENCE, p->xdesc, &ws,
-                                                         NULL));
-                        need = ws > need ? ws : need;
-                        if (T == Tmax)
-                                break;
-                }
-        }
-        if (need > p->work_size) {
-                void *w = NULL;
-
-                GPU_CK(cudaStreamSynchronize(p->stream));
-                GPU_CK(cudaMalloc(&w, need));
-                if (p->work != NULL)
-                        cudaFree(p->work);
-                p->work = w;
-                p->work_size = need;
-        }
-out:
-        rnnd_free(lens);
-        return r;
-}
-
-/* Creates rn with algorithm algo and fills its weights. */
-static int rnn_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, rnnd_error_t *reterr)
-{
-        const struct rnnd_model_config *cfg = &p->m->cfg;
-        int r = 0;
-
-        memset(rn, 0, sizeof(*rn));
-        rn->algo = algo;
-        GPU_CK(cudnnCreateRNNDescriptor(&rn->desc));
-        GPU_CK(cudnnSetRNNDescriptor_v8(
-                rn->desc, algo, cell_mode(cfg->cell), CUDNN_RNN_DOUBLE_BIAS,
-                p->m->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
-                p->cdt, CUDNN_DATA_FLOAT, p->half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
-                (int32_t)cfg->input_size, (int32_t)cfg->hidden_size, (int32_t)p->m->out_size,
-                (int32_t)cfg->num_layers, p->dropout, CUDNN_RNN_PADDED_IO_ENABLED));
-        r = fill_weights(p, rn, reterr);
-        if (r == 0 && algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
-                r = size_workspace(p, rn, reterr);
-out:
-        return r;
-}
-
-/* Sets the data and state descriptors for n sequences of lengths lens, longest T. */
-static int set_shapes(struct plan *p, uint32_t n, uint32_t T, const int32_t *lens,
-                      rnnd_error_t *reterr)
-{
-        const rnnd_model_t *m = p->m;
-        const int LD = (int)(m->cfg.num_layers * m->dirs), P = (int)m->out_size;
-        const int H = (int)m->cfg.hidden_size;
-        const int hdims[3] = {LD, (int)n, P}, hstr[3] = {(int)n * P, P, 1};
-        const int cdims[3] = {LD, (int)n, H}, cstr[3] = {(int)n * H, H, 1};
-        int in = (int)m->cfg.input_size, r = 0;
-
-        if (p->fail_next) { /* test hook: a bad parameter, an ordinary request error */
-                p->fail_next = false;
-                in = 0;
-        }
-        GPU_CK(cudnnSetRNNDataDescriptor(p->xdesc, p->cdt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
-                                         (int)T, (int)n, in, lens, (void *)&zero_fill));
-        GPU_CK(cudnnSetRNNDataDescriptor(p->ydesc, p->cdt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
-                                         (int)T, (int)n, (int)m->dirs * P, lens,
-                                         (void *)&zero_fill));
-        GPU_CK(cudnnSetTensorNdDescriptor(p->hdesc, p->cdt, 3, hdims, hstr));
-        GPU_CK(cudnnSetTensorNdDescriptor(p->cdesc, p->cdt, 3, cdims, cstr));
-out:
-        return r;
-}
-
-/*
- * cudnnRNNForward with rn on the shapes set_shapes() set; d_lens is the
- * device copy of the lengths, which stays unchanged until the stream drains.
- * hx, cx may be NULL (zero state).  The workspace was sized at open
- * (size_workspace): nothing is allocated while serving.
- */
-static int forward(struct plan *p, struct rnn *rn, const int32_t *d_lens, const void *hx,
-                   const void *cx, rnnd_error_t *reterr)
-{
-        const bool lstm = p->m->cfg.cell == RNND_CELL_LSTM;
-        size_t ws = 0;
-        int r = 0;
-
-        GPU_CK(cudnnGetRNNTempSpaceSizes(p->handle, rn->desc, CUDNN_FWD_MODE_INFERENCE, p->xdesc,
-                                         &ws, NULL));
-        if (ws > p->work_size) /* sized at open for every shape: not expected */
-                return rnnd_error_set(reterr, RNND_EGPU,
-                                      "GPU %d: cuDNN asks for a %zu-byte workspace, more than the "
-                                      "%zu bytes sized at open",
-                                      p->device, ws, p->work_size);
-        GPU_CK(cudnnRNNForward(p->handle, rn->desc, CUDNN_FWD_MODE_INFERENCE, d_lens, p->xdesc,
-                               p->d_x, p->ydesc, p->d_y, p->hdesc, hx, p->d_hy, p->cdesc,
-                               lstm ? cx : NULL, lstm ? p->d_cy : NULL, rn->wsize, rn->wspace,
-                               p->work_size, p->work, 0, NULL));
-out:
-        return r;
 }
 
 /* Elements of the largest batch: its input region, output region and rows. */
@@ -674,368 +148,6 @@ static int alloc_buffers(struct plan *p, rnnd_error_t *reterr)
         if (U > 0 && cfg->head.apply == RNND_HEAD_ALL)
                 GPU_CK(cudaMalloc((void **)&p->d_head, rows * U * sizeof(float)));
 out:
-        return r;
-}
-
-/* The model's fp32 weights on the device, and the fp16 head for fp16 data. */
-static int upload_weights(struct plan *p, rnnd_error_t *reterr)
-{
-        const rnnd_model_t *m = p->m;
-        const size_t U = m->cfg.head.present ? m->cfg.head.units : 0;
-        int r = 0;
-
-        GPU_CK(cudaMalloc((void **)&p->d_w, m->wlen * sizeof(float)));
-        GPU_CK(cudaMemcpyAsync(p->d_w, m->wbuf, m->wlen * sizeof(float), cudaMemcpyHostToDevice,
-                               p->stream));
-        if (U > 0 && p->half) {
-                const size_t hn = U * m->dirs * m->out_size;
-
-                GPU_CK(cudaMalloc(&p->d_head_w16, hn * 2));
-                r = put_weights(p, m->head_w, hn, p->d_head_w16, reterr);
-        }
-out:
-        return r;
-}
-
-/* Max abs difference between two fp32 arrays, relative to 1 + |b|. */
-static double max_rel_diff(const float *a, const float *b, size_t n)
-{
-        double worst = 0;
-
-        for (size_t i = 0; i < n; i++) {
-                double d = fabs((double)a[i] - b[i]) / (1.0 + fabs((double)b[i]));
-
-                worst = d > worst || isnan(d) ? (isnan(d) ? INFINITY : d) : worst;
-        }
-        return worst;
-}
-
-/*
- * Runs rn on the probe batch (shapes already set): once untimed, then
- * PROBE_RUNS times between two events; y ends in out (fp32, rows x DP).
- */
-static int probe_run(struct plan *p, struct rnn *rn, const int32_t *d_lens, size_t rows, float *out,
-                     rnnd_error_t *reterr)
-{
-        const uint32_t DP = p->m->dirs * p->m->out_size;
-        cudaEvent_t e0 = NULL, e1 = NULL;
-        float ms = 0;
-        int r = 0;
-
-        r = forward(p, rn, d_lens, NULL, NULL, reterr);
-        if (r < 0)
-                return r;
-        GPU_CK(rnnd__cuda_gather(p->d_y, p->dt, NULL, (uint32_t)rows, DP, p->d_out, RNND__F32,
-                                 p->stream));
-        GPU_CK(cudaMemcpyAsync(out, p->d_out, rows * DP * sizeof(float), cudaMemcpyDeviceToHost,
-                               p->stream));
-        GPU_CK(cudaEventCreate(&e0));
-        GPU_CK(cudaEventCreate(&e1));
-        GPU_CK(cudaEventRecord(e0, p->stream));
-        for (int i = 0; i < PROBE_RUNS && r == 0; i++)
-                r = forward(p, rn, d_lens, NULL, NULL, reterr);
-        if (r < 0)
-                goto out;
-        GPU_CK(cudaEventRecord(e1, p->stream));
-        GPU_CK(cudaEventSynchronize(e1));
-        GPU_CK(cudaEventElapsedTime(&ms, e0, e1));
-        rn->ms = ms / PROBE_RUNS;
-out:
-        if (e0 != NULL)
-                cudaEventDestroy(e0);
-        if (e1 != NULL)
-                cudaEventDestroy(e1);
-        return r;
-}
-
-/*
- * The persistent algorithms the model may use, fastest first to try.  None
- * supports a projection or half math, all need compute capability 6.0 and
- * DOUBLE_BIAS (which every plan uses), and run equal lengths only (run()
- * uses them for those alone); SMALL_H has hidden-size guards.
- */
-static unsigned persist_candidates(const struct plan *p, cudnnRNNAlgo_t *out)
-{
-        const struct rnnd_model_config *cfg = &p->m->cfg;
-        const bool rnn = cfg->cell == RNND_CELL_RNN_TANH || cfg->cell == RNND_CELL_RNN_RELU;
-        unsigned n = 0;
-
-        /* Nor half math: fp16 data runs on tensor ops, which they do not take. */
-        if (cfg->proj_size != 0 || p->cc < 60 || p->half)
-                return 0;
-        if (cfg->hidden_size <= (rnn ? 384u : 192u))
-                out[n++] = CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
-        out[n++] = CUDNN_RNN_ALGO_PERSIST_STATIC;
-        out[n++] = CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
-        return n;
-}
-
-/*
- * Creates rn with persistent algorithm algo; PERSIST_DYNAMIC is built for
- * batches of n sequences (cudnnBuildRNNDynamic, which compiles per batch
- * size), so run() uses it for those only.
- */
-static int fast_init(struct plan *p, struct rnn *rn, cudnnRNNAlgo_t algo, int n,
-                     rnnd_error_t *reterr)
-{
-        int r = rnn_init(p, rn, algo, reterr);
-
-        if (r == 0 && algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) {
-                r = check_cudnn(p, cudnnBuildRNNDynamic(p->handle, rn->desc, n),
-                                "cudnnBuildRNNDynamic", reterr);
-                rn->dyn_batch = n;
-                if (r == 0)
-                        r = size_workspace(p, rn, reterr);
-        }
-        if (r < 0)
-                rnn_free(rn);
-        return r;
-}
-
-/*
- * Times STANDARD and each persistent candidate on an equal-length batch of
- * the largest size, and keeps the fastest candidate in p->fast when it beats
- * STANDARD by PROBE_GAIN and agrees with it (PERSIST_DYNAMIC thus only when
- * it pays, at the one batch size it is built for).  A candidate cuDNN
- * refuses is skipped; only a lost device fails the open.
- */
-static atomic_uint probes, probing[RNND_CUDNN_MAX_DEVICES], probing_most;
-
-void rnnd__cudnn_probe_stats(unsigned *n, unsigned *most_at_once)
-{
-        *n = atomic_load(&probes);
-        *most_at_once = atomic_load(&probing_most);
-}
-
-static int probe_algos_timed(struct plan *p, rnnd_error_t *reterr);
-
-/* probe_algos_timed, counted for the test hook. */
-static int probe_algos(struct plan *p, rnnd_error_t *reterr)
-{
-        atomic_uint *now = &probing[p->device % RNND_CUDNN_MAX_DEVICES];
-        unsigned at_once = atomic_fetch_add(now, 1) + 1, most = atomic_load(&probing_most);
-        int r;
-
-        while (at_once > most && !atomic_compare_exchange_weak(&probing_most, &most, at_once))
-                ;
-        atomic_fetch_add(&probes, 1);
-        r = probe_algos_timed(p, reterr);
-        atomic_fetch_sub(now, 1);
-        return r;
-}
-
-static int probe_algos_timed(struct plan *p, rnnd_error_t *reterr)
-{
-        const rnnd_model_t *m = p->m;
-        const uint32_t in = m->cfg.input_size, DP = m->dirs * m->out_size;
-        cudnnRNNAlgo_t cand[3];
-        unsigned nc = persist_candidates(p, cand);
-        uint32_t n = p->max_n, T;
-        int32_t *lens = p->h_in, *d_lens = p->d_in;
-        float *x, *ref = NULL, *got = NULL;
-        size_t rows;
-        unsigned seed = 12345;
-        int r = 0;
-
-        if (nc == 0)
-                return 0;
-        T = (uint32_t)(p->max_rows / n);
-        if (T == 0) {
-                n = (uint32_t)p->max_rows;
-                T = 1;
-        }
-        T = T < PROBE_STEPS ? T : PROBE_STEPS;
-        T = T < m->cfg.max_sequence_length ? T : m->cfg.max_sequence_length;
-        rows = (size_t)n * T;
-        /* The probe input, uniform in [-1, 1), after the lengths in the input region. */
-        x = (float *)p->h_in + ((n + 15) & ~15u);
-        for (uint32_t i = 0; i < n; i++)
-                lens[i] = (int32_t)T;
-        for (size_t i = 0; i < rows * in; i++) {
-                seed = seed * 1103515245u + 12345u;
-                x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-        }
-        ref = rnnd_mallocarray(rows * DP, sizeof(float));
-        got = rnnd_mallocarray(rows * DP, sizeof(float));
-        if (ref == NULL || got == NULL) {
-                r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory probing algorithms");
-                goto out;
-        }
-        GPU_CK(cudaMemcpyAsync(p->d_in, p->h_in, (((n + 15) & ~15u) + rows * in) * 4,
-                               cudaMemcpyHostToDevice, p->stream));
-        GPU_CK(rnnd__cuda_gather((const float *)p->d_in + ((n + 15) & ~15u), RNND__F32, NULL,
-                                 (uint32_t)rows, in, p->d_x, p->dt, p->stream));
-        r = set_shapes(p, n, T, lens, reterr);
-        if (r == 0)
-                r = probe_run(p, &p->std, d_lens, rows, ref, reterr);
-        if (r < 0)
-                goto out;
-        p->std_ms = p->std.ms;
-        for (unsigned i = 0; i < nc; i++) {
-                struct rnn c;
-                rnnd_error_t ignored;
-                int rc = fast_init(p, &c, cand[i], (int)n, &ignored);
-
-                if (rc == 0)
-                        rc = probe_run(p, &c, d_lens, rows, got, &ignored);
-                if (rc == 0 && max_rel_diff(got, ref, rows * DP) > (p->half ? 1e-2 : 1e-4))
-                        rc = RNND_EGPU; /* disagrees with STANDARD: not used */
-                if (rc == 0 && c.ms < PROBE_GAIN * p->std_ms &&
-                    (p->fast.desc == NULL || c.ms < p->fast.ms)) {
-                        rnn_free(&p->fast);
-                        p->fast = c;
-                } else {
-                        rnn_free(&c);
-                }
-                if (p->lost) {
-                        r = rnnd_error_set(reterr, RNND_EDEVLOST, "GPU %d: %s", p->device,
-                                           p->lost_msg);
-                        goto out;
-                }
-        }
-out:
-        rnnd_free(ref);
-        rnnd_free(got);
-        return r;
-}
-
-/*
- * What the plans of one model on one GPU share: the immutable weights (the
- * fp32 copy that the embedding and head read, the fp16 head, the RNN
- * descriptors with their weight spaces) and the algorithm choice.  The
- * first plan to open there builds them and times the algorithms; the others
- * take them, so the weights are on each GPU once and the timing is done
- * once per model and GPU.  Builds on one GPU take turns (probe_mu), so that
- * no timing runs beside another plan's probe.  An entry lives while a plan
- * holds it (refs); each plan holds its model, so the model pointer names
- * one model.
- */
-struct shared {
-        const rnnd_model_t *m; /* immutable */
-        int device;            /* immutable */
-        unsigned refs;         /* guarded by shared_mu */
-        cudnnDropoutDescriptor_t dropout;
-        struct rnn std, fast; /* fast.desc NULL: no persistent algorithm won */
-        float *d_w;
-        void *d_head_w16;
-        struct shared *next; /* guarded by shared_mu */
-};
-
-static pthread_mutex_t probe_mu[RNND_CUDNN_MAX_DEVICES] = {[0 ... RNND_CUDNN_MAX_DEVICES - 1] =
-                                                                   PTHREAD_MUTEX_INITIALIZER};
-static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct shared *shareds; /* guarded by shared_mu */
-
-static struct shared *shared_find(const rnnd_model_t *m, int device)
-{
-        struct shared *sh;
-
-        pthread_mutex_lock(&shared_mu);
-        for (sh = shareds; sh != NULL && (sh->m != m || sh->device != device); sh = sh->next)
-                ;
-        if (sh != NULL)
-                sh->refs++;
-        pthread_mutex_unlock(&shared_mu);
-        return sh;
-}
-
-/* Frees what a plan built and did not hand over, or what the last plan left. */
-static void weights_free(cudnnDropoutDescriptor_t dropout, struct rnn *std, struct rnn *fast,
-                         float *d_w, void *d_head_w16)
-{
-        rnn_free(std);
-        rnn_free(fast);
-        if (dropout != NULL)
-                cudnnDestroyDropoutDescriptor(dropout);
-        if (d_w != NULL)
-                cudaFree(d_w);
-        if (d_head_w16 != NULL)
-                cudaFree(d_head_w16);
-}
-
-/* Drops a reference; the last frees the weights (its GPU is the current device). */
-static void shared_drop(struct shared *sh)
-{
-        struct shared **at;
-        bool last;
-
-        if (sh == NULL)
-                return;
-        pthread_mutex_lock(&shared_mu);
-        last = --sh->refs == 0;
-        if (last) {
-                for (at = &shareds; *at != sh; at = &(*at)->next)
-                        ;
-                *at = sh->next;
-        }
-        pthread_mutex_unlock(&shared_mu);
-        if (last) {
-                weights_free(sh->dropout, &sh->std, &sh->fast, sh->d_w, sh->d_head_w16);
-                rnnd_free(sh);
-        }
-}
-
-/* The plan's own build of what plans share: weights, STANDARD, the probe. */
-static int weights_build(struct plan *p, rnnd_error_t *reterr)
-{
-        int r = 0;
-
-        /* No dropout: what PyTorch passes for inference (p = 0, no states). */
-        GPU_CK(cudnnCreateDropoutDescriptor(&p->dropout));
-        GPU_CK(cudnnSetDropoutDescriptor(p->dropout, p->handle, 0.0f, NULL, 0, 0));
-        r = upload_weights(p, reterr);
-        if (r == 0)
-                r = rnn_init(p, &p->std, CUDNN_RNN_ALGO_STANDARD, reterr);
-        if (r == 0)
-                r = probe_algos(p, reterr);
-out:
-        return r;
-}
-
-/*
- * Takes the weights and algorithm of p's model on p's GPU (p->sh), building
- * them first when no plan has; then sizes p's own workspace for them.
- */
-static int shared_take(struct plan *p, rnnd_error_t *reterr)
-{
-        pthread_mutex_t *mu = &probe_mu[p->device % RNND_CUDNN_MAX_DEVICES];
-        struct shared *sh;
-        int r = 0;
-
-        pthread_mutex_lock(mu);
-        sh = shared_find(p->m, p->device);
-        if (sh == NULL) {
-                r = weights_build(p, reterr);
-                sh = r == 0 ? rnnd_calloc(1, sizeof(*sh)) : NULL;
-                if (r == 0 && sh == NULL)
-                        r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-                if (sh != NULL) {
-                        *sh = (struct shared){.m = p->m,
-                                              .device = p->device,
-                                              .refs = 1,
-                                              .dropout = p->dropout,
-                                              .std = p->std,
-                                              .fast = p->fast,
-                                              .d_w = p->d_w,
-                                              .d_head_w16 = p->d_head_w16};
-                        pthread_mutex_lock(&shared_mu);
-                        sh->next = shareds;
-                        shareds = sh;
-                        pthread_mutex_unlock(&shared_mu);
-                }
-        }
-        pthread_mutex_unlock(mu);
-        if (sh == NULL)
-                return r; /* the plan frees its partial build */
-        p->sh = sh;
-        p->dropout = NULL;
-        p->std = sh->std;
-        p->fast = sh->fast;
-        p->d_w = sh->d_w;
-        p->d_head_w16 = sh->d_head_w16;
-        r = size_workspace(p, &p->std, reterr);
-        if (r == 0 && p->fast.desc != NULL)
-                r = size_workspace(p, &p->fast, reterr);
         return r;
 }
 
@@ -1114,10 +226,10 @@ static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, vo
                 r = rnnd_error_set(reterr, RNND_EUNSUPPORTED, "not on cuDNN: %s", why);
                 goto out;
         }
-        if (atomic_load(&fault)) {
+        if (rnnd__cudnn_device_fault() != NULL) {
                 r = rnnd_error_set(reterr, RNND_EGPU,
                                    "GPU %d: a device fault in this process (%s); restart it",
-                                   p->device, fault_msg);
+                                   p->device, rnnd__cudnn_device_fault());
                 goto out;
         }
         GPU_CK(cudaGetDeviceCount(&count));
@@ -1151,7 +263,7 @@ static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, vo
         GPU_CK(cudnnCreateTensorDescriptor(&p->bdesc));
         r = alloc_buffers(p, reterr);
         if (r == 0)
-                r = shared_take(p, reterr);
+                r = rnnd__cudnn_shared_take(p, reterr);
         if (r < 0)
                 goto out;
         GPU_CK(cudaStreamSynchronize(p->stream));
@@ -1177,9 +289,9 @@ static void cudnn_close(void *plan)
                 cudaStreamSynchronize(p->stream);
         }
         if (p->sh != NULL)
-                shared_drop(p->sh);
+                rnnd__cudnn_shared_drop(p->sh);
         else /* a build that failed half-way */
-                weights_free(p->dropout, &p->std, &p->fast, p->d_w, p->d_head_w16);
+                rnnd__cudnn_weights_free(p->dropout, &p->std, &p->fast, p->d_w, p->d_head_w16);
         if (p->xdesc != NULL)
                 cudnnDestroyRNNDataDescriptor(p->xdesc);
         if (p->ydesc != NULL)
@@ -1349,7 +461,7 @@ size_t rnnd__cudnn_staging_window = STAGING_WINDOW;
 
 /*
  * When STANDARD asks for more workspace for this batch's exact shape than
- * size_workspace() found (its sizes are not monotonic in the length): the
+ * rnnd__cudnn_size_workspace() found (its sizes are not monotonic in the length): the
  * shape with the next longest length it did ask about, which holds the
  * same rows at the same places (padding after).
  */
@@ -1368,7 +480,8 @@ static int fit_workspace(struct plan *p, const struct rnnd__cudnn_layout *o, rnn
                 return 0;
         while (T2 < o->T)
                 T2 *= 2;
-        r = set_shapes(p, o->n, T2 < Tmax ? T2 : Tmax, (const int32_t *)p->h_in + o->len, reterr);
+        r = rnnd__cudnn_set_shapes(p, o->n, T2 < Tmax ? T2 : Tmax,
+                                   (const int32_t *)p->h_in + o->len, reterr);
 out:
         return r;
 }
@@ -1414,11 +527,11 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         if (p->lost)
                 return rnnd_error_set(reterr, RNND_EDEVLOST, "GPU %d is out of service: %s",
                                       p->device, p->lost_msg);
-        if (atomic_load(&fault))
+        if (rnnd__cudnn_device_fault() != NULL)
                 return rnnd_error_set(reterr, RNND_EDEVLOST,
                                       "GPU %d is out of service: a device fault in this process "
                                       "(%s)",
-                                      p->device, fault_msg);
+                                      p->device, rnnd__cudnn_device_fault());
         r = rnnd__cudnn_check(m, b, p->max_n, p->max_rows, &T, reterr);
         if (r < 0)
                 return r;
@@ -1442,22 +555,22 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         if (o.any_c0)
                 GPU_CK(rnnd__cuda_gather((const float *)din + o.c0, RNND__F32, din + o.idx_hin,
                                          o.LD * o.n, H, p->d_cx, p->dt, p->stream));
-        r = set_shapes(p, o.n, o.T, (const int32_t *)p->h_in + o.len, reterr);
+        r = rnnd__cudnn_set_shapes(p, o.n, o.T, (const int32_t *)p->h_in + o.len, reterr);
         if (r < 0)
                 goto out;
         rn = &p->std;
         if (o.equal && p->fast.desc != NULL &&
             (p->fast.algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || p->fast.dyn_batch == (int)o.n))
                 rn = &p->fast;
-        r = forward(p, rn, din + o.len, o.any_h0 ? p->d_hx : NULL, o.any_c0 ? p->d_cx : NULL,
-                    reterr);
+        r = rnnd__cudnn_forward(p, rn, din + o.len, o.any_h0 ? p->d_hx : NULL,
+                                o.any_c0 ? p->d_cx : NULL, reterr);
         if (r < 0 && r != RNND_EDEVLOST && rn != &p->std) /* refused this shape: STANDARD */
                 rn = &p->std;
         if (r < 0 && r != RNND_EDEVLOST && rn == &p->std) {
                 r = fit_workspace(p, &o, reterr);
                 if (r == 0)
-                        r = forward(p, &p->std, din + o.len, o.any_h0 ? p->d_hx : NULL,
-                                    o.any_c0 ? p->d_cx : NULL, reterr);
+                        r = rnnd__cudnn_forward(p, &p->std, din + o.len, o.any_h0 ? p->d_hx : NULL,
+                                                o.any_c0 ? p->d_cx : NULL, reterr);
         }
         if (r == 0 && ol.want_s)
                 r = run_head(p, &o, &ol, reterr);
@@ -1488,8 +601,8 @@ out:
                 /* Drain what was queued, so the next batch starts clean; it may reveal a fault. */
                 cudaError_t e = cudaStreamSynchronize(p->stream);
 
-                if (sticky(e))
-                        r = check_cuda(p, e, "cudaStreamSynchronize", reterr);
+                if (rnnd__cudnn_sticky(e))
+                        r = rnnd__cudnn_check_cuda(p, e, "cudaStreamSynchronize", reterr);
         }
         return r;
 }

@@ -186,7 +186,7 @@ int main(int argc, char **argv)
 
         snprintf(path, sizeof(path), "%s/%s/config.json", repo, model);
         text = slurp(path, &n);
-        if (text == NULL || rnnd_model_config_parse(text, n, path, &cfg, &e) < 0) {
+        if (text == NULL || rnnd_modelcfg_parse(text, n, path, &cfg, &e) < 0) {
                 fprintf(stderr, "%s: %s\n", path, text == NULL ? "cannot read" : e.msg);
                 return 1;
         }

@@ -29,9 +29,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-import test_http as th  # noqa: E402
-from test_http import check, free_port  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import check, free_port, run_test
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 LOAD = os.environ.get("RNND_LOAD", os.path.join("build", "clients", "rnnd-load"))
@@ -218,9 +217,9 @@ def main():
             deadline = time.time() + 10
             while time.time() < deadline and get(port, "/v2/health/live")[0] != 200:
                 time.sleep(0.05)
-            test_through(port, insts, nginx_tmp)
-            test_rolling_restart(port, insts)
-            test_sigkill(port, insts)
+            run_test(test_through, port, insts, nginx_tmp)
+            run_test(test_rolling_restart, port, insts)
+            run_test(test_sigkill, port, insts)
         finally:
             if ng is not None:
                 ng.terminate()

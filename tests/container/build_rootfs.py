@@ -36,9 +36,8 @@ import urllib.request
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTAINERFILE = os.path.join(SRC, "deploy", "container", "Containerfile")
 MIRROR = os.environ.get("RNND_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
-import test_http as th  # noqa: E402
-from test_http import check  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import check
 
 def sh(cmd, **kw):
     print("+ " + (cmd if isinstance(cmd, str) else " ".join(cmd)), flush=True)

@@ -21,9 +21,8 @@ import numpy as np
 from safetensors.numpy import load_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import test_http as th  # noqa: E402
-from test_http import Daemon, check  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check
 
 FIXTURES = os.path.join(HERE, "fixtures")
 TOL = 1e-5
@@ -86,6 +85,9 @@ def main():
     refused = [c for c in cases if "refuse" in metas[c]]
     check(len(served) >= 20 and len(refused) >= 10, "the fixtures are there",
           (len(served), len(refused)))
+    # The name filter (--only) picks fixtures by name.
+    served = [c for c in served if th.selected(c)]
+    refused = [c for c in refused if th.selected(c)]
     kinds = {metas[c]["source"].rsplit(".", 1)[1] for c in served}
     check(kinds == {"h5", "keras", "onnx", "pt"}, "fixtures of every format", kinds)
     repo = tempfile.mkdtemp(prefix="rnnd-convert-")

@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "check-main.h"
 #include "cudasim.h"
 
 cudaError_t t_block_sum(const float *in, float *out, unsigned n, unsigned threads, cudaStream_t s);
@@ -493,7 +494,7 @@ static Suite *cudasim_suite(void)
         return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
         SRunner *sr;
         int failed;
@@ -504,7 +505,7 @@ int main(void)
         unsetenv("CUDA_VISIBLE_DEVICES");
         sr = srunner_create(cudasim_suite());
         srunner_set_fork_status(sr, CK_FORK);
-        srunner_run_all(sr, CK_NORMAL);
+        srunner_run(sr, NULL, rnnd_check_only(argc, argv), CK_NORMAL);
         failed = srunner_ntests_failed(sr);
         srunner_free(sr);
         return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -210,221 +210,271 @@ static size_t row(int layout, int t, int b, int B, int T, const int *len_sorted,
         return r + rank[b];
 }
 
-static void run(const char *name, int layout, bool half, bool dev_lengths)
-{
-        char dir[4096], how[128];
+/* One run of a golden case through cuDNN: its shapes, orders and buffers. */
+struct sim_run {
         struct golden g;
         const struct rnnd_model_config *cfg;
+        const char *name;
+        char dir[4096], how[128];
+        int layout;
+        bool half;
+        size_t es; /* bytes per element */
+        int B, T, Tmax, I, H, P, D, LD;
+        int lens[64], sorted[64], rank[64], order[64];
+        cudnnDataType_t ty;
         cudnnHandle_t h;
         cudaStream_t st;
         cudnnRNNDescriptor_t rnn;
         cudnnRNNDataDescriptor_t xd, yd;
         cudnnTensorDescriptor_t hd, cd;
-        const cudnnDataType_t ty = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-        const size_t es = half ? 2 : 4;
-        int B, T, Tmax, I, H, P, D, LD, lens[64], sorted[64], rank[64], order[64];
-        size_t wsize, work_size, reserve = 0, rows = 0;
-        void *w, *work, *x, *y, *hx = NULL, *cx = NULL, *hy, *cy = NULL, *dlen = NULL;
-        float *hostx, *tmp, fill = 0.0f;
-        uint16_t fill16 = 0;
+        size_t wsize, work_size, rows;
+        void *w, *work, *x, *y, *hx, *cx, *hy, *cy, *dlen;
+        float *hostx, *tmp, fill;
+        uint16_t fill16;
+};
 
-        golden_load(&g, name, RNND_PREC_FP32);
-        cfg = &g.m->cfg;
-        B = (int)g.B;
-        T = (int)g.T;
-        I = (int)cfg->input_size;
-        H = (int)cfg->hidden_size;
-        P = cfg->proj_size ? (int)cfg->proj_size : H;
-        D = cfg->bidirectional ? 2 : 1;
-        LD = (int)cfg->num_layers * D;
-        ck_assert_int_le(B, 64);
-        snprintf(dir, sizeof(dir), "%s/golden/models/%s", rnnd_test_dir(), name);
-        snprintf(how, sizeof(how), "%s, layout %d%s", half ? "fp16" : "fp32", layout,
-                 dev_lengths ? ", devSeqLengths" : "");
-
-        /* Lengths; the packed layout wants them longest first (a stable order). */
-        for (int b = 0; b < B; b++) {
-                lens[b] = (int)g.lengths[b];
-                order[b] = b;
+/* The lengths; the packed layout wants them longest first (a stable order). */
+static void order_lengths(struct sim_run *s)
+{
+        for (int b = 0; b < s->B; b++) {
+                s->lens[b] = (int)s->g.lengths[b];
+                s->order[b] = b;
         }
-        if (layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
-                for (int i = 1; i < B; i++)
-                        for (int j = i; j > 0 && lens[order[j]] > lens[order[j - 1]]; j--) {
-                                int t = order[j];
+        if (s->layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
+                for (int i = 1; i < s->B; i++)
+                        for (int j = i; j > 0 && s->lens[s->order[j]] > s->lens[s->order[j - 1]];
+                             j--) {
+                                int t = s->order[j];
 
-                                order[j] = order[j - 1];
-                                order[j - 1] = t;
+                                s->order[j] = s->order[j - 1];
+                                s->order[j - 1] = t;
                         }
-        for (int k = 0; k < B; k++) {
-                sorted[k] = lens[order[k]];
-                rank[order[k]] = k;
+        for (int k = 0; k < s->B; k++) {
+                s->sorted[k] = s->lens[s->order[k]];
+                s->rank[s->order[k]] = k;
         }
         /* The packed layout's maxSeqLength is the longest length. */
-        Tmax = layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED ? sorted[0] : T;
+        s->Tmax = s->layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED ? s->sorted[0] : s->T;
+}
 
-        /* x on the host: io.safetensors' x, or the embedding rows of the tokens. */
-        hostx = calloc((size_t)B * T * I, sizeof(float));
-        if (g.x != NULL) {
-                memcpy(hostx, g.x, sizeof(float) * (size_t)B * T * I);
-        } else {
-                char path[4200];
-                rnnd_stfile_t *f;
-                rnnd_error_t err = {0};
-                uint64_t n = 0;
-                float *emb;
+/* x on the host: io.safetensors' x, or the embedding rows of the tokens. */
+static void host_x(struct sim_run *s)
+{
+        const int B = s->B, T = s->T, I = s->I;
+        char path[4200];
+        rnnd_stfile_t *f;
+        rnnd_error_t err = {0};
+        uint64_t n = 0;
+        float *emb;
 
-                snprintf(path, sizeof(path), "%s/1/model.safetensors", dir);
-                ck_assert_msg(rnnd_stfile_open(path, &f, &err) == 0, "%s", err.msg);
-                emb = tensor(f, cfg->weights.embedding, &n);
-                ck_assert_ptr_nonnull(emb);
-                for (int i = 0; i < B * T; i++)
-                        if (g.tokens[i] >= 0 && (uint64_t)(g.tokens[i] + 1) * I <= n)
-                                memcpy(hostx + (size_t)i * I, emb + g.tokens[i] * I,
-                                       sizeof(float) * I);
-                free(emb);
-                rnnd_stfile_close(f);
+        s->hostx = calloc((size_t)B * T * I, sizeof(float));
+        if (s->g.x != NULL) {
+                memcpy(s->hostx, s->g.x, sizeof(float) * (size_t)B * T * I);
+                return;
         }
+        snprintf(path, sizeof(path), "%s/1/model.safetensors", s->dir);
+        ck_assert_msg(rnnd_stfile_open(path, &f, &err) == 0, "%s", err.msg);
+        emb = tensor(f, s->cfg->weights.embedding, &n);
+        ck_assert_ptr_nonnull(emb);
+        for (int i = 0; i < B * T; i++)
+                if (s->g.tokens[i] >= 0 && (uint64_t)(s->g.tokens[i] + 1) * I <= n)
+                        memcpy(s->hostx + (size_t)i * I, emb + s->g.tokens[i] * I,
+                               sizeof(float) * I);
+        free(emb);
+        rnnd_stfile_close(f);
+}
+
+/* The handle on a stream of its own, the RNN, data and state descriptors. */
+static void describe(struct sim_run *s)
+{
+        const struct rnnd_model_config *cfg = s->cfg;
+        const bool packed = s->layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED;
+        void *fill = s->half ? (void *)&s->fill16 : (void *)&s->fill;
+        int hdim[3] = {s->LD, s->B, s->P}, hs[3] = {s->B * s->P, s->P, 1},
+            cdim[3] = {s->LD, s->B, s->H}, cs[3] = {s->B * s->H, s->H, 1};
 
         CUDA(cudaSetDevice(0));
-        CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        DNN(cudnnCreate(&h));
-        DNN(cudnnSetStream(h, st));
-        DNN(cudnnCreateRNNDescriptor(&rnn));
+        CUDA(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
+        DNN(cudnnCreate(&s->h));
+        DNN(cudnnSetStream(s->h, s->st));
+        DNN(cudnnCreateRNNDescriptor(&s->rnn));
         DNN(cudnnSetRNNDescriptor_v8(
-                rnn, CUDNN_RNN_ALGO_STANDARD,
+                s->rnn, CUDNN_RNN_ALGO_STANDARD,
                 cfg->cell == RNND_CELL_LSTM       ? CUDNN_LSTM
                 : cfg->cell == RNND_CELL_GRU      ? CUDNN_GRU
                 : cfg->cell == RNND_CELL_RNN_RELU ? CUDNN_RNN_RELU
                                                   : CUDNN_RNN_TANH,
-                CUDNN_RNN_DOUBLE_BIAS, D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-                CUDNN_LINEAR_INPUT, ty, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, I, H, P,
-                (int)cfg->num_layers, NULL,
-                layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED ? 0
-                                                                 : CUDNN_RNN_PADDED_IO_ENABLED));
-        DNN(cudnnCreateRNNDataDescriptor(&xd));
-        DNN(cudnnCreateRNNDataDescriptor(&yd));
-        DNN(cudnnSetRNNDataDescriptor(xd, ty, layout, Tmax, B, I, sorted,
-                                      half ? (void *)&fill16 : &fill));
-        DNN(cudnnSetRNNDataDescriptor(yd, ty, layout, Tmax, B, D * P, sorted,
-                                      half ? (void *)&fill16 : &fill));
-        DNN(cudnnCreateTensorDescriptor(&hd));
-        DNN(cudnnCreateTensorDescriptor(&cd));
-        {
-                int hdim[3] = {LD, B, P}, hs[3] = {B * P, P, 1}, cdim[3] = {LD, B, H},
-                    cs[3] = {B * H, H, 1};
+                CUDNN_RNN_DOUBLE_BIAS, s->D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+                CUDNN_LINEAR_INPUT, s->ty, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, s->I, s->H, s->P,
+                (int)cfg->num_layers, NULL, packed ? 0 : CUDNN_RNN_PADDED_IO_ENABLED));
+        DNN(cudnnCreateRNNDataDescriptor(&s->xd));
+        DNN(cudnnCreateRNNDataDescriptor(&s->yd));
+        DNN(cudnnSetRNNDataDescriptor(s->xd, s->ty, s->layout, s->Tmax, s->B, s->I, s->sorted,
+                                      fill));
+        DNN(cudnnSetRNNDataDescriptor(s->yd, s->ty, s->layout, s->Tmax, s->B, s->D * s->P,
+                                      s->sorted, fill));
+        DNN(cudnnCreateTensorDescriptor(&s->hd));
+        DNN(cudnnCreateTensorDescriptor(&s->cd));
+        DNN(cudnnSetTensorNdDescriptor(s->hd, s->ty, 3, hdim, hs));
+        DNN(cudnnSetTensorNdDescriptor(s->cd, s->ty, 3, cdim, cs));
+}
 
-                DNN(cudnnSetTensorNdDescriptor(hd, ty, 3, hdim, hs));
-                DNN(cudnnSetTensorNdDescriptor(cd, ty, 3, cdim, cs));
-        }
+/* A state [B, LD, width] of the golden, in cuDNN's [LD, B, width] on the device at *dst. */
+static void put_state(struct sim_run *s, const float *state, int width, void **dst)
+{
+        for (int b = 0; b < s->B; b++)
+                for (int k = 0; k < s->LD; k++)
+                        memcpy(s->tmp + ((size_t)k * s->B + s->rank[b]) * width,
+                               state + ((size_t)b * s->LD + k) * width, sizeof(float) * width);
+        CUDA(cudaMalloc(dst, (size_t)s->LD * s->B * width * s->es));
+        put(*dst, s->tmp, (size_t)s->LD * s->B * width, s->half);
+}
 
-        DNN(cudnnGetRNNWeightSpaceSize(h, rnn, &wsize));
-        CUDA(cudaMalloc(&w, wsize));
-        place_weights(h, rnn, dir, cfg, wsize, w, half);
-        DNN(cudnnGetRNNTempSpaceSizes(h, rnn, CUDNN_FWD_MODE_INFERENCE, xd, &work_size, &reserve));
+/* The weights, the workspace, x and the states in cuDNN's layouts on the device. */
+static void upload(struct sim_run *s, bool dev_lengths)
+{
+        const int B = s->B, T = s->T, I = s->I, DP = s->D * s->P;
+        size_t reserve = 0;
+
+        DNN(cudnnGetRNNWeightSpaceSize(s->h, s->rnn, &s->wsize));
+        CUDA(cudaMalloc(&s->w, s->wsize));
+        place_weights(s->h, s->rnn, s->dir, s->cfg, s->wsize, s->w, s->half);
+        DNN(cudnnGetRNNTempSpaceSizes(s->h, s->rnn, CUDNN_FWD_MODE_INFERENCE, s->xd, &s->work_size,
+                                      &reserve));
         ck_assert_uint_eq(reserve, 0);
-        CUDA(cudaMalloc(&work, work_size));
-
-        /* x and the states in cuDNN's layouts. */
+        CUDA(cudaMalloc(&s->work, s->work_size));
         for (int b = 0; b < B; b++)
-                rows += (size_t)lens[b];
-        if (layout != CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
-                rows = (size_t)B * T;
-        tmp = calloc(rows * (size_t)(I > D * P ? I : D * P) + (size_t)LD * B * H + 1,
-                     sizeof(float));
+                s->rows += (size_t)s->lens[b];
+        if (s->layout != CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
+                s->rows = (size_t)B * T;
+        s->tmp = calloc(s->rows * (size_t)(I > DP ? I : DP) + (size_t)s->LD * B * s->H + 1,
+                        sizeof(float));
         for (int b = 0; b < B; b++)
                 for (int t = 0; t < T; t++) {
-                        if (t >= lens[b] && layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
+                        if (t >= s->lens[b] && s->layout == CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
                                 continue;
-                        memcpy(tmp + row(layout, t, b, B, T, sorted, rank) * I,
-                               hostx + ((size_t)b * T + t) * I, sizeof(float) * I);
+                        memcpy(s->tmp + row(s->layout, t, b, B, T, s->sorted, s->rank) * I,
+                               s->hostx + ((size_t)b * T + t) * I, sizeof(float) * I);
                 }
-        CUDA(cudaMalloc(&x, rows * I * es));
-        put(x, tmp, rows * I, half);
-        CUDA(cudaMalloc(&y, rows * D * P * es));
-        CUDA(cudaMalloc(&hy, (size_t)LD * B * P * es));
-        if (g.h0 != NULL) {
-                for (int b = 0; b < B; b++)
-                        for (int s = 0; s < LD; s++)
-                                memcpy(tmp + ((size_t)s * B + rank[b]) * P,
-                                       g.h0 + ((size_t)b * LD + s) * P, sizeof(float) * P);
-                CUDA(cudaMalloc(&hx, (size_t)LD * B * P * es));
-                put(hx, tmp, (size_t)LD * B * P, half);
-        }
-        if (cfg->cell == RNND_CELL_LSTM) {
-                CUDA(cudaMalloc(&cy, (size_t)LD * B * H * es));
-                if (g.c0 != NULL) {
-                        for (int b = 0; b < B; b++)
-                                for (int s = 0; s < LD; s++)
-                                        memcpy(tmp + ((size_t)s * B + rank[b]) * H,
-                                               g.c0 + ((size_t)b * LD + s) * H, sizeof(float) * H);
-                        CUDA(cudaMalloc(&cx, (size_t)LD * B * H * es));
-                        put(cx, tmp, (size_t)LD * B * H, half);
-                }
+        CUDA(cudaMalloc(&s->x, s->rows * I * s->es));
+        put(s->x, s->tmp, s->rows * I, s->half);
+        CUDA(cudaMalloc(&s->y, s->rows * DP * s->es));
+        CUDA(cudaMalloc(&s->hy, (size_t)s->LD * B * s->P * s->es));
+        if (s->g.h0 != NULL)
+                put_state(s, s->g.h0, s->P, &s->hx);
+        if (s->cfg->cell == RNND_CELL_LSTM) {
+                CUDA(cudaMalloc(&s->cy, (size_t)s->LD * B * s->H * s->es));
+                if (s->g.c0 != NULL)
+                        put_state(s, s->g.c0, s->H, &s->cx);
         }
         if (dev_lengths) {
-                CUDA(cudaMalloc(&dlen, sizeof(int) * B));
-                CUDA(cudaMemcpy(dlen, sorted, sizeof(int) * B, cudaMemcpyHostToDevice));
+                CUDA(cudaMalloc(&s->dlen, sizeof(int) * B));
+                CUDA(cudaMemcpy(s->dlen, s->sorted, sizeof(int) * B, cudaMemcpyHostToDevice));
         }
+}
 
-        DNN(cudnnRNNForward(h, rnn, CUDNN_FWD_MODE_INFERENCE, dlen, xd, x, yd, y, hd, hx, hy, cd,
-                            cx, cy, wsize, w, work_size, work, 0, NULL));
-        CUDA(cudaStreamSynchronize(st));
+/* A state from cuDNN's [LD, B, width] at src back to the golden's [B, LD, width] in dst. */
+static void get_state(struct sim_run *s, const void *src, int width, float *dst)
+{
+        get(s->tmp, src, (size_t)s->LD * s->B * width, s->half);
+        for (int b = 0; b < s->B; b++)
+                for (int k = 0; k < s->LD; k++)
+                        memcpy(dst + ((size_t)b * s->LD + k) * width,
+                               s->tmp + ((size_t)k * s->B + s->rank[b]) * width,
+                               sizeof(float) * width);
+}
 
-        /* Back to the golden's batch-first layout. */
-        clear_outputs(&g);
-        get(tmp, y, rows * D * P, half);
+/* The outputs back in the golden's batch-first layout; the padding must be paddingFill. */
+static void read_back(struct sim_run *s)
+{
+        const int B = s->B, T = s->T, DP = s->D * s->P;
+
+        clear_outputs(&s->g);
+        get(s->tmp, s->y, s->rows * DP, s->half);
         for (int b = 0; b < B; b++)
-                for (int t = 0; t < lens[b]; t++)
-                        memcpy(g.got[0] + ((size_t)b * T + t) * D * P,
-                               tmp + row(layout, t, b, B, T, sorted, rank) * D * P,
-                               sizeof(float) * D * P);
-        if (layout != CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
+                for (int t = 0; t < s->lens[b]; t++)
+                        memcpy(s->g.got[0] + ((size_t)b * T + t) * DP,
+                               s->tmp + row(s->layout, t, b, B, T, s->sorted, s->rank) * DP,
+                               sizeof(float) * DP);
+        if (s->layout != CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED)
                 for (int b = 0; b < B; b++)
-                        for (int t = lens[b]; t < T; t++)
-                                for (int k = 0; k < D * P; k++)
-                                        ck_assert_msg(
-                                                tmp[row(layout, t, b, B, T, sorted, rank) * D * P +
-                                                    k] == 0.0f,
-                                                "%s %s: padding of sequence %d step %d is "
-                                                "not paddingFill",
-                                                name, how, b, t);
-        get(tmp, hy, (size_t)LD * B * P, half);
-        for (int b = 0; b < B; b++)
-                for (int s = 0; s < LD; s++)
-                        memcpy(g.got[1] + ((size_t)b * LD + s) * P,
-                               tmp + ((size_t)s * B + rank[b]) * P, sizeof(float) * P);
-        if (cy != NULL) {
-                get(tmp, cy, (size_t)LD * B * H, half);
-                for (int b = 0; b < B; b++)
-                        for (int s = 0; s < LD; s++)
-                                memcpy(g.got[2] + ((size_t)b * LD + s) * H,
-                                       tmp + ((size_t)s * B + rank[b]) * H, sizeof(float) * H);
-        }
-        if (g.want[3] != NULL) { /* the head is rnnd's, not cuDNN's */
-                free(g.want[3]);
-                g.want[3] = NULL;
-        }
-        compare(&g, name, how, half ? TOL_FP16 : TOL_FP32, half);
+                        for (int t = s->lens[b]; t < T; t++)
+                                for (int k = 0; k < DP; k++)
+                                        ck_assert_msg(s->tmp[row(s->layout, t, b, B, T, s->sorted,
+                                                                 s->rank) *
+                                                                     DP +
+                                                             k] == 0.0f,
+                                                      "%s %s: padding of sequence %d step %d is "
+                                                      "not paddingFill",
+                                                      s->name, s->how, b, t);
+        get_state(s, s->hy, s->P, s->g.got[1]);
+        if (s->cy != NULL)
+                get_state(s, s->cy, s->H, s->g.got[2]);
+}
 
-        CUDA(cudaFree(w));
-        CUDA(cudaFree(work));
-        CUDA(cudaFree(x));
-        CUDA(cudaFree(y));
-        CUDA(cudaFree(hy));
-        CUDA(cudaFree(hx));
-        CUDA(cudaFree(cx));
-        CUDA(cudaFree(cy));
-        CUDA(cudaFree(dlen));
-        DNN(cudnnDestroyTensorDescriptor(hd));
-        DNN(cudnnDestroyTensorDescriptor(cd));
-        DNN(cudnnDestroyRNNDataDescriptor(xd));
-        DNN(cudnnDestroyRNNDataDescriptor(yd));
-        DNN(cudnnDestroyRNNDescriptor(rnn));
-        DNN(cudnnDestroy(h));
-        CUDA(cudaStreamDestroy(st));
-        free(tmp);
-        free(hostx);
-        golden_done(&g);
+static void release(struct sim_run *s)
+{
+        CUDA(cudaFree(s->w));
+        CUDA(cudaFree(s->work));
+        CUDA(cudaFree(s->x));
+        CUDA(cudaFree(s->y));
+        CUDA(cudaFree(s->hy));
+        CUDA(cudaFree(s->hx));
+        CUDA(cudaFree(s->cx));
+        CUDA(cudaFree(s->cy));
+        CUDA(cudaFree(s->dlen));
+        DNN(cudnnDestroyTensorDescriptor(s->hd));
+        DNN(cudnnDestroyTensorDescriptor(s->cd));
+        DNN(cudnnDestroyRNNDataDescriptor(s->xd));
+        DNN(cudnnDestroyRNNDataDescriptor(s->yd));
+        DNN(cudnnDestroyRNNDescriptor(s->rnn));
+        DNN(cudnnDestroy(s->h));
+        CUDA(cudaStreamDestroy(s->st));
+        free(s->tmp);
+        free(s->hostx);
+        golden_done(&s->g);
+}
+
+static void run(const char *name, int layout, bool half, bool dev_lengths)
+{
+        struct sim_run *s = calloc(1, sizeof(*s));
+        const struct rnnd_model_config *cfg;
+
+        ck_assert_ptr_nonnull(s);
+        golden_load(&s->g, name, RNND_PREC_FP32);
+        cfg = s->cfg = &s->g.m->cfg;
+        s->name = name;
+        s->layout = layout;
+        s->half = half;
+        s->es = half ? 2 : 4;
+        s->ty = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+        s->B = (int)s->g.B;
+        s->T = (int)s->g.T;
+        s->I = (int)cfg->input_size;
+        s->H = (int)cfg->hidden_size;
+        s->P = cfg->proj_size ? (int)cfg->proj_size : s->H;
+        s->D = cfg->bidirectional ? 2 : 1;
+        s->LD = (int)cfg->num_layers * s->D;
+        ck_assert_int_le(s->B, 64);
+        snprintf(s->dir, sizeof(s->dir), "%s/golden/models/%s", rnnd_test_dir(), name);
+        snprintf(s->how, sizeof(s->how), "%s, layout %d%s", half ? "fp16" : "fp32", layout,
+                 dev_lengths ? ", devSeqLengths" : "");
+        order_lengths(s);
+        host_x(s);
+        describe(s);
+        upload(s, dev_lengths);
+        DNN(cudnnRNNForward(s->h, s->rnn, CUDNN_FWD_MODE_INFERENCE, s->dlen, s->xd, s->x, s->yd,
+                            s->y, s->hd, s->hx, s->hy, s->cd, s->cx, s->cy, s->wsize, s->w,
+                            s->work_size, s->work, 0, NULL));
+        CUDA(cudaStreamSynchronize(s->st));
+        read_back(s);
+        if (s->g.want[3] != NULL) { /* the head is rnnd's, not cuDNN's */
+                free(s->g.want[3]);
+                s->g.want[3] = NULL;
+        }
+        compare(&s->g, name, s->how, half ? TOL_FP16 : TOL_FP32, half);
+        release(s);
+        free(s);
 }
 
 START_TEST(test_case)
@@ -470,7 +520,7 @@ static Suite *cudasim_golden_suite(void)
         return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
         SRunner *sr;
         int n = 0, failed;
@@ -481,7 +531,7 @@ int main(void)
         }
         sr = srunner_create(cudasim_golden_suite());
         srunner_set_fork_status(sr, CK_NOFORK);
-        srunner_run_all(sr, CK_NORMAL);
+        srunner_run(sr, NULL, rnnd_check_only(argc, argv), CK_NORMAL);
         failed = srunner_ntests_failed(sr);
         srunner_free(sr);
         return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -50,8 +50,8 @@ static inline void fuzz_init_configs(void)
 
         rnnd_infer_global_init();
         for (size_t i = 0; i < FUZZ_N_CFG; i++)
-                if (rnnd_model_config_parse(fuzz_cfg_text[i], strlen(fuzz_cfg_text[i]), "fuzz",
-                                            &fuzz_cfg[i], &e) != 0) {
+                if (rnnd_modelcfg_parse(fuzz_cfg_text[i], strlen(fuzz_cfg_text[i]), "fuzz",
+                                        &fuzz_cfg[i], &e) != 0) {
                         fprintf(stderr, "fuzz config %zu: %s\n", i, e.msg);
                         abort();
                 }

@@ -24,7 +24,7 @@ static void init(void)
         rnnd_error_t e = {0};
 
         rnnd_infer_global_init();
-        if (rnnd_model_config_parse(lstm_cfg, strlen(lstm_cfg), "fuzz", &cfg, &e) != 0) {
+        if (rnnd_modelcfg_parse(lstm_cfg, strlen(lstm_cfg), "fuzz", &cfg, &e) != 0) {
                 fprintf(stderr, "fuzz config: %s\n", e.msg);
                 abort();
         }

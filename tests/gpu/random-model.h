@@ -120,7 +120,7 @@ static inline rnnd_model_t *rm_model(unsigned seed)
         unsigned dirs, G, P;
         float scale;
 
-        rnnd_model_config_defaults(&cfg);
+        rnnd_modelcfg_defaults(&cfg);
         cfg.cell = (rnnd_cell_t)rm_int(&s, 0, 3);
         cfg.hidden_size = rm_int(&s, 1, 64);
         cfg.input_size = rm_int(&s, 1, 40);

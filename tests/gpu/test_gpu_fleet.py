@@ -30,10 +30,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import test_http as th  # noqa: E402
-import test_infer as ti  # noqa: E402
-from test_http import Daemon, check, GOLDEN  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+import rnndtest as ti  # the goldens' helpers
+from rnndtest import Daemon, check, GOLDEN, run_test
 
 SKIP = 77
 EXIT_DEVICE_FAULT = 75
@@ -237,9 +236,9 @@ def main():
         print("SKIP: rnnd is not built on the CUDA stand-in (-Dcuda=sim):\n" + out)
         return SKIP
     print(out)
-    test_four_gpus()
-    test_oom_on_one_gpu()
-    test_fault_under_load()
+    run_test(test_four_gpus)
+    run_test(test_oom_on_one_gpu)
+    run_test(test_fault_under_load)
     print("%d passed, %d failed" % (th.passed, th.failed))
     return 1 if th.failed else 0
 

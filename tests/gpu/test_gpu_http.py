@@ -19,10 +19,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import test_http as th  # noqa: E402
-import test_infer as ti  # noqa: E402
-from test_http import Daemon, check, GOLDEN  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+import rnndtest as ti  # the goldens' helpers
+from rnndtest import Daemon, check, GOLDEN, run_test
 
 SKIP = 77
 
@@ -116,13 +115,13 @@ def main():
     print(out)
     d = Daemon()
     try:
-        test_on_gpu(d)
+        run_test(test_on_gpu, d)
     finally:
         d.stop()
         d.close()
-    test_mixed_groups()
-    test_switched_off({"RNND_BACKEND": "cpu"}, "backend = cpu (set by RNND_BACKEND)")
-    test_switched_off({"CUDA_VISIBLE_DEVICES": ""}, "no GPU")
+    run_test(test_mixed_groups)
+    run_test(test_switched_off, {"RNND_BACKEND": "cpu"}, "backend = cpu (set by RNND_BACKEND)")
+    run_test(test_switched_off, {"CUDA_VISIBLE_DEVICES": ""}, "no GPU")
     print("%d passed, %d failed" % (th.passed, th.failed))
     return 1 if th.failed else 0
 

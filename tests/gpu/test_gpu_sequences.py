@@ -17,11 +17,13 @@ import subprocess
 import sys
 import tempfile
 
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, run_test
+
+# The integration suite's sequence cases, run here on cuDNN: a suite of its own, not the harness.
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-import test_http as th  # noqa: E402
 import test_sequences as ts  # noqa: E402
-from test_http import Daemon, check  # noqa: E402
 
 SKIP = 77
 
@@ -38,8 +40,8 @@ def main():
                 st, _, cfg = d.json("GET", "/v2/models/%s/config" % name)
                 inst = [i for g in cfg.get("instance_group", []) for i in g.get("instances", [])]
                 check(inst and all(i["backend"] == "cudnn" for i in inst), "%s: on cuDNN" % name, inst)
-            ts.test_goldens(d)
-            ts.test_order_and_interleave(d)
+            run_test(ts.test_goldens, d)
+            run_test(ts.test_order_and_interleave, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
         finally:

@@ -31,11 +31,10 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
-import test_http  # noqa: E402  (Daemon, check)
+import rnndtest  # the harness (tests/support)
 
-check = test_http.check
-DEMO = os.path.join(test_http.SRC, "config", "models")
+check = rnndtest.check
+DEMO = os.path.join(rnndtest.SRC, "config", "models")
 EXAMPLE = open(os.path.join(DEMO, "digits_lstm", "example.json"), "rb").read()
 
 
@@ -113,7 +112,7 @@ def test_fifos():
     d = None
     try:
         t0 = time.time()
-        d = test_http.Daemon(repo=repo, wait_ready=False)
+        d = rnndtest.Daemon(repo=repo, wait_ready=False)
         st, _ = infer(d)
         check(st == 200, "with FIFOs in the repository, start-up finishes and serves the good model", st)
         check(time.time() - t0 < 15, "start-up is not held by a FIFO", time.time() - t0)
@@ -158,7 +157,7 @@ def test_nonfinite_weights():
     put_nonfinite(w, "rnn.weight_hh_l0", 5, float("nan"))
     d = None
     try:
-        d = test_http.Daemon(repo=repo, wait_ready=False)
+        d = rnndtest.Daemon(repo=repo, wait_ready=False)
         r = reason(d, "digits_gru")
         check("tensor 'rnn.weight_hh_l0' element 5 (of " in r and "is NaN; weights must be finite" in r,
               "NaN weights are refused at start, naming tensor and element", r)
@@ -216,7 +215,7 @@ def test_truncated_under_reload():
             time.sleep(0.03)
 
     try:
-        d = test_http.Daemon(repo=repo)
+        d = rnndtest.Daemon(repo=repo)
         st, ref = infer(d, "big", body)
         check(st == 200, "the big model serves", (st, ref[:200]))
         threads = [threading.Thread(target=client), threading.Thread(target=reloader)]
@@ -270,7 +269,7 @@ def test_always_refused():
     os.mkdir(os.path.join(c, "1", "model.safetensors"))
     d = None
     try:
-        d = test_http.Daemon(repo=repo, wait_ready=False)
+        d = rnndtest.Daemon(repo=repo, wait_ready=False)
         check(infer(d)[0] == 200, "the good model serves beside broken ones")
         for name, want in (("past_end", "header length 1099511627776 is over the limit"),
                            ("not_json", "config.json"), ("dir_weights", "not a regular file")):
@@ -285,11 +284,11 @@ def test_always_refused():
 def main():
     for t in (test_fifos, test_nonfinite_weights, test_truncated_under_reload, test_always_refused):
         try:
-            t()
+            rnndtest.run_test(t)
         except Exception as e:  # a crash of the test is a failed check, and the others still run
             check(False, "%s raised" % t.__name__, repr(e))
-    print("%d passed, %d failed" % (test_http.passed, test_http.failed))
-    sys.exit(1 if test_http.failed else 0)
+    print("%d passed, %d failed" % (rnndtest.passed, rnndtest.failed))
+    sys.exit(1 if rnndtest.failed else 0)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ static void free_data(void *data)
 }
 
 static int fake_handle(void *cls, struct rnnd_http_request *req, struct rnnd_served_version *sv,
-                       enum rnnd_infer_protocol proto, rnnd_error_t *reterr)
+                       enum rnnd_server_protocol proto, rnnd_error_t *reterr)
 {
         struct fake_engine *e = cls;
 
@@ -148,7 +148,7 @@ static int port;
 
 static void start(bool answer_in_worker, const char *shutdown_timeout)
 {
-        struct rnnd_infer_hook hook = {
+        struct rnnd_server_hook hook = {
                 .handle = fake_handle,
                 .drain = fake_drain,
                 .stop = fake_stop,

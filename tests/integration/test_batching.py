@@ -27,9 +27,8 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN, zero_body, zero_lstm  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, GOLDEN, zero_body, zero_lstm, run_test
 
 TOL = 1e-5
 SANITIZED = os.environ.get("RNND_SANITIZED", "") not in ("", "none")
@@ -417,15 +416,15 @@ def main():
     with tempfile.TemporaryDirectory(prefix="rnnd-batching-") as tmp:
         d = Daemon(repo=make_repo(tmp))
         try:
-            test_instance_groups(d)
-            test_concurrent_clients(d)
-            test_overload(d)
-            test_timeouts(d)
-            test_priority(d)
-            test_priority_order(d)
-            test_cancel(d)
-            test_cancel_frees_room(d)
-            test_adaptive_delay(d)
+            run_test(test_instance_groups, d)
+            run_test(test_concurrent_clients, d)
+            run_test(test_overload, d)
+            run_test(test_timeouts, d)
+            run_test(test_priority, d)
+            run_test(test_priority_order, d)
+            run_test(test_cancel, d)
+            run_test(test_cancel_frees_room, d)
+            run_test(test_adaptive_delay, d)
         finally:
             rc, _ = d.stop()
             check(rc == 0, "rnnd exits 0 on SIGTERM", rc)

@@ -16,73 +16,14 @@ import array
 import concurrent.futures
 import json
 import os
-import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN, SRC  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import (run_test, GOLDEN, SRC, TOL, Daemon, case_inputs, check, compare_case, max_err, outputs_of,
+                      read_safetensors)
 
-TOL = 1e-5
 DEMO = os.path.join(SRC, "config", "models")
-
-
-def read_safetensors(path):
-    """{name: (dtype, shape, list of values)} for F32 and I64 tensors."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        raw = data[base + b:base + e]
-        code = {"F32": "f", "I64": "q"}.get(t["dtype"])
-        if code is None:
-            continue
-        a = array.array(code)
-        a.frombytes(raw)
-        if sys.byteorder != "little":
-            a.byteswap()
-        out[name] = (t["dtype"], t["shape"], a.tolist())
-    return out
-
-
-def max_err(got, want):
-    if len(got) != len(want):
-        return float("inf")
-    return max((abs(a - b) for a, b in zip(got, want)), default=0.0)
-
-
-def case_inputs(io):
-    """KServe inputs for a golden case (JSON data)."""
-    inputs = []
-    for name, kname, dt in (("x", "input", "FP32"), ("tokens", "tokens", "INT64"),
-                            ("lengths", "lengths", "INT64"), ("h0", "h0", "FP32"), ("c0", "c0", "FP32")):
-        if name in io:
-            _, shape, vals = io[name]
-            inputs.append({"name": kname, "datatype": dt, "shape": shape, "data": vals})
-    return inputs
-
-
-def outputs_of(resp):
-    return {o["name"]: o for o in resp.get("outputs", [])}
-
-
-def compare_case(name, io, outs, how):
-    for key in ("output", "h_n", "c_n", "scores"):
-        if key not in io:
-            continue
-        o = outs.get(key)
-        if not check(o is not None, "%s %s: output %s is answered" % (name, how, key)):
-            continue
-        check(o["shape"] == io[key][1], "%s %s: %s shape" % (name, how, key), (o["shape"], io[key][1]))
-        e = max_err(o["data"], io[key][2])
-        check(e <= TOL, "%s %s: %s within %g of the golden" % (name, how, key, TOL), e)
 
 
 def binary_request(inputs):
@@ -366,12 +307,12 @@ def main():
     t0 = time.time()
     d = Daemon()
     try:
-        test_goldens(d)
-        test_bad_requests(d)
-        test_stats(d)
-        test_lengths_column(d)
-        test_sequence_parameters(d)
-        test_nonfinite_outputs(d)
+        run_test(test_goldens, d)
+        run_test(test_bad_requests, d)
+        run_test(test_stats, d)
+        run_test(test_lengths_column, d)
+        run_test(test_sequence_parameters, d)
+        run_test(test_nonfinite_outputs, d)
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)
         err = d.stderr()
@@ -381,12 +322,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = Daemon(repo=overload_repo(tmp))
         try:
-            test_overload(d)
+            run_test(test_overload, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0 after the flood", rc)
         finally:
             d.close()
-    test_digits()
+    run_test(test_digits)
     print("test_infer: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
     return 1 if th.failed else 0
 

@@ -34,8 +34,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_http as h  # noqa: E402  (its Daemon and check helpers)
+import rnndtest as h  # the harness (tests/support)
 
 LOAD = os.environ.get("RNND_LOAD", os.path.join("build", "clients", "rnnd-load"))
 SANITIZED = os.environ.get("RNND_SANITIZED", "") not in ("", "none")
@@ -243,10 +242,10 @@ def main():
     os.symlink(os.path.join(h.GOLDEN, EMB), os.path.join(repo, EMB))
     d = h.Daemon("--log_level=warning", repo=repo)
     try:
-        test_counts(d)
-        test_errors(d)
-        test_open_loop(d)
-        test_vs_wrk(d)
+        h.run_test(test_counts, d)
+        h.run_test(test_errors, d)
+        h.run_test(test_open_loop, d)
+        h.run_test(test_vs_wrk, d)
         rc, _ = d.stop()
         check(rc == 0, "the daemon exits 0 after the load", rc)
         err = d.stderr()

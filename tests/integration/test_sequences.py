@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import sys
@@ -27,10 +28,9 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN  # noqa: E402
-from test_infer import read_safetensors, max_err  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, GOLDEN, run_test
+from rnndtest import read_safetensors, max_err
 
 TOL = 1e-5
 SEQ = {"idle_timeout_ms": 1500, "max_sequences": 4}
@@ -125,6 +125,28 @@ def test_goldens(d):
             compare(name, "in chunks ending at %s" % cuts, seq, statuses, out, last)
 
 
+def test_id_range(d):
+    """Ids are unsigned 64-bit (docs/HTTP.md): 2^64-1 and 2^63 stream as any other, beside each
+    other and beside their string forms; 2^64 is a 400 naming sequence_id."""
+    name = MODELS[1]
+    seq = golden_seq(name, 0)
+    T = len(seq["x"])
+    for sid in (2 ** 64 - 1, 2 ** 63):
+        statuses, out, last = stream(d, name, sid, seq, [1, T])
+        compare(name, "as sequence_id %d" % sid, seq, statuses, out, last)
+    path = "/v2/models/%s/infer" % name
+    one = seq["x"][:1]
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 2 ** 64 - 1, "sequence_start": True}, True))
+    st2, _, b2 = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": str(2 ** 64 - 1)}))
+    check(st == 200 and st2 == 400 and "never started" in b2.get("error", ""),
+          "2^64-1 and \"18446744073709551615\" are different ids", (st, st2, b2))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 2 ** 64 - 1, "sequence_end": True}))
+    check(st == 200, "2^64-1 continues and ends", (st, b))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 2 ** 64, "sequence_start": True}))
+    check(st == 400 and "parameters.sequence_id" in b.get("error", ""), "2^64 is a 400 naming sequence_id",
+          (st, b))
+
+
 def test_order_and_interleave(d):
     """Chunks sent before the previous one is answered run in order; two streams interleave."""
     name = MODELS[0]
@@ -164,6 +186,20 @@ def test_order_and_interleave(d):
         compare(name, "stream %d, one step a chunk, sent without waiting" % k, seqs[k], statuses, out, last)
 
 
+def wait_read(d, sock, limit=2.0):
+    """Until the daemon has begun to read the request just written on sock (a second request
+    in flight beside the scrape) or has answered it."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if select.select([sock], [], [], 0)[0]:
+            return
+        st, _, text = d.request("GET", "/metrics")
+        m = re.search(r"^rnnd_http_requests_in_flight (\d+)", text.decode(), re.M)
+        if m and int(m.group(1)) >= 2:
+            return
+        time.sleep(0.001)
+
+
 def test_restart_behind(d):
     """As Triton's sequence batcher does, an id's chunks run in arrival order, starts included:
     a new start sent while the id's last chunk still runs waits for it and begins afresh."""
@@ -179,11 +215,14 @@ def test_restart_behind(d):
         def send(key, body):
             results[key] = d.json("POST", path, body=body)
 
-        # The end is written whole before the start is sent, so that it arrives first
-        # (two threads 1 ms apart could swap on a busy machine); its answer is read after.
+        # The end is written whole, and the start sent once the daemon has begun to read
+        # it (or answered it), so that it arrives first: on two connections, requests
+        # arrive in the order the daemon reads them (docs/HTTP.md), and two HTTP threads
+        # woken 1 ms apart can swap on a busy machine.  Its answer is read after.
         end = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
         end.request("POST", path, body=chunk_body(seq, seq["x"][T - 1:], {
             "sequence_id": 900, "sequence_end": True}))
+        wait_read(d, end.sock)
         again = threading.Thread(target=send, args=("again", chunk_body(seq, seq["x"], {
             "sequence_id": 900, "sequence_start": True, "sequence_end": True}, True)))
         again.start()
@@ -297,13 +336,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
         d = Daemon(repo=make_repo(tmp))
         try:
-            test_goldens(d)
-            test_order_and_interleave(d)
-            test_restart_behind(d)
-            test_errors(d)
-            test_limits(d)
-            test_reload_changed(d, tmp)
-            test_load_streams(d)
+            run_test(test_goldens, d)
+            run_test(test_id_range, d)
+            run_test(test_order_and_interleave, d)
+            run_test(test_restart_behind, d)
+            run_test(test_errors, d)
+            run_test(test_limits, d)
+            run_test(test_reload_changed, d, tmp)
+            run_test(test_load_streams, d)
             st, _, b = d.json("GET", "/v2")
             check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
             st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])

@@ -35,16 +35,15 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_http  # noqa: E402  (Daemon, free_port, the notify socket helpers)
-from test_http import zero_body, zero_lstm  # noqa: E402
+import rnndtest  # the harness (tests/support)
+from rnndtest import zero_body, zero_lstm, run_test
 
-BIN = test_http.BIN
-SRC = test_http.SRC
+BIN = rnndtest.BIN
+SRC = rnndtest.SRC
 DEMO = os.path.join(SRC, "config", "models")
 EXAMPLE = open(os.path.join(DEMO, "digits_lstm", "example.json"), "rb").read()
 
-check = test_http.check  # one count of passed and failed checks, kept in test_http
+check = rnndtest.check  # one count of passed and failed checks, kept in test_http
 
 
 def demo_repo(tmp, overrides=None):
@@ -95,11 +94,11 @@ def infer(port, model="digits_lstm", rid=None, body=EXAMPLE, timeout=30):
 def notified_rnnd(repo, *flags):
     """rnnd on repo, its NOTIFY_SOCKET a datagram socket of ours and WATCHDOG_USEC 200 ms:
     yields (process, the messages so far, port, stderr log path); kills and cleans up after."""
-    ns, path, tmp = test_http.notify_socket()
+    ns, path, tmp = rnndtest.notify_socket()
     msgs, stop = [], threading.Event()
     t = threading.Thread(target=collect, args=(ns, msgs, stop))
     t.start()
-    port = test_http.free_port()
+    port = rnndtest.free_port()
     log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", delete=False)
     env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="200000")
     env.pop("RNND_BACKEND", None)
@@ -210,7 +209,7 @@ def test_socket_activate():
     if tool is None:
         print("SKIP: systemd-socket-activate is not installed")
         return
-    port = test_http.free_port()
+    port = rnndtest.free_port()
     log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", delete=False)
     env = dict(os.environ)
     env.pop("RNND_BACKEND", None)
@@ -243,11 +242,11 @@ def test_reload_under_load():
     """SIGHUP five times while clients send, with a new version on disk: no request fails."""
     tmp = tempfile.mkdtemp(prefix="rnnd-reload-")
     repo = demo_repo(tmp)
-    ns, path, ntmp = test_http.notify_socket()
+    ns, path, ntmp = rnndtest.notify_socket()
     msgs, stop_n = [], threading.Event()
     tn = threading.Thread(target=collect, args=(ns, msgs, stop_n))
     tn.start()
-    d = test_http.Daemon(repo=repo, env={"NOTIFY_SOCKET": path})
+    d = rnndtest.Daemon(repo=repo, env={"NOTIFY_SOCKET": path})
     stop = threading.Event()
     results = []
     lock = threading.Lock()
@@ -327,7 +326,7 @@ def test_drain_under_load():
     body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [4, 4000, 8],
                                    "data": [0.01] * (4 * 4000 * 8)}], "outputs": [{"name": "h_n"}]}).encode()
     for timeout, want_503, model, clients in ((30, False, "digits_lstm", 24), (1, True, "wide", 48)):
-        d = test_http.Daemon("--shutdown_timeout=%d" % timeout, repo=repo)
+        d = rnndtest.Daemon("--shutdown_timeout=%d" % timeout, repo=repo)
         results = {}
         lock = threading.Lock()
 
@@ -380,7 +379,7 @@ def test_drain_under_load():
 def test_repository_api():
     tmp = tempfile.mkdtemp(prefix="rnnd-repoapi-")
     repo = demo_repo(tmp)
-    d = test_http.Daemon(repo=repo)
+    d = rnndtest.Daemon(repo=repo)
     try:
         st, _, idx = d.json("POST", "/v2/repository/index")
         check(st == 200 and idx == [{"name": "digits_gru", "version": "1", "state": "READY", "reason": ""},
@@ -467,7 +466,7 @@ def test_repository_api():
     with open(tf, "w") as f:
         f.write(token + "\n")
     os.chmod(tf, 0o600)
-    d = test_http.Daemon("--auth_token_file=" + tf, repo=DEMO)
+    d = rnndtest.Daemon("--auth_token_file=" + tf, repo=DEMO)
     try:
         st, h, b = d.json("POST", "/v2/repository/index")
         check(st == 401 and h.get("www-authenticate", "").startswith("Bearer"),
@@ -493,14 +492,14 @@ def main():
         print("RNND_BIN=%s is not an executable" % BIN)
         return 1
     t0 = time.time()
-    test_notify()
-    test_watchdog_stall()
-    test_socket_activate()
-    test_repository_api()
-    test_reload_under_load()
-    test_drain_under_load()
-    print("test_systemd: %d passed, %d failed (%.1f s)" % (test_http.passed, test_http.failed, time.time() - t0))
-    return 1 if test_http.failed else 0
+    run_test(test_notify)
+    run_test(test_watchdog_stall)
+    run_test(test_socket_activate)
+    run_test(test_repository_api)
+    run_test(test_reload_under_load)
+    run_test(test_drain_under_load)
+    print("test_systemd: %d passed, %d failed (%.1f s)" % (rnndtest.passed, rnndtest.failed, time.time() - t0))
+    return 1 if rnndtest.failed else 0
 
 
 if __name__ == "__main__":

@@ -34,10 +34,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN, SRC  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, GOLDEN, SRC, run_test
 from fetch_tool import fetch_tool  # noqa: E402
 
 EMB = "lstm_emb_l1_uni_ragged_noh0_head_softmax_last"
@@ -148,8 +147,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = Daemon(repo=repo(tmp))
         try:
-            test_runs(pa, d)
-            test_sequences(pa, d)
+            run_test(test_runs, pa, d)
+            run_test(test_sequences, pa, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
         finally:

@@ -23,7 +23,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -31,8 +30,8 @@ except ImportError as e:
     print("test_prometheus: SKIP: cannot import prometheus_client (%s); tests/run.sh makes .venv-test with it" % e)
     sys.exit(77)
 
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, SRC  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, SRC, run_test
 from fetch_tool import fetch_tool  # noqa: E402
 
 # Every family, as prometheus_client names it (a counter without _total), and its type.
@@ -145,8 +144,8 @@ def main():
         check(st == 200 and h.get("content-type", "").startswith("text/plain; version=0.0.4"),
               "GET /metrics is text format 0.0.4", (st, h))
         text = body.decode()
-        test_python_parser(text)
-        test_promtool(text)
+        run_test(test_python_parser, text)
+        run_test(test_promtool, text)
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)
     finally:

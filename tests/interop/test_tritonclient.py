@@ -33,7 +33,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 try:
     import numpy as np
@@ -44,9 +43,9 @@ except ImportError as e:  # meson reads 77 as SKIP
           "tests/run.sh makes .venv-test with them" % e)
     sys.exit(77)
 
-import test_http as th  # noqa: E402
-from test_http import Daemon, check, GOLDEN  # noqa: E402
-from test_infer import read_safetensors  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, GOLDEN, run_test
+from rnndtest import read_safetensors
 
 TOL = 1e-5
 OUTPUT_KEYS = ("output", "h_n", "c_n", "scores")
@@ -489,19 +488,19 @@ def main():
         url = "127.0.0.1:%d" % d.port
         c = httpclient.InferenceServerClient(url, network_timeout=120)
         try:
-            test_health_and_metadata(c, goldens)
+            run_test(test_health_and_metadata, c, goldens)
             for n in names:
-                test_infer_matrix(c, goldens[n], n in FULL)
-            test_big_batch(c, goldens["lstm_h48_l2_bi_ragged_h0"])
-            test_big_batch(c, goldens["gru_emb_l2_bi_ragged_noh0_head_softmax_all"])
-            test_fp16_input(c, goldens["lstm_l1_bi_ragged_h0"])
-            test_errors(c, d)
-            test_compression(c, goldens["gru_l3_bi_ragged_h0"])
+                run_test(test_infer_matrix, c, goldens[n], n in FULL)
+            run_test(test_big_batch, c, goldens["lstm_h48_l2_bi_ragged_h0"])
+            run_test(test_big_batch, c, goldens["gru_emb_l2_bi_ragged_noh0_head_softmax_all"])
+            run_test(test_fp16_input, c, goldens["lstm_l1_bi_ragged_h0"])
+            run_test(test_errors, c, d)
+            run_test(test_compression, c, goldens["gru_l3_bi_ragged_h0"])
         finally:
             c.close()
-        test_async(url, goldens)
-        test_aio(url, goldens)
-        test_sequence_api()
+        run_test(test_async, url, goldens)
+        run_test(test_aio, url, goldens)
+        run_test(test_sequence_api)
         check(d.request("GET", "/v2/health/ready")[0] == 200, "the daemon still serves at the end")
         rc, _ = d.stop()
         check(rc == 0, "SIGTERM exits 0", rc)

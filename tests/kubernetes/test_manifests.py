@@ -30,7 +30,6 @@ import sys
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 try:
     import manifests as mf
@@ -40,8 +39,8 @@ except (ImportError, RuntimeError) as e:
           "and kserve" % e)
     sys.exit(77)
 
-import test_http as th  # noqa: E402
-from test_http import check, SRC  # noqa: E402
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import check, SRC, run_test
 
 DEPLOY = os.path.join(SRC, "deploy")
 CONTAINERFILE = os.path.join(DEPLOY, "container", "Containerfile")
@@ -278,9 +277,9 @@ def test_containerfile():
 
 def main():
     docs = documents()
-    test_schemas(docs)
-    test_containers(docs)
-    test_containerfile()
+    run_test(test_schemas, docs)
+    run_test(test_containers, docs)
+    run_test(test_containerfile)
     print("test_manifests: %d passed, %d failed" % (th.passed, th.failed))
     sys.exit(1 if th.failed else 0)
 

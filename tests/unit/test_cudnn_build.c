@@ -239,7 +239,7 @@ START_TEST(test_qualifies)
         struct rnnd_model_config c;
         char why[256];
 
-        rnnd_model_config_defaults(&c);
+        rnnd_modelcfg_defaults(&c);
         c.cell = RNND_CELL_LSTM;
         c.input_size = 8;
         c.hidden_size = 16;

@@ -31,7 +31,7 @@ enum { M_LSTM, M_GRU, M_EMB };
 
 static void make_cfg(int m, struct rnnd_model_config *c)
 {
-        rnnd_model_config_defaults(c);
+        rnnd_modelcfg_defaults(c);
         switch (m) {
         case M_LSTM:
                 c->cell = RNND_CELL_LSTM;
@@ -524,6 +524,54 @@ START_TEST(test_kserve_tokens_states)
 }
 END_TEST
 
+/*
+ * sequence_id is an unsigned 64-bit integer (docs/HTTP.md): ids past int64,
+ * which jansson refuses as "too big integer", parse on every path, long
+ * (the skeleton) or short, and the rest of the request with them.
+ */
+START_TEST(test_kserve_sequence_id_u64)
+{
+        static const struct {
+                const char *id;
+                uint64_t want;
+        } ids[] = {
+                {"18446744073709551615", UINT64_MAX},
+                {"9223372036854775808", UINT64_C(9223372036854775808)},
+                {"9223372036854775807", INT64_MAX},
+        };
+        char body[512], longer[160] = ",\"custom\":\"";
+        const char *pad[] = {"", longer};
+
+        /* 128 bytes more: the fast path's skeleton, where the short one goes to jansson. */
+        memset(longer + strlen(longer), 'a', 128);
+        strcat(longer, "\"");
+
+        for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+                for (size_t k = 0; k < 2; k++) {
+                        struct rnnd_infer_request a, b;
+                        rnnd_error_t e = {0};
+                        int n = snprintf(body, sizeof(body),
+                                         "{\"parameters\":{\"sequence_start\":true,"
+                                         "\"sequence_id\":%s%s},\"inputs\":[{\"name\":\"input\","
+                                         "\"datatype\":\"FP32\",\"shape\":[1,1,2],"
+                                         "\"data\":[1,2]}]}",
+                                         ids[i].id, pad[k]);
+
+                        ck_assert_int_eq(
+                                rnnd_kserve_parse(body, (size_t)n, (size_t)n, NULL, &a, &e), 0);
+                        ck_assert_int_eq(rnnd__kserve_parse_jansson(body, (size_t)n, (size_t)n,
+                                                                    NULL, &b, &e),
+                                         0);
+                        ck_assert_uint_eq(a.params.sequence_id, ids[i].want);
+                        ck_assert_uint_eq(b.params.sequence_id, ids[i].want);
+                        ck_assert(a.params.sequence_start && b.params.sequence_start);
+                        ck_assert_uint_eq(a.n_inputs, 1);
+                        rnnd_infer_request_done(&a);
+                        rnnd_infer_request_done(&b);
+                }
+}
+END_TEST
+
 /* The sequence parameters parse; bind says why a model does not take them (yet). */
 START_TEST(test_kserve_sequence_params)
 {
@@ -945,6 +993,20 @@ static const struct bad bad[] = {
          "parameters: must be an object, got an array of 0"},
         {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":-1},\"inputs\":[" X3 "]}", 0, -1, EINVAL_400,
          "parameters.sequence_id: must be an unsigned integer or a string, got -1"},
+        /* Ids are unsigned 64-bit (docs/HTTP.md): past that, or anywhere else, too big. */
+        {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":18446744073709551616},\"inputs\":[" X3 "]}",
+         0, -1, EINVAL_400,
+         "parameters.sequence_id: 18446744073709551616 is past 18446744073709551615, the largest "
+         "id"},
+        {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":-9223372036854775809},\"inputs\":[" X3 "]}",
+         0, -1, EINVAL_400, "too big negative integer"},
+        {KS, M_LSTM,
+         "{\"parameters\":{\"x\":{\"sequence_id\":18446744073709551615}},\"inputs\":[" X3 "]}", 0,
+         -1, EINVAL_400, "too big integer"},
+        {KS, M_LSTM,
+         "{\"parameters\":{\"priority\":18446744073709551615,\"sequence_id\":1},\"inputs\":[" X3
+         "]}",
+         0, -1, EINVAL_400, "too big integer"},
         {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":true},\"inputs\":[" X3 "]}", 0, -1,
          EINVAL_400, "parameters.sequence_id: must be an unsigned integer or a string, got true"},
         {KS, M_LSTM, "{\"parameters\":{\"sequence_id\":1.5},\"inputs\":[" X3 "]}", 0, -1,
@@ -1736,6 +1798,7 @@ static Suite *infer_suite(void)
         tcase_add_test(tc, test_outputs_check);
         tcase_add_test(tc, test_kserve_tokens_states);
         tcase_add_test(tc, test_kserve_sequence_params);
+        tcase_add_test(tc, test_kserve_sequence_id_u64);
         tcase_add_test(tc, test_kserve_binary_output);
         tcase_add_loop_test(tc, test_kserve_binary, 0, 2);
         tcase_add_test(tc, test_limits);

@@ -244,18 +244,20 @@ START_TEST(test_lengths)
         size_t n = 0;
         rnnd_error_t e = {0};
 
-        ck_assert_msg(rnnd_lengths_parse(text, strlen(text), &v, &n, &e) == 0, "%s", e.msg);
+        ck_assert_msg(rnnd_loadspec_lengths_parse(text, strlen(text), &v, &n, &e) == 0, "%s",
+                      e.msg);
         ck_assert_uint_eq(n, 5);
         ck_assert_uint_eq(v[0], 3);
         ck_assert_uint_eq(v[3], 512);
         ck_assert_uint_eq(v[4], 1);
         rnnd_free(v);
 
-        ck_assert_int_eq(rnnd_lengths_parse("1\n2\nx", 5, &v, &n, &e), RNND_EINVAL);
+        ck_assert_int_eq(rnnd_loadspec_lengths_parse("1\n2\nx", 5, &v, &n, &e), RNND_EINVAL);
         ck_assert_msg(strstr(e.msg, "line 3") != NULL, "%s", e.msg);
-        ck_assert_int_eq(rnnd_lengths_parse("4 0", 3, &v, &n, &e), RNND_EINVAL);
-        ck_assert_int_eq(rnnd_lengths_parse("99999999999999999999", 20, &v, &n, &e), RNND_EINVAL);
-        ck_assert_int_eq(rnnd_lengths_parse("# none\n", 7, &v, &n, &e), RNND_EINVAL);
+        ck_assert_int_eq(rnnd_loadspec_lengths_parse("4 0", 3, &v, &n, &e), RNND_EINVAL);
+        ck_assert_int_eq(rnnd_loadspec_lengths_parse("99999999999999999999", 20, &v, &n, &e),
+                         RNND_EINVAL);
+        ck_assert_int_eq(rnnd_loadspec_lengths_parse("# none\n", 7, &v, &n, &e), RNND_EINVAL);
         ck_assert_msg(strstr(e.msg, "no lengths") != NULL, "%s", e.msg);
 }
 END_TEST
@@ -276,22 +278,22 @@ START_TEST(test_model_metadata)
         struct rnnd_load_model m;
         rnnd_error_t e = {0};
 
-        ck_assert_msg(rnnd_load_model_parse(lstm, strlen(lstm), &m, &e) == 0, "%s", e.msg);
+        ck_assert_msg(rnnd_loadspec_model_parse(lstm, strlen(lstm), &m, &e) == 0, "%s", e.msg);
         ck_assert_str_eq(m.input.name, "input");
         ck_assert_int_eq(m.input.dtype, RNND_DT_F32);
         ck_assert_uint_eq(m.input.ndim, 3);
         ck_assert_int_eq(m.input.shape[2], 5);
         ck_assert_uint_eq(m.n_outputs, 2);
         ck_assert_str_eq(m.outputs[1], "h_n");
-        ck_assert_msg(rnnd_load_model_parse(emb, strlen(emb), &m, &e) == 0, "%s", e.msg);
+        ck_assert_msg(rnnd_loadspec_model_parse(emb, strlen(emb), &m, &e) == 0, "%s", e.msg);
         ck_assert_str_eq(m.input.name, "tokens");
         ck_assert_int_eq(m.input.dtype, RNND_DT_I64);
         ck_assert_uint_eq(m.input.ndim, 2);
         ck_assert_str_eq(m.outputs[0], "scores");
 
-        ck_assert_int_eq(rnnd_load_model_parse("{\"error\":\"x\"}", 13, &m, &e), RNND_EINVAL);
-        ck_assert_int_eq(rnnd_load_model_parse("not json", 8, &m, &e), RNND_EINVAL);
-        ck_assert_int_eq(rnnd_load_model_parse("{\"inputs\":[],\"outputs\":[]}", 26, &m, &e),
+        ck_assert_int_eq(rnnd_loadspec_model_parse("{\"error\":\"x\"}", 13, &m, &e), RNND_EINVAL);
+        ck_assert_int_eq(rnnd_loadspec_model_parse("not json", 8, &m, &e), RNND_EINVAL);
+        ck_assert_int_eq(rnnd_loadspec_model_parse("{\"inputs\":[],\"outputs\":[]}", 26, &m, &e),
                          RNND_EINVAL);
         ck_assert_msg(strstr(e.msg, "no input or tokens") != NULL, "%s", e.msg);
 }

@@ -27,7 +27,7 @@ static struct rnnd_model_config parse_ok(const char *text)
         int r;
 
         memset(&cfg, 0xab, sizeof(cfg));
-        r = rnnd_model_config_parse(text, strlen(text), FILE_NAME, &cfg, &e);
+        r = rnnd_modelcfg_parse(text, strlen(text), FILE_NAME, &cfg, &e);
         ck_assert_msg(r == 0, "%s: %s", text, e.msg);
         return cfg;
 }
@@ -80,7 +80,7 @@ START_TEST(test_defaults_only)
         struct rnnd_model_config c;
 
         memset(&c, 0xab, sizeof(c));
-        rnnd_model_config_defaults(&c);
+        rnnd_modelcfg_defaults(&c);
         ck_assert_uint_eq(c.input_size, 0);
         ck_assert_uint_eq(c.hidden_size, 0);
         ck_assert_uint_eq(c.num_layers, 1);
@@ -160,8 +160,8 @@ START_TEST(test_full)
         ck_assert_uint_eq(c.version_policy.versions[0], 3);
         ck_assert_uint_eq(c.version_policy.versions[1], 1);
         ck_assert_uint_eq(rnnd_cell_gates(c.cell), 4);
-        ck_assert_uint_eq(rnnd_model_config_dirs(&c), 2);
-        ck_assert_uint_eq(rnnd_model_config_out_size(&c), 16);
+        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c), 2);
+        ck_assert_uint_eq(rnnd_modelcfg_out_size(&c), 16);
 }
 END_TEST
 
@@ -182,8 +182,8 @@ START_TEST(test_full_gru)
         ck_assert_int_eq(c.version_policy.kind, RNND_VP_LATEST);
         ck_assert_uint_eq(c.version_policy.num_versions, 3);
         ck_assert_uint_eq(rnnd_cell_gates(c.cell), 3);
-        ck_assert_uint_eq(rnnd_model_config_dirs(&c), 1);
-        ck_assert_uint_eq(rnnd_model_config_out_size(&c), 7);
+        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c), 1);
+        ck_assert_uint_eq(rnnd_modelcfg_out_size(&c), 7);
 }
 END_TEST
 
@@ -542,7 +542,7 @@ START_TEST(test_bad)
 
         memset(&cfg, 0x5a, sizeof(cfg));
         memcpy(&before, &cfg, sizeof(cfg));
-        r = rnnd_model_config_parse(bad[_i].json, strlen(bad[_i].json), FILE_NAME, &cfg, &e);
+        r = rnnd_modelcfg_parse(bad[_i].json, strlen(bad[_i].json), FILE_NAME, &cfg, &e);
         ck_assert_msg(r == bad[_i].code, "%s: got %d (%s)", bad[_i].json, r, e.msg);
         ck_assert_int_eq(e.code, bad[_i].code);
         ck_assert_msg(strncmp(e.msg, FILE_NAME ":", strlen(FILE_NAME ":")) == 0,
@@ -552,7 +552,7 @@ START_TEST(test_bad)
         ck_assert_msg(memcmp(&cfg, &before, sizeof(cfg)) == 0, "*ret written on failure");
         /* A NULL reterr is allowed. */
         ck_assert_int_eq(
-                rnnd_model_config_parse(bad[_i].json, strlen(bad[_i].json), FILE_NAME, &cfg, NULL),
+                rnnd_modelcfg_parse(bad[_i].json, strlen(bad[_i].json), FILE_NAME, &cfg, NULL),
                 bad[_i].code);
 }
 END_TEST
@@ -569,9 +569,9 @@ START_TEST(test_oversized)
         ck_assert_ptr_nonnull(buf);
         memset(buf, ' ', n);
         memcpy(buf, text, strlen(text));
-        ck_assert_int_eq(rnnd_model_config_parse(buf, n - 1, FILE_NAME, &cfg, &e), 0);
+        ck_assert_int_eq(rnnd_modelcfg_parse(buf, n - 1, FILE_NAME, &cfg, &e), 0);
         memset(&cfg, 0x5a, sizeof(cfg));
-        ck_assert_int_eq(rnnd_model_config_parse(buf, n, FILE_NAME, &cfg, &e), RNND_ELIMIT);
+        ck_assert_int_eq(rnnd_modelcfg_parse(buf, n, FILE_NAME, &cfg, &e), RNND_ELIMIT);
         ck_assert_int_eq(e.code, RNND_ELIMIT);
         ck_assert_ptr_nonnull(strstr(e.msg, FILE_NAME ": 1048577 bytes, more than"));
         ck_assert_uint_eq(cfg.input_size, 0x5a5a5a5au);
@@ -586,7 +586,7 @@ START_TEST(test_not_terminated)
         struct rnnd_model_config cfg;
         rnnd_error_t e = {0};
 
-        ck_assert_int_eq(rnnd_model_config_parse(text, strlen(CFG("")), FILE_NAME, &cfg, &e), 0);
+        ck_assert_int_eq(rnnd_modelcfg_parse(text, strlen(CFG("")), FILE_NAME, &cfg, &e), 0);
         ck_assert_uint_eq(cfg.hidden_size, 16);
 }
 END_TEST
@@ -619,14 +619,14 @@ START_TEST(test_shapes)
         ck_assert_uint_eq(rnnd_cell_gates(RNND_CELL_GRU), 3);
         ck_assert_uint_eq(rnnd_cell_gates(RNND_CELL_RNN_TANH), 1);
         ck_assert_uint_eq(rnnd_cell_gates(RNND_CELL_RNN_RELU), 1);
-        rnnd_model_config_defaults(&c);
+        rnnd_modelcfg_defaults(&c);
         c.hidden_size = 32;
-        ck_assert_uint_eq(rnnd_model_config_dirs(&c), 1);
-        ck_assert_uint_eq(rnnd_model_config_out_size(&c), 32);
+        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c), 1);
+        ck_assert_uint_eq(rnnd_modelcfg_out_size(&c), 32);
         c.bidirectional = true;
         c.proj_size = 8;
-        ck_assert_uint_eq(rnnd_model_config_dirs(&c), 2);
-        ck_assert_uint_eq(rnnd_model_config_out_size(&c), 8);
+        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c), 2);
+        ck_assert_uint_eq(rnnd_modelcfg_out_size(&c), 8);
 }
 END_TEST
 

@@ -29,7 +29,7 @@ static struct rnnd_model_config lstm(void)
 {
         struct rnnd_model_config c;
 
-        rnnd_model_config_defaults(&c);
+        rnnd_modelcfg_defaults(&c);
         c.cell = RNND_CELL_LSTM;
         c.input_size = 8;
         c.hidden_size = 16;

@@ -131,8 +131,8 @@ static const struct {
 
 START_TEST(test_scan_model)
 {
-        struct rnnd_repo_index idx = {0};
-        const struct rnnd_repo_model *m;
+        struct rnnd_repository_index idx = {0};
+        const struct rnnd_repository_model *m;
         rnnd_error_t e = {0};
 
         ck_assert_int_eq(rnnd_repository_scan(root, &idx, &e), 0);
@@ -159,7 +159,7 @@ END_TEST
 
 START_TEST(test_find)
 {
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
 
         ck_assert_ptr_null(rnnd_repository_find(&idx, "good"));
         rnnd_repository_index_done(&idx);
@@ -201,7 +201,7 @@ END_TEST
 /* Roots that cannot be scanned; *ret is left alone. */
 START_TEST(test_bad_root)
 {
-        struct rnnd_repo_index idx = {.models = (void *)&idx, .n_models = 7};
+        struct rnnd_repository_index idx = {.models = (void *)&idx, .n_models = 7};
         char path[PATH_MAX];
         rnnd_error_t e = {0};
 
@@ -218,7 +218,7 @@ END_TEST
 /* Every allocation failing in turn gives RNND_ENOMEM and leaks nothing. */
 START_TEST(test_oom)
 {
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
         rnnd_error_t e = {0};
         int r;
 
@@ -239,16 +239,16 @@ END_TEST
 /* Limits, each in a fresh tree: too many models, an oversized config, an overlong path. */
 START_TEST(test_too_many_models)
 {
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
         rnnd_error_t e = {0};
         char name[32];
 
-        for (unsigned i = 0; i < RNND_REPO_MAX_MODELS; i++) {
+        for (unsigned i = 0; i < RNND_REPOSITORY_MAX_MODELS; i++) {
                 snprintf(name, sizeof(name), "m%u", i);
                 put(name, NULL);
         }
         ck_assert_int_eq(rnnd_repository_scan(root, &idx, &e), 0);
-        ck_assert_uint_eq(idx.n_models, RNND_REPO_MAX_MODELS);
+        ck_assert_uint_eq(idx.n_models, RNND_REPOSITORY_MAX_MODELS);
         ck_assert_int_eq(idx.models[0].status, RNND_EIO); /* no config.json */
         rnnd_repository_index_done(&idx);
         put("one-too-many", NULL);
@@ -260,7 +260,7 @@ END_TEST
 
 START_TEST(test_oversized_config)
 {
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
         struct rnnd_model_config cfg;
         rnnd_error_t e = {0};
         char path[PATH_MAX];
@@ -287,7 +287,7 @@ END_TEST
  */
 START_TEST(test_fifo_config)
 {
-        struct rnnd_repo_index idx = {0};
+        struct rnnd_repository_index idx = {0};
         struct rnnd_model_config cfg;
         rnnd_error_t e = {0};
         char path[PATH_MAX];
@@ -393,8 +393,8 @@ END_TEST
 /* More version directories than a policy can list: latest keeps the highest, all is refused. */
 START_TEST(test_many_versions)
 {
-        struct rnnd_repo_index idx = {0};
-        const struct rnnd_repo_model *m;
+        struct rnnd_repository_index idx = {0};
+        const struct rnnd_repository_model *m;
         rnnd_error_t e = {0};
         char rel[64];
 

@@ -4,11 +4,11 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "json-int.h"
-#include "repo.h"
+#include "json.h"
+#include "reporeq.h"
 
 /* Checks parameters (an object) of load or unload. */
-static int check_parameters(enum rnnd_repo_call call, json_t *params, rnnd_error_t *reterr)
+static int check_parameters(enum rnnd_reporeq_call call, json_t *params, rnnd_error_t *reterr)
 {
         const char *key;
         json_t *v;
@@ -16,18 +16,18 @@ static int check_parameters(enum rnnd_repo_call call, json_t *params, rnnd_error
 
         if (!json_is_object(params))
                 return rnnd_error_set(reterr, RNND_EINVAL, "parameters: must be an object, not %s",
-                                      rnnd__json_describe(params, d, sizeof(d)));
+                                      rnnd_json_describe(params, d, sizeof(d)));
         json_object_foreach(params, key, v)
         {
-                if (call == RNND_REPO_UNLOAD && strcmp(key, "unload_dependents") == 0) {
+                if (call == RNND_REPOREQ_UNLOAD && strcmp(key, "unload_dependents") == 0) {
                         if (!json_is_boolean(v))
                                 return rnnd_error_set(reterr, RNND_EINVAL,
                                                       "parameters.unload_dependents: must be a "
                                                       "boolean, not %s",
-                                                      rnnd__json_describe(v, d, sizeof(d)));
+                                                      rnnd_json_describe(v, d, sizeof(d)));
                         continue; /* rnnd models have no dependents */
                 }
-                if (call == RNND_REPO_LOAD &&
+                if (call == RNND_REPOREQ_LOAD &&
                     (strcmp(key, "config") == 0 || strncmp(key, "file:", 5) == 0))
                         return rnnd_error_set(reterr, RNND_EUNSUPPORTED,
                                               "parameters.%.64s: not supported; rnnd loads the "
@@ -38,20 +38,20 @@ static int check_parameters(enum rnnd_repo_call call, json_t *params, rnnd_error
         return 0;
 }
 
-int rnnd_repo_request_parse(enum rnnd_repo_call call, const char *body, size_t len,
-                            struct rnnd_repo_request *ret, rnnd_error_t *reterr)
+int rnnd_reporeq_parse(enum rnnd_reporeq_call call, const char *body, size_t len,
+                       struct rnnd_reporeq *ret, rnnd_error_t *reterr)
 {
-        struct rnnd_repo_request out = {.ready = false};
+        struct rnnd_reporeq out = {.ready = false};
         json_error_t jerr;
         const char *key;
         json_t *root, *v;
         char d[64];
         int r = 0;
 
-        if (len > RNND_REPO_MAX_BODY)
+        if (len > RNND_REPOREQ_MAX_BODY)
                 return rnnd_error_set(reterr, RNND_ETOOBIG,
                                       "a repository request's body is at most %u bytes",
-                                      RNND_REPO_MAX_BODY);
+                                      RNND_REPOREQ_MAX_BODY);
         if (len == 0) {
                 *ret = out;
                 return 0;
@@ -62,20 +62,20 @@ int rnnd_repo_request_parse(enum rnnd_repo_call call, const char *body, size_t l
                                       jerr.text, jerr.column);
         if (!json_is_object(root)) {
                 r = rnnd_error_set(reterr, RNND_EINVAL, "the body must be an object, not %s",
-                                   rnnd__json_describe(root, d, sizeof(d)));
+                                   rnnd_json_describe(root, d, sizeof(d)));
                 goto out;
         }
         json_object_foreach(root, key, v)
         {
-                if (call == RNND_REPO_INDEX && strcmp(key, "ready") == 0) {
+                if (call == RNND_REPOREQ_INDEX && strcmp(key, "ready") == 0) {
                         if (!json_is_boolean(v)) {
                                 r = rnnd_error_set(reterr, RNND_EINVAL,
                                                    "ready: must be a boolean, not %s",
-                                                   rnnd__json_describe(v, d, sizeof(d)));
+                                                   rnnd_json_describe(v, d, sizeof(d)));
                                 goto out;
                         }
                         out.ready = json_is_true(v);
-                } else if (call != RNND_REPO_INDEX && strcmp(key, "parameters") == 0) {
+                } else if (call != RNND_REPOREQ_INDEX && strcmp(key, "parameters") == 0) {
                         r = check_parameters(call, v, reterr);
                         if (r < 0)
                                 goto out;

@@ -12,25 +12,25 @@
 #include "error.h"
 
 /* Largest body of a repository request. */
-#define RNND_REPO_MAX_BODY 4096u
+#define RNND_REPOREQ_MAX_BODY 4096u
 
-enum rnnd_repo_call {
-        RNND_REPO_INDEX = 0,
-        RNND_REPO_LOAD,
-        RNND_REPO_UNLOAD,
+enum rnnd_reporeq_call {
+        RNND_REPOREQ_INDEX = 0,
+        RNND_REPOREQ_LOAD,
+        RNND_REPOREQ_UNLOAD,
 };
 
-struct rnnd_repo_request {
+struct rnnd_reporeq {
         bool ready; /* index: list only the versions ready for inference (false) */
 };
 
 /*
  * Parses body[0..len) of call into *ret; an empty body means the defaults.
- * Errors: RNND_ETOOBIG (over RNND_REPO_MAX_BODY), RNND_EINVAL (not JSON, an
+ * Errors: RNND_ETOOBIG (over RNND_REPOREQ_MAX_BODY), RNND_EINVAL (not JSON, an
  * unknown key, a wrong type), RNND_EUNSUPPORTED (load's parameters.config or
  * file: overrides: rnnd loads what the repository holds).  Thread-safe.
  */
-int rnnd_repo_request_parse(enum rnnd_repo_call call, const char *body, size_t len,
-                            struct rnnd_repo_request *ret, rnnd_error_t *reterr);
+int rnnd_reporeq_parse(enum rnnd_reporeq_call call, const char *body, size_t len,
+                       struct rnnd_reporeq *ret, rnnd_error_t *reterr);
 
 #endif

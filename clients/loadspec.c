@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "json-int.h"
+#include "json.h"
 #include "loadspec.h"
 
 enum ktype {
@@ -591,7 +591,7 @@ int rnnd_loadspec_parse_json(struct rnnd_loadspec *s, const char *text, size_t l
                 return rnnd_error_set(reterr, RNND_EINVAL, "line %d: %s", je.line, je.text);
         if (!json_is_object(root)) {
                 r = rnnd_error_set(reterr, RNND_EINVAL, "want an object, got %s",
-                                   rnnd__json_describe(root, desc, sizeof(desc)));
+                                   rnnd_json_describe(root, desc, sizeof(desc)));
                 goto out;
         }
         json_object_foreach(root, key, v)
@@ -603,7 +603,7 @@ int rnnd_loadspec_parse_json(struct rnnd_loadspec *s, const char *text, size_t l
                 if (json_text(v, buf, sizeof(buf)) < 0) {
                         r = rnnd_error_set(reterr, RNND_EINVAL,
                                            "%s: want a string, number or boolean, got %s", key,
-                                           rnnd__json_describe(v, desc, sizeof(desc)));
+                                           rnnd_json_describe(v, desc, sizeof(desc)));
                         goto out;
                 }
                 r = rnnd_loadspec_set(s, key, buf, reterr);
@@ -636,8 +636,8 @@ int rnnd_loadspec_check(const struct rnnd_loadspec *s, rnnd_error_t *reterr)
         return 0;
 }
 
-int rnnd_lengths_parse(const char *text, size_t len, uint32_t **ret, size_t *n,
-                       rnnd_error_t *reterr)
+int rnnd_loadspec_lengths_parse(const char *text, size_t len, uint32_t **ret, size_t *n,
+                                rnnd_error_t *reterr)
 {
         uint32_t *v = NULL, *nv;
         size_t count = 0, cap = 0, i = 0;
@@ -714,8 +714,8 @@ static int read_tensor(json_t *t, struct rnnd_load_input *in)
         return 0;
 }
 
-int rnnd_load_model_parse(const char *body, size_t len, struct rnnd_load_model *ret,
-                          rnnd_error_t *reterr)
+int rnnd_loadspec_model_parse(const char *body, size_t len, struct rnnd_load_model *ret,
+                              rnnd_error_t *reterr)
 {
         struct rnnd_load_model m = {0};
         json_t *root = json_loadb(body, len, 0, NULL), *ins, *outs, *t;

@@ -1,5 +1,6 @@
 /*
- * loadspec.h: what a load client reads (DESIGN.md §1: clients -> proto).
+ * loadspec.h: what a load client reads (DESIGN.md §1: clients/, which alone
+ * among the other folders may read JSON with jansson).
  *
  * A load spec says what clients/rnnd-load sends, how often, for how long, and
  * when a run fails.  One table of keys drives the command line (--key=value),
@@ -16,8 +17,8 @@
  * or RNND_ENOMEM.  Every function is pure and thread-safe on distinct
  * arguments.
  */
-#ifndef RNND_PROTO_LOADSPEC_H
-#define RNND_PROTO_LOADSPEC_H
+#ifndef RNND_CLIENTS_LOADSPEC_H
+#define RNND_CLIENTS_LOADSPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -159,8 +160,8 @@ int rnnd_loadspec_check(const struct rnnd_loadspec *s, rnnd_error_t *reterr);
  * entries.  Errors: RNND_EINVAL naming the line, RNND_ENOMEM; writes nothing
  * on failure.  Thread-safe.
  */
-int rnnd_lengths_parse(const char *text, size_t len, uint32_t **ret, size_t *n,
-                       rnnd_error_t *reterr);
+int rnnd_loadspec_lengths_parse(const char *text, size_t len, uint32_t **ret, size_t *n,
+                                rnnd_error_t *reterr);
 
 /*
  * Reads a model's KServe v2 metadata body[0..len) ({"inputs": [{"name",
@@ -169,7 +170,7 @@ int rnnd_lengths_parse(const char *text, size_t len, uint32_t **ret, size_t *n,
  * body is not such metadata or has neither input; writes nothing on failure.
  * Thread-safe.
  */
-int rnnd_load_model_parse(const char *body, size_t len, struct rnnd_load_model *ret,
-                          rnnd_error_t *reterr);
+int rnnd_loadspec_model_parse(const char *body, size_t len, struct rnnd_load_model *ret,
+                              rnnd_error_t *reterr);
 
 #endif

@@ -79,6 +79,21 @@ static const struct rnnd_option options[] = {
                         "the others are served.",
         },
         {
+                .name = "repository_poll_interval",
+                .type = RNND_OPT_DURATION,
+                .offset = OFF(repository_poll_interval),
+                .def = "0",
+                .min = 0,
+                .max = 86400,
+                .metavar = "SECONDS",
+                .help = "Scan model_repository this often, as SIGHUP does but without reading "
+                        "the settings again: new models and versions are loaded, changed ones "
+                        "rebuilt, removed ones leave. A model is built only once its config.json "
+                        "and selected weights files are unchanged across two scans, so a copy "
+                        "still being written is not loaded. 0: off (SIGHUP and the repository "
+                        "API only).",
+        },
+        {
                 .name = "threads",
                 .type = RNND_OPT_UINT,
                 .offset = OFF(threads),

@@ -90,6 +90,7 @@ START_TEST(test_table_rows)
         static const char *const keys[] = {
                 "listen",
                 "model_repository",
+                "repository_poll_interval",
                 "threads",
                 "connection_limit",
                 "connection_timeout",
@@ -137,6 +138,7 @@ START_TEST(test_defaults)
         ck_assert_int_eq(rnnd_options_init(&o), 0);
         ck_assert_str_eq(o.listen, "127.0.0.1:8000");
         ck_assert_str_eq(o.model_repository, "config/models");
+        ck_assert_uint_eq(o.repository_poll_interval, 0); /* off */
         ck_assert_uint_eq(o.threads, 0); /* auto */
         ck_assert_uint_eq(o.connection_limit, 1024);
         ck_assert_uint_eq(o.connection_timeout, 30);

@@ -506,6 +506,10 @@ def test_command_line():
     check(rc != 0 and "--threads: 'lots'" in err, "a bad flag value names the flag", (rc, err))
     rc, out, err = run("--no-such-flag=1")
     check(rc != 0 and "unknown option '--no-such-flag'" in err, "an unknown flag is an error", (rc, err))
+    rc, out, err = run("--model-repositry=x")
+    check(rc == 1 and err == "rnnd: unknown option '--model-repositry'; did you mean --model_repository? "
+          "(rnnd --help lists them)\n", "a usage error is plain text on stderr with the nearest setting",
+          (rc, err))
     rc, out, err = run("--log_level=loud")
     check(rc != 0 and "log_level" in err, "a bad enum names the key", (rc, err))
     rc, out, err = run("--model_repository=/nonexistent/models", "--listen=127.0.0.1:%d" % free_port())

@@ -692,7 +692,7 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
         struct MHD_OptionItem where[3] = {
                 {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
         struct addrinfo hints = {0}, *ai = NULL;
-        char host[256] = "", portstr[8];
+        char host[256] = "", portstr[8], body[32];
         int fd, r;
 
         fd = activated_socket(reterr);
@@ -744,11 +744,12 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
                 return rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s (see above)",
                                       fd >= 0 ? "the socket systemd passed" : o->listen);
         name_listener(h, fd, host, port);
+        /* The body limit as rnnd.conf spells it (64M), not 67108864. */
+        rnnd_options_format(o, rnnd_options_find("max_body_bytes"), body, sizeof(body));
         rnnd_log(RNND_LOG_NOTICE,
                  "listening on %s (%u HTTP threads, %" PRIu64 " connections, %" PRIu64
-                 "s timeout, body up to %" PRIu64 " bytes)",
-                 h->listen_name, threads, o->connection_limit, o->connection_timeout,
-                 o->max_body_bytes);
+                 "s timeout, max_body_bytes %s)",
+                 h->listen_name, threads, o->connection_limit, o->connection_timeout, body);
         return 0;
 }
 

@@ -13,7 +13,8 @@ expiry after idle_timeout_ms, max_sequences (503 with Retry-After), and a
 SIGHUP that keeps an unchanged model's sequences.  Last, the demo repository as
 `make run` serves it (config/rnnd.conf): every model loads, digits_stream's
 two example chunks score as digits_gru scores the whole image, and the
-README's `rnnd-load --streams` run on it has no error.
+README's `rnnd-load --streams` run on it has no error; the start log gives
+max_body_bytes as the config spells it.
 
 Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
@@ -325,6 +326,8 @@ def test_demo():
             rep = {}
         check(p.returncode == 0 and rep.get("ok") == 200 and rep.get("errors") == 0,
               "the README's rnnd-load --streams run on digits_stream: no error", (p.returncode, p.stderr[-300:]))
+        check("max_body_bytes 64M)" in d.stderr(), "the start log gives max_body_bytes as rnnd.conf does",
+              d.stderr()[-600:])
         rc, _ = d.stop()
         check(rc == 0, "the demo daemon exits 0 on SIGTERM", rc)
     finally:

@@ -242,6 +242,11 @@ def test_limits(d):
     st, h, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 504, "sequence_start": True}))
     check(st == 503 and h.get("retry-after") and "max_sequences" in b.get("error", ""),
           "a fifth live sequence: 503 with Retry-After naming max_sequences", (st, h, b))
+    text = d.request("GET", "/metrics")[2].decode()
+    got = [re.search(r'^rnnd_sequences_%s\{model="%s",version="1"\} (\d+)$' % (k, MODELS[1]), text, re.M)
+           for k in ("live", "max", "refused_total")]
+    check([int(m.group(1)) if m else None for m in got] == [4, 4, 1],
+          "the metrics show 4 live of max 4, and the refused start", [m and m.group(0) for m in got])
     os.kill(d.proc.pid, signal.SIGHUP)  # nothing changed: the sequences stay
     time.sleep(0.5)
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 500}))

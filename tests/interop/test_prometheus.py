@@ -38,6 +38,7 @@ from fetch_tool import fetch_tool  # noqa: E402
 # Every family, as prometheus_client names it (a counter without _total), and its type.
 FAMILIES = {
     "rnnd_up": "gauge", "rnnd_models_loaded": "gauge", "rnnd_http_requests_in_flight": "gauge",
+    "rnnd_start_time_seconds": "gauge",
     "rnnd_requests": "counter",
     "rnnd_request_duration_seconds": "histogram", "rnnd_queue_duration_seconds": "histogram",
     "rnnd_compute_duration_seconds": "histogram", "rnnd_batch_size": "histogram",
@@ -48,7 +49,8 @@ FAMILIES = {
     "rnnd_model_backend_info": "gauge",
     "rnnd_queue_depth": "gauge", "rnnd_batches_running": "gauge", "rnnd_instances_in_service": "gauge",
     "rnnd_sequences_live": "gauge", "rnnd_sequences_started": "counter", "rnnd_sequences_ended": "counter",
-    "rnnd_sequences_expired": "counter",
+    "rnnd_sequences_expired": "counter", "rnnd_sequences_max": "gauge",
+    "rnnd_sequences_refused": "counter", "rnnd_model_load_failed": "gauge",
 }
 DEMO = os.path.join(SRC, "config", "models")
 MODELS = tuple(sorted(m for m in os.listdir(DEMO) if os.path.isdir(os.path.join(DEMO, m))))
@@ -99,7 +101,8 @@ def test_python_parser(text):
                   f.samples[:3])
             continue
         check(len(f.samples) > 0, "family %s has samples" % name, f.documentation)
-        if name not in ("rnnd_up", "rnnd_models_loaded", "rnnd_http_requests_in_flight", "rnnd_requests"):
+        if name not in ("rnnd_up", "rnnd_models_loaded", "rnnd_http_requests_in_flight", "rnnd_requests",
+                        "rnnd_model_load_failed", "rnnd_start_time_seconds"):
             for m in MODELS:
                 check(any(s.labels.get("model") == m and s.labels.get("version") == "1" for s in f.samples),
                       "family %s has a sample for %s version 1" % (name, m), f.samples[:3])
@@ -114,6 +117,8 @@ def test_python_parser(text):
     check(value("rnnd_up", "rnnd_up") == 1, "rnnd_up is 1")
     check(value("rnnd_models_loaded", "rnnd_models_loaded") == len(MODELS), "rnnd_models_loaded counts the models")
     for m in MODELS:
+        check(value("rnnd_model_load_failed", "rnnd_model_load_failed", model=m) == 0,
+              "%s: rnnd_model_load_failed is 0" % m)
         check(value("rnnd_requests", "rnnd_requests_total", model=m, version="1", code="200") == 3,
               "%s: 3 requests answered 200" % m)
         check(value("rnnd_requests", "rnnd_requests_total", model=m, version="1", code="400") == 2,

@@ -28,9 +28,27 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 STYLE = {"figure.figsize": (10, 4), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9,
          "legend.fontsize": 8, "axes.titlesize": 10}
+
+
+PLAIN = FuncFormatter(lambda v, _: "{:,.0f}".format(v) if v >= 1 else "{:g}".format(v))
+
+
+def log_x(ax, values):
+    """A log2 x axis ticked at the values measured, written plainly (1, 8, 32, 128)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(set(values)))
+    ax.xaxis.set_major_formatter(PLAIN)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def log_y(ax):
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(PLAIN)
+    ax.yaxis.set_minor_formatter(PLAIN)
 
 
 def save(fig, out, name, header):
@@ -55,8 +73,8 @@ def engine(res, out):
                     label="rnnd, %d thread%s" % (threads, "s" if threads > 1 else ""))
             ax.plot(b, [r["torch_seq_s"] for r in rs], "s--", color=color, alpha=0.7,
                     label="PyTorch, %d thread%s" % (threads, "s" if threads > 1 else ""))
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_x(ax, [r["batch"] for r in rows])
+        log_y(ax)
         ax.set_xlabel("batch (sequences)")
         ax.set_ylabel("sequences/s")
         ax.set_title("%s, input 128, hidden 256, 2 layers, T = 100" % cell.upper())
@@ -104,8 +122,10 @@ def batching(res, out):
         c = [clients(p) for p in pts]
         a1.plot(c, [p["server"]["seq_s"] for p in pts], "o-", color=color, label=label)
         a2.plot(c, [p["client"]["latency_ms"]["p99"] for p in pts], "o-", color=color, label=label)
+    ticks = [clients(p) for s in res["scenarios"] if s["name"].startswith("digits_lstm, closed")
+             for p in s["points"]]
     for ax, what in ((a1, "sequences/s (server)"), (a2, "p99 latency (ms)")):
-        ax.set_xscale("log", base=2)
+        log_x(ax, ticks)
         ax.set_xlabel("clients (closed loop, one image each)")
         ax.set_ylabel(what)
         ax.set_ylim(bottom=0)
@@ -133,8 +153,9 @@ def padding(res, out):
     a2.set_ylabel("padding efficiency (useful steps / batch x longest)")
     a2.set_title("the batches' padding efficiency")
     a2.set_ylim(0, 1)
+    ticks = [clients(p) for n in names for p in scenario(res, n)]
     for ax in (a1, a2):
-        ax.set_xscale("log", base=2)
+        log_x(ax, ticks)
         ax.set_xlabel("clients (closed loop)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend()

@@ -64,7 +64,10 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-run: build
+# make run builds what it runs (and rnnd-load, for the README's examples), not the
+# test binaries that `make build` and `make test` build too.
+run: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) daemon/rnnd clients/rnnd-load
 	@echo "Serving config/models on 127.0.0.1:8000 (Ctrl-C stops).  Try, from another shell:"
 	@echo "  curl -s localhost:8000/v2/models/digits_lstm/infer -d @config/models/digits_lstm/example.json"
 	@echo "  (the first held-out image, a 7: the 8th of the 10 scores is the largest)"

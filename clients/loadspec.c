@@ -317,6 +317,47 @@ const struct rnnd_loadspec_key *rnnd_loadspec_key(size_t i)
         return i < RNND_ELEMENTSOF(keys) ? &keys[i].pub : NULL;
 }
 
+void rnnd_loadspec_format(const struct rnnd_loadspec *s, size_t i, char *buf, size_t n)
+{
+        const struct key *k = i < RNND_ELEMENTSOF(keys) ? &keys[i] : NULL;
+        const void *src = k != NULL ? (const char *)s + k->off : NULL;
+
+        buf[0] = '\0';
+        if (k == NULL)
+                return;
+        switch (k->type) {
+        case K_STR:
+                snprintf(buf, n, "%s", (const char *)src);
+                break;
+        case K_ENUM:
+                snprintf(buf, n, "%s", k->names[*(const int *)src]);
+                break;
+        case K_U32:
+                snprintf(buf, n, "%" PRIu32, *(const uint32_t *)src);
+                break;
+        case K_U64:
+                snprintf(buf, n, "%" PRIu64, *(const uint64_t *)src);
+                break;
+        case K_SECONDS:
+        case K_DOUBLE:
+                if (*(const double *)src >= k->lo) /* below: unset (--rate) */
+                        snprintf(buf, n, "%g%s", *(const double *)src,
+                                 k->type == K_SECONDS ? "s" : "");
+                break;
+        case K_BOOL:
+                snprintf(buf, n, "%s", *(const bool *)src ? "true" : "false");
+                break;
+        case K_CUSTOM:
+                if (k->set == set_length && s->len_dist == RNND_LEN_FILE)
+                        snprintf(buf, n, "@%s", s->len_file);
+                else if (k->set == set_length && s->len_min == s->len_max)
+                        snprintf(buf, n, "%" PRIu32, s->len_min);
+                else if (k->set == set_length)
+                        snprintf(buf, n, "%" PRIu32 "..%" PRIu32, s->len_min, s->len_max);
+                break;
+        }
+}
+
 /* The key named name, with '-' and '_' the same; NULL when there is none. */
 static const struct key *find_key(const char *name)
 {

@@ -127,6 +127,13 @@ size_t rnnd_loadspec_n_keys(void);
 const struct rnnd_loadspec_key *rnnd_loadspec_key(size_t i);
 
 /*
+ * Writes into buf[n] the command-line text of key i's value in s ("10s",
+ * "closed", "8"); "" for an unset or empty value, and for --input and
+ * --outputs, whose defaults come from the model.  Thread-safe.
+ */
+void rnnd_loadspec_format(const struct rnnd_loadspec *s, size_t i, char *buf, size_t n);
+
+/*
  * Sets key (with '-' or '_') to value, read as the command line would: a
  * boolean key takes NULL (true), "true" or "false".  Errors: RNND_EINVAL
  * naming the key (unknown, missing value, out of range); s is unchanged on

@@ -41,8 +41,9 @@
 
 #include "rnnd-config.h"
 
-#define BACKLOG_CAP (1u << 16) /* open loop: sends waiting for a slot */
-#define SNIPPET     160        /* bytes of an error answer kept for the report */
+#define BACKLOG_CAP (1u << 16)  /* open loop: sends waiting for a slot */
+#define SNIPPET     1024        /* bytes of an error answer kept for the report */
+#define ANSWER_MAX  (64u << 10) /* bytes of a metadata or probe answer read */
 #define HTTP_CODES  600
 #define NS          1000000000.0
 
@@ -151,14 +152,22 @@ static void print_wrapped(FILE *f, const char *text, unsigned indent, unsigned w
 
 static void usage(FILE *f)
 {
+        struct rnnd_loadspec defaults;
+
         fprintf(f, "Usage: rnnd-load [--spec FILE] [--KEY=VALUE | --KEY VALUE ...]\n"
                    "       rnnd-load --help | --version\n\n");
         print_wrapped(f,
                       "Sends inference requests (or GETs) to rnnd over HTTP with libcurl, in a "
                       "closed or an open loop, and reports throughput, latency percentiles "
                       "(successes only, from a log-bucketed histogram accurate to 1%) and errors "
-                      "by status. Exit status: 0; 1 when the errors pass --max-error-rate or no "
-                      "request was answered; 2 for a bad option or setup.",
+                      "by status, each with the server's first answer. Before the run it reads "
+                      "the model's metadata (GET /v2/models/{m}) and sends one request as the "
+                      "run would (the shortest length; with --streams a whole one-chunk "
+                      "sequence), reported as warm-up: when the server refuses it (4xx), no "
+                      "request of the run can succeed, and rnnd-load prints the server's whole "
+                      "answer and exits 2 without running. Exit status: 0; 1 when the errors "
+                      "pass --max-error-rate or no request was answered; 2 for a bad option or "
+                      "setup, or a refused first request.",
                       0, 80);
         fprintf(f, "\n  --spec FILE\n");
         print_wrapped(f,
@@ -167,11 +176,16 @@ static void usage(FILE *f)
                       8, 80);
         fprintf(f, "  -h, --help\n        Print this help, exit.\n"
                    "  -V, --version\n        Print the version, exit.\n\n");
+        rnnd_loadspec_init(&defaults);
         for (size_t i = 0; i < rnnd_loadspec_n_keys(); i++) {
                 const struct rnnd_loadspec_key *k = rnnd_loadspec_key(i);
+                char def[RNND_LOAD_STR_MAX];
 
                 fprintf(f, "  --%s%s%s\n", k->name, k->arg ? "=" : "", k->arg ? k->arg : "");
                 print_wrapped(f, k->help, 8, 80);
+                rnnd_loadspec_format(&defaults, i, def, sizeof(def));
+                if (def[0] != '\0')
+                        fprintf(f, "        Default: %s\n", def);
         }
 }
 
@@ -263,9 +277,14 @@ static int parse_args(struct run *r, int argc, char **argv)
 
 /* --- Setup ------------------------------------------------------------------------- */
 
+/* Appends an answer's bytes to a strbuf, up to ANSWER_MAX of them. */
 static size_t collect(char *p, size_t size, size_t n, void *userp)
 {
-        rnnd_strbuf_putn(userp, p, size * n);
+        struct rnnd_strbuf *b = userp;
+
+        if (b->len < ANSWER_MAX)
+                rnnd_strbuf_putn(b, p,
+                                 size * n < ANSWER_MAX - b->len ? size * n : ANSWER_MAX - b->len);
         return size * n;
 }
 
@@ -276,8 +295,8 @@ static void model_path(const struct rnnd_loadspec *s, const char *prefix, char *
                  s->version[0] ? "/versions/" : "", s->version);
 }
 
-/* GET /v2/models/{m}: the input tensor and the output names. */
-static int fetch_model(struct run *r, struct rnnd_load_model *m, rnnd_error_t *err)
+/* GET /v2/models/{m}: answered 200, and when parse, the input tensor and the output names. */
+static int fetch_model(struct run *r, struct rnnd_load_model *m, bool parse, rnnd_error_t *err)
 {
         CURL *c = curl_easy_init();
         struct rnnd_strbuf b;
@@ -300,11 +319,15 @@ static int fetch_model(struct run *r, struct rnnd_load_model *m, rnnd_error_t *e
         curl_easy_cleanup(c);
         if (cr != CURLE_OK)
                 ret = rnnd_error_set(err, RNND_EIO, "GET %s: %s", url, curl_easy_strerror(cr));
-        else if (code != 200)
-                ret = rnnd_error_set(err, RNND_EIO, "GET %s: HTTP %ld: %.200s", url, code,
-                                     b.data ? b.data : "");
-        else if ((ret = rnnd_loadspec_model_parse(b.data, b.len, m, err)) < 0)
+        else if (code != 200) {
+                /* The server's whole answer: it says why (an unknown model, one that failed). */
+                fprintf(stderr, "rnnd-load: GET %s: HTTP %ld: %s\n", url, code,
+                        b.data ? b.data : "");
+                ret = rnnd_error_set(err, RNND_EIO, "%s", ""); /* said above */
+        } else if (parse && (ret = rnnd_loadspec_model_parse(b.data, b.len, m, err)) < 0)
                 rnnd_error_prefix(err, "GET %s", url);
+        else
+                ret = 0;
         rnnd_strbuf_done(&b);
         return ret;
 }
@@ -380,6 +403,7 @@ static int setup_request(struct run *r, rnnd_error_t *err)
 {
         struct rnnd_loadspec *s = &r->s;
         struct rnnd_load_model m;
+        bool need;
         int ret;
 
         switch (s->api) {
@@ -388,10 +412,13 @@ static int setup_request(struct run *r, rnnd_error_t *err)
                 break;
         case RNND_API_V2:
         case RNND_API_PREDICT:
-                if (!s->input_given || (s->n_outputs == 0 && s->api == RNND_API_V2)) {
-                        ret = fetch_model(r, &m, err);
-                        if (ret < 0)
-                                return ret;
+                /* v2: the metadata first, always: a model the server does not serve is a setup
+                 * error with the server's answer, before any request is sent. */
+                need = !s->input_given || (s->n_outputs == 0 && s->api == RNND_API_V2);
+                ret = s->api == RNND_API_V2 || need ? fetch_model(r, &m, need, err) : 0;
+                if (ret < 0)
+                        return ret;
+                if (need) {
                         if (!s->input_given)
                                 s->input = m.input;
                         /* The default output: the head's scores, else the final state. */
@@ -556,12 +583,34 @@ static void next_chunk(struct run *r, struct slot *sl)
                  sl->chunk == left ? "true" : "false");
 }
 
+/* The slot's body for its n_seqs sequences of lengths, set on its handle. */
+static void make_body(struct run *r, struct slot *sl)
+{
+        rnnd_error_t e;
+
+        if (rnnd_load_body_make(&sl->body, &r->payload, sl->n_seqs, sl->lengths, &e) < 0) {
+                fprintf(stderr, "rnnd-load: %s\n", e.msg);
+                exit(2);
+        }
+        curl_easy_setopt(sl->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sl->body.size);
+        if (r->s.format == RNND_TENSORS_BINARY) {
+                char h[80];
+
+                snprintf(h, sizeof(h), "Inference-Header-Content-Length: %zu", sl->body.json_len);
+                curl_slist_free_all(sl->headers);
+                sl->headers = curl_slist_append(NULL, "Expect:");
+                sl->headers =
+                        curl_slist_append(sl->headers, "Content-Type: application/octet-stream");
+                sl->headers = curl_slist_append(sl->headers, h);
+                curl_easy_setopt(sl->easy, CURLOPT_HTTPHEADER, sl->headers);
+        }
+}
+
 /* Sends one request scheduled at intended on a free slot. */
 static void start(struct run *r, uint64_t intended)
 {
         struct slot *sl = &r->slots[r->free_head];
         struct tally *t = tally_of(r, intended);
-        rnnd_error_t e;
         uint64_t now = now_ns(r);
 
         r->free_head = sl->next_free;
@@ -575,29 +624,72 @@ static void start(struct run *r, uint64_t intended)
                         sl->lengths[i] = draw_length(r);
                 if (r->s.streams > 0)
                         next_chunk(r, sl);
-                if (rnnd_load_body_make(&sl->body, &r->payload, sl->n_seqs, sl->lengths, &e) < 0) {
-                        fprintf(stderr, "rnnd-load: %s\n", e.msg);
-                        exit(2);
-                }
-                curl_easy_setopt(sl->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sl->body.size);
-                if (r->s.format == RNND_TENSORS_BINARY) {
-                        char h[80];
-
-                        snprintf(h, sizeof(h), "Inference-Header-Content-Length: %zu",
-                                 sl->body.json_len);
-                        curl_slist_free_all(sl->headers);
-                        sl->headers = curl_slist_append(NULL, "Expect:");
-                        sl->headers = curl_slist_append(sl->headers,
-                                                        "Content-Type: application/octet-stream");
-                        sl->headers = curl_slist_append(sl->headers, h);
-                        curl_easy_setopt(sl->easy, CURLOPT_HTTPHEADER, sl->headers);
-                }
+                make_body(r, sl);
         }
         t->sent++;
         if (now < (intended < r->warm_end ? r->warm_end : r->end))
                 t->sent_in_window++;
         t->last_send = now;
         curl_multi_add_handle(r->multi, sl->easy);
+}
+
+/*
+ * Before the run: one request as the run would send it, with the shortest
+ * length (with --streams a whole sequence in one chunk, under an id of its
+ * own), counted as warm-up.  A 4xx answer means no request of the run can
+ * succeed (a model without a sequence block for --streams, an input it
+ * lacks, a length past its limit): the server's whole answer goes to
+ * stderr and the run is refused.  Anything else lets the run go on.
+ */
+static int probe(struct run *r, rnnd_error_t *err)
+{
+        struct slot *sl = &r->slots[0];
+        const struct rnnd_loadspec *s = &r->s;
+        uint32_t len = s->len_min;
+        struct rnnd_strbuf b;
+        long code = 0;
+        CURLcode cr;
+
+        if (s->api == RNND_API_GET)
+                return 0;
+        for (size_t i = 0; s->len_dist == RNND_LEN_FILE && i < r->n_file_lengths; i++)
+                if (i == 0 || r->file_lengths[i] < len)
+                        len = r->file_lengths[i];
+        sl->n_seqs = s->sequences;
+        for (uint32_t i = 0; i < sl->n_seqs; i++)
+                sl->lengths[i] = len;
+        if (s->streams > 0) {
+                sl->lengths[0] = len < s->chunk_length ? len : s->chunk_length;
+                snprintf(sl->body.params, sizeof(sl->body.params),
+                         "{\"sequence_id\":%" PRIu64 ",\"sequence_start\":true,"
+                         "\"sequence_end\":true}",
+                         r->next_stream_id++);
+        }
+        make_body(r, sl);
+        rnnd_strbuf_init(&b);
+        curl_easy_setopt(sl->easy, CURLOPT_WRITEFUNCTION, collect);
+        curl_easy_setopt(sl->easy, CURLOPT_WRITEDATA, &b);
+        cr = curl_easy_perform(sl->easy);
+        curl_easy_getinfo(sl->easy, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_setopt(sl->easy, CURLOPT_WRITEFUNCTION, keep_snippet);
+        curl_easy_setopt(sl->easy, CURLOPT_WRITEDATA, sl);
+        sl->body.params[0] = '\0';
+        r->warm.sent++;
+        r->warm.done++;
+        if (cr == CURLE_OK && code == 200)
+                r->warm.ok++;
+        else
+                r->warm.errors++;
+        if (cr == CURLE_OK && code >= 400 && code < 500) {
+                fprintf(stderr,
+                        "rnnd-load: the server refused the run's first request (HTTP %ld), so "
+                        "none can succeed: %s\n",
+                        code, b.data != NULL ? b.data : "");
+                rnnd_strbuf_done(&b);
+                return rnnd_error_set(err, RNND_EINVAL, "%s", ""); /* said above */
+        }
+        rnnd_strbuf_done(&b);
+        return 0;
 }
 
 /* Whether a request scheduled at intended is still part of the run. */
@@ -841,7 +933,7 @@ static void error_json(void *ctx, const char *key, uint64_t n, const char *snip)
 static void error_text(void *ctx, const char *key, uint64_t n, const char *snip)
 {
         (void)ctx;
-        printf("    %-28s %" PRIu64 "%s%.100s%s\n", key, n, snip ? "  (" : "", snip ? snip : "",
+        printf("    %-28s %" PRIu64 "%s%s%s\n", key, n, snip ? "  (" : "", snip ? snip : "",
                snip ? ")" : "");
 }
 
@@ -1007,8 +1099,9 @@ int main(int argc, char **argv)
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         r->tty = r->s.progress && isatty(STDERR_FILENO);
-        if (setup(r, &e) < 0) {
-                fprintf(stderr, "rnnd-load: %s\n", e.msg);
+        if (setup(r, &e) < 0 || probe(r, &e) < 0) {
+                if (e.msg[0] != '\0')
+                        fprintf(stderr, "rnnd-load: %s\n", e.msg);
                 ret = 2;
                 goto out;
         }

@@ -846,7 +846,7 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
                          MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
         unsigned threads = rnnd_options_threads(o);
         struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
-        char host[256] = "";
+        char host[256] = "", body[32];
         int r;
 
         /* MHD enforces connection_limit; the slack covers connections it is closing. */
@@ -877,11 +877,12 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
         r = rnnd__http_listen_start(h, reterr);
         if (r < 0)
                 return r;
+        /* The body limit as rnnd.conf spells it (64M), not 67108864. */
+        rnnd_options_format(o, rnnd_options_find("max_body_bytes"), body, sizeof(body));
         rnnd_log(RNND_LOG_NOTICE,
                  "listening on %s (%u HTTP threads, %" PRIu64 " connections, %" PRIu64
-                 "s timeout, body up to %" PRIu64 " bytes)",
-                 h->listen_name, threads, o->connection_limit, o->connection_timeout,
-                 o->max_body_bytes);
+                 "s timeout, max_body_bytes %s)",
+                 h->listen_name, threads, o->connection_limit, o->connection_timeout, body);
         return 0;
 }
 

@@ -37,7 +37,8 @@ static int run(int argc, char **argv, int *status)
         }
         r = rnnd_options_parse_args(&opts, argc, argv, &cmd, &err);
         if (r < 0) {
-                rnnd_log(RNND_LOG_ERR, "%s", err.msg);
+                /* A usage error, for the person at the terminal: plain text, not a log line. */
+                fprintf(stderr, "rnnd: %s\n", err.msg);
                 goto out;
         }
         switch (cmd) {

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "metrics.h"
 #include "modelcfg.h"
@@ -141,6 +142,8 @@ enum version_metric {
         VM_SEQ_STARTED,
         VM_SEQ_ENDED,
         VM_SEQ_EXPIRED,
+        VM_SEQ_MAX,
+        VM_SEQ_REFUSED, /* the last */
 };
 
 /* A Prometheus label value, quoted, with \\, " and newlines escaped. */
@@ -261,6 +264,12 @@ static void put_version_metric(struct rnnd_strbuf *b, enum version_metric k, con
         case VM_SEQ_EXPIRED:
                 put_count(b, "rnnd_sequences_expired_total", labels, sv->seq.expired);
                 break;
+        case VM_SEQ_MAX:
+                put_count(b, "rnnd_sequences_max", labels, sv->seq.max);
+                break;
+        case VM_SEQ_REFUSED:
+                put_count(b, "rnnd_sequences_refused_total", labels, sv->seq.refused);
+                break;
         }
 }
 
@@ -322,19 +331,36 @@ static const char *const version_metric_help[] = {
         [VM_SEQ_EXPIRED] = "# HELP rnnd_sequences_expired_total Stateful sequences expired "
                            "after sequence.idle_timeout_ms.\n"
                            "# TYPE rnnd_sequences_expired_total counter\n",
+        [VM_SEQ_MAX] = "# HELP rnnd_sequences_max Stateful sequences that may be live "
+                       "(sequence.max_sequences).\n"
+                       "# TYPE rnnd_sequences_max gauge\n",
+        [VM_SEQ_REFUSED] = "# HELP rnnd_sequences_refused_total Stateful sequence starts "
+                           "refused (503) because max_sequences were live.\n"
+                           "# TYPE rnnd_sequences_refused_total counter\n",
 };
+
+/* Model i of src, as its model callback gives it. */
+struct model_row {
+        const struct rnnd_metrics_counters *requests;
+        const char *name;
+        size_t n_versions;
+        bool failed;
+};
+
+static void model_row(const struct rnnd_metrics_source *src, size_t i, struct model_row *m)
+{
+        src->model(src->cls, i, &m->name, &m->requests, &m->n_versions, &m->failed);
+}
 
 static void put_version_metrics(struct rnnd_strbuf *b, const struct rnnd_metrics_source *src)
 {
-        for (unsigned k = VM_REQUEST_S; k <= VM_SEQ_EXPIRED; k++) {
+        for (unsigned k = VM_REQUEST_S; k <= VM_SEQ_REFUSED; k++) {
                 rnnd_strbuf_puts(b, version_metric_help[k]);
                 for (size_t i = 0; i < src->n_models; i++) {
-                        const struct rnnd_metrics_counters *requests;
-                        const char *name;
-                        size_t n_versions;
+                        struct model_row m;
 
-                        src->model(src->cls, i, &name, &requests, &n_versions);
-                        for (size_t j = 0; j < n_versions; j++) {
+                        model_row(src, i, &m);
+                        for (size_t j = 0; j < m.n_versions; j++) {
                                 struct rnnd_metrics_version sv;
                                 struct rnnd_pool_stats ps;
                                 char labels[RNND_CFG_NAME_MAX + 64];
@@ -344,11 +370,40 @@ static void put_version_metrics(struct rnnd_strbuf *b, const struct rnnd_metrics
                                         continue;
                                 rnnd_pool_stats(sv.pool, &ps);
                                 snprintf(labels, sizeof(labels),
-                                         "model=\"%s\",version=\"%" PRIu64 "\"", name, sv.version);
+                                         "model=\"%s\",version=\"%" PRIu64 "\"", m.name,
+                                         sv.version);
                                 put_version_metric(b, (enum version_metric)k, labels, &sv, &ps);
                         }
                 }
         }
+}
+
+/* rnnd_model_load_failed: one sample per model of the table. */
+static void put_load_failed(struct rnnd_strbuf *b, const struct rnnd_metrics_source *src)
+{
+        rnnd_strbuf_puts(b, "# HELP rnnd_model_load_failed 1 when the model's last load failed "
+                            "(its config.json, a version it selects, or a reload that left the "
+                            "previous build serving), else 0; the reason is in POST "
+                            "/v2/repository/index.\n"
+                            "# TYPE rnnd_model_load_failed gauge\n");
+        for (size_t i = 0; i < src->n_models; i++) {
+                struct model_row m;
+
+                model_row(src, i, &m);
+                rnnd_strbuf_printf(b, "rnnd_model_load_failed{model=\"%s\"} %d\n", m.name,
+                                   m.failed);
+        }
+}
+
+/* When the process started, for rnnd_start_time_seconds: a restart shows as its change. */
+static double start_time_s;
+
+__attribute__((constructor)) static void note_start_time(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        start_time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 void rnnd_metrics_page(struct rnnd_strbuf *b, const struct rnnd_metrics_source *src)
@@ -361,6 +416,10 @@ void rnnd_metrics_page(struct rnnd_strbuf *b, const struct rnnd_metrics_source *
                             "loaded.\n"
                             "# TYPE rnnd_models_loaded gauge\n");
         rnnd_strbuf_printf(b, "rnnd_models_loaded %zu\n", src->models_loaded);
+        rnnd_strbuf_puts(b, "# HELP rnnd_start_time_seconds When the process started, in "
+                            "seconds since the epoch.\n"
+                            "# TYPE rnnd_start_time_seconds gauge\n");
+        rnnd_strbuf_printf(b, "rnnd_start_time_seconds %.3f\n", start_time_s);
         rnnd_strbuf_puts(b, "# HELP rnnd_http_requests_in_flight HTTP requests received and not "
                             "yet completed.\n"
                             "# TYPE rnnd_http_requests_in_flight gauge\n");
@@ -370,20 +429,19 @@ void rnnd_metrics_page(struct rnnd_strbuf *b, const struct rnnd_metrics_source *
                             "# TYPE rnnd_requests_total counter\n");
         put_counters(b, "", "", src->other_requests);
         for (size_t i = 0; i < src->n_models; i++) {
-                const struct rnnd_metrics_counters *requests;
-                const char *name;
-                size_t n_versions;
+                struct model_row m;
 
-                src->model(src->cls, i, &name, &requests, &n_versions);
-                put_counters(b, name, "", requests);
-                for (size_t j = 0; j < n_versions; j++) {
+                model_row(src, i, &m);
+                put_counters(b, m.name, "", m.requests);
+                for (size_t j = 0; j < m.n_versions; j++) {
                         struct rnnd_metrics_version sv;
                         char v[24];
 
                         src->version(src->cls, i, j, &sv);
                         snprintf(v, sizeof(v), "%" PRIu64, sv.version);
-                        put_counters(b, name, v, sv.requests);
+                        put_counters(b, m.name, v, sv.requests);
                 }
         }
+        put_load_failed(b, src);
         put_version_metrics(b, src);
 }

@@ -98,9 +98,14 @@ struct rnnd_metrics_source {
         unsigned inflight;
         const struct rnnd_metrics_counters *other_requests;
         size_t n_models;
-        /* Model i's name, its requests naming no valid version, and its version count. */
+        /*
+         * Model i's name, its requests naming no valid version, its version count, and
+         * whether its last load failed (its config, a version it selects, or a reload that
+         * left the previous build serving; not a model unloaded on purpose).
+         */
         void (*model)(void *cls, size_t i, const char **name,
-                      const struct rnnd_metrics_counters **requests, size_t *n_versions);
+                      const struct rnnd_metrics_counters **requests, size_t *n_versions,
+                      bool *load_failed);
         /* Version j of model i. */
         void (*version)(void *cls, size_t i, size_t j, struct rnnd_metrics_version *ret);
         void *cls;

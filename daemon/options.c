@@ -79,6 +79,21 @@ static const struct rnnd_option options[] = {
                         "the others are served.",
         },
         {
+                .name = "repository_poll_interval",
+                .type = RNND_OPT_DURATION,
+                .offset = OFF(repository_poll_interval),
+                .def = "0",
+                .min = 0,
+                .max = 86400,
+                .metavar = "SECONDS",
+                .help = "Scan model_repository this often, as SIGHUP does but without reading "
+                        "the settings again: new models and versions are loaded, changed ones "
+                        "rebuilt, removed ones leave. A model is built only once its config.json "
+                        "and selected weights files are unchanged across two scans, so a copy "
+                        "still being written is not loaded. 0: off (SIGHUP and the repository "
+                        "API only).",
+        },
+        {
                 .name = "threads",
                 .type = RNND_OPT_UINT,
                 .offset = OFF(threads),
@@ -325,6 +340,73 @@ static const struct rnnd_option *find_n(const char *key, size_t keylen)
 const struct rnnd_option *rnnd_options_find(const char *name)
 {
         return find_n(name, strlen(name));
+}
+
+/* The commands, as flags: --help, --version, --backends, --dump-config, --config. */
+static const char *const command_names[] = {"help", "version", "backends", "dump-config", "config"};
+
+/* Edit distance between a[0..n) and b, with '-' and '_' the same; n, strlen(b) < 64. */
+static size_t distance(const char *a, size_t n, const char *b)
+{
+        size_t m = strlen(b), row[64], i, j;
+
+        for (j = 0; j <= m; j++)
+                row[j] = j;
+        for (i = 1; i <= n; i++) {
+                size_t diag = row[0], up;
+
+                row[0] = i;
+                for (j = 1; j <= m; j++) {
+                        char x = a[i - 1] == '-' ? '_' : a[i - 1],
+                             y = b[j - 1] == '-' ? '_' : b[j - 1];
+
+                        up = row[j];
+                        row[j] = diag + (x != y);
+                        if (up + 1 < row[j])
+                                row[j] = up + 1;
+                        if (row[j - 1] + 1 < row[j])
+                                row[j] = row[j - 1] + 1;
+                        diag = up;
+                }
+        }
+        return row[m];
+}
+
+/* Whether key[0..keylen) begins name, '-' and '_' being the same. */
+static bool begins(const char *key, size_t keylen, const char *name)
+{
+        for (size_t i = 0; i < keylen; i++)
+                if (name[i] == '\0' ||
+                    (key[i] == '-' ? '_' : key[i]) != (name[i] == '-' ? '_' : name[i]))
+                        return false;
+        return true;
+}
+
+/*
+ * The setting (or, with commands, the command) nearest to key[0..keylen):
+ * one it begins (4 characters at least), or one within a third of its length
+ * in edits (at least 2); NULL when none is that near.
+ */
+static const char *nearest(const char *key, size_t keylen, bool commands)
+{
+        size_t n = sizeof(options) / sizeof(options[0]);
+        size_t all = n + (commands ? sizeof(command_names) / sizeof(command_names[0]) : 0);
+        size_t best_d = keylen / 3 > 2 ? keylen / 3 : 2;
+        const char *best = NULL;
+
+        if (keylen == 0 || keylen >= 64)
+                return NULL;
+        for (size_t i = 0; i < all; i++) {
+                const char *name = i < n ? options[i].name : command_names[i - n];
+                size_t d =
+                        keylen >= 4 && begins(key, keylen, name) ? 1 : distance(key, keylen, name);
+
+                if (d <= best_d && (best == NULL || d < best_d)) {
+                        best = name;
+                        best_d = d;
+                }
+        }
+        return best;
 }
 
 /* Value parsers. */
@@ -910,9 +992,14 @@ int rnnd_options_parse_text(struct rnnd_options *o, const char *text, size_t len
                 }
                 opt = find_n(key, keylen);
                 if (opt == NULL) {
+                        const char *near = nearest(key, keylen, false);
+
                         r = rnnd_error_set(reterr, RNND_EINVAL,
-                                           "%s:%u: unknown key '%.*s' (rnnd --help lists them)",
-                                           filename, line, (int)(keylen > 60 ? 60 : keylen), key);
+                                           "%s:%u: unknown key '%.*s'%s%s%s (rnnd --help lists "
+                                           "them)",
+                                           filename, line, (int)(keylen > 60 ? 60 : keylen), key,
+                                           near != NULL ? "; did you mean " : "",
+                                           near != NULL ? near : "", near != NULL ? "?" : "");
                         goto out;
                 }
                 if (set_at[opt - options] != 0) {
@@ -1082,10 +1169,17 @@ static int scan_args(int argc, char *const *argv, enum rnnd_command *ret_cmd,
                         size_t keylen = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
                         const struct rnnd_option *opt = find_n(a + 2, keylen);
 
-                        if (opt == NULL)
+                        if (opt == NULL) {
+                                const char *near = nearest(a + 2, keylen, true);
+
                                 return rnnd_error_set(reterr, RNND_EINVAL,
-                                                      "unknown option '%.*s' (see --help)",
-                                                      (int)(keylen + 2 > 80 ? 80 : keylen + 2), a);
+                                                      "unknown option '%.*s'%s%s%s (rnnd --help "
+                                                      "lists them)",
+                                                      (int)(keylen + 2 > 80 ? 80 : keylen + 2), a,
+                                                      near != NULL ? "; did you mean --" : "",
+                                                      near != NULL ? near : "",
+                                                      near != NULL ? "?" : "");
+                        }
                         if (eq == NULL && opt->type != RNND_OPT_BOOL) {
                                 if (i + 1 >= argc)
                                         return rnnd_error_set(reterr, RNND_EINVAL,
@@ -1281,7 +1375,8 @@ void rnnd_options_help(FILE *f)
               "                  has (CUDA driver, GPUs), exit.\n"
               "  -V, --version   Print the version, exit.\n"
               "  -h, --help      Print this help, exit.\n"
-              "\nSettings (also `key = value` in the config file):\n",
+              "\nSettings (also `key = value` in the config file; - and _ are the same in\n"
+              "names, so --model-repository is --model_repository):\n",
               f);
         for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
                 const struct rnnd_option *opt = &options[i];

@@ -62,6 +62,8 @@ struct rnnd_options {
         uint64_t worker_stall_timeout;  /* seconds a busy pool may complete nothing (watchdog) */
         char *auth_token_file;          /* "" = none; else the repository API needs its token */
 
+        uint64_t repository_poll_interval; /* seconds between repository scans; 0 = off */
+
         char *config_file;     /* the --config file read, or NULL */
         char backend_from[64]; /* where backend's value came from ("default", "RNND_BACKEND", ...)
                                 */

@@ -22,6 +22,11 @@
  * because of a reload.
  * systemd hears RELOADING=1 with MONOTONIC_USEC at step 1 of a SIGHUP and
  * READY=1 after step 3 (sd_notify(3); systemd 252 has no notify-reload).
+ * With repository_poll_interval, a timer queues a poll: steps 2 and 3 of a
+ * SIGHUP, where a model is rebuilt only when its stamp equals the one the
+ * previous poll saw (unchanged for a whole interval: a copy in progress
+ * changes sizes and mtimes), and a new model not settled yet stays out of
+ * the table (docs/OPERATIONS.md, "Polling the repository").
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -38,6 +43,12 @@
 #include "log.h"
 #include "reload.h"
 
+/* A model's stamp as a poll saw it. */
+struct seen {
+        char name[RNND_CFG_NAME_MAX];
+        uint64_t hash;
+};
+
 struct op {
         struct rnnd_reload *rl;
         enum rnnd_reload_kind kind;
@@ -49,6 +60,8 @@ struct op {
         int status;                       /* of the scan or the lookup */
         rnnd_error_t err;                 /* its message */
         struct rnnd_served_model **built; /* [idx.n_models]: new builds, NULL = keep the old */
+        struct seen *seen;                /* poll: [idx.n_models], the stamps it saw */
+        size_t unsettled;                 /* poll: changed models left for the next poll */
         struct op *next;                  /* guarded by mu while queued */
 };
 
@@ -74,6 +87,10 @@ struct rnnd_reload {
         struct op *cur;              /* running, or NULL */
         struct rnnd_options **owned; /* settings made by reloads, freed at the end */
         size_t n_owned;
+        uv_timer_t poll;   /* repository_poll_interval */
+        bool poll_ready;   /* poll is initialized */
+        struct seen *seen; /* the last poll's stamps, sorted by name; read by a poll's work */
+        size_t n_seen;
 };
 
 struct rnnd_reload *rnnd_reload_new(struct rnnd_models *models,
@@ -165,6 +182,7 @@ static void op_free(struct op *op)
         for (size_t i = 0; op->built != NULL && i < op->idx.n_models; i++)
                 rnnd_models_free_model(op->built[i]);
         rnnd_free(op->built);
+        rnnd_free(op->seen);
         rnnd_repository_index_done(&op->idx);
         rnnd_free(op);
 }
@@ -172,7 +190,12 @@ static void op_free(struct op *op)
 /* Queueing. */
 
 static void kick(struct rnnd_reload *rl);
+static void schedule_poll(struct rnnd_reload *rl, bool restart);
 
+/*
+ * Queues op; returns 0, or 1 without queueing when coalesce is set and a
+ * SIGHUP waits (or, for a poll, another poll), which will see the same files.
+ */
 static int enqueue(struct rnnd_reload *rl, struct op *op, bool coalesce, rnnd_error_t *reterr)
 {
         pthread_mutex_lock(&rl->mu);
@@ -182,7 +205,7 @@ static int enqueue(struct rnnd_reload *rl, struct op *op, bool coalesce, rnnd_er
         }
         if (coalesce) {
                 for (struct op *q = rl->head; q != NULL; q = q->next)
-                        if (q->kind == RNND_RELOAD_ALL) {
+                        if (q->kind == RNND_RELOAD_ALL || q->kind == op->kind) {
                                 pthread_mutex_unlock(&rl->mu);
                                 return 1; /* that one will see this SIGHUP's changes too */
                         }
@@ -205,24 +228,62 @@ static int enqueue(struct rnnd_reload *rl, struct op *op, bool coalesce, rnnd_er
         return 0;
 }
 
-void rnnd_reload_signal(struct rnnd_reload *rl)
+/* Queues a SIGHUP or a poll, coalesced with one waiting: 0 queued, 1 coalesced, or an error. */
+static int queue_scan(struct rnnd_reload *rl, enum rnnd_reload_kind kind, rnnd_error_t *err)
 {
         struct op *op = rnnd_calloc(1, sizeof(*op));
-        rnnd_error_t err = {0};
+        int r;
 
-        if (op == NULL) {
-                rnnd_log(RNND_LOG_ERR, "SIGHUP: out of memory, ignoring");
+        if (op == NULL)
+                return rnnd_error_set(err, RNND_ENOMEM, "out of memory");
+        op->rl = rl;
+        op->kind = kind;
+        r = enqueue(rl, op, true, err);
+        if (r != 0)
+                rnnd_free(op);
+        return r;
+}
+
+void rnnd_reload_signal(struct rnnd_reload *rl)
+{
+        rnnd_error_t err = {0};
+        int r = queue_scan(rl, RNND_RELOAD_ALL, &err);
+
+        if (r < 0)
+                rnnd_log(RNND_LOG_WARNING, "SIGHUP: %s, ignoring", err.msg);
+        else if (r > 0)
+                rnnd_log(RNND_LOG_NOTICE, "SIGHUP: a reload is waiting already");
+}
+
+/* repository_poll_interval's timer: queues a poll, unless one or a SIGHUP waits. */
+static void poll_cb(uv_timer_t *h)
+{
+        struct rnnd_reload *rl = h->data;
+        rnnd_error_t err = {0};
+        int r = queue_scan(rl, RNND_RELOAD_POLL, &err);
+
+        if (r < 0)
+                rnnd_log(RNND_LOG_DEBUG, "repository poll: %s; trying again later", err.msg);
+        if (r != 0)
+                schedule_poll(rl, false); /* else the queued one re-arms it when it ends */
+}
+
+/*
+ * Arms the poll timer for the interval in effect (stops it when 0); restart:
+ * from now even if it runs (after a poll or SIGHUP), else only if it does not.
+ */
+static void schedule_poll(struct rnnd_reload *rl, bool restart)
+{
+        uint64_t s = (*rl->opts)->repository_poll_interval;
+
+        if (!rl->poll_ready || rl->stopped)
+                return;
+        if (s == 0) {
+                uv_timer_stop(&rl->poll);
                 return;
         }
-        op->rl = rl;
-        op->kind = RNND_RELOAD_ALL;
-        if (enqueue(rl, op, true, &err) != 0) {
-                if (err.code < 0)
-                        rnnd_log(RNND_LOG_WARNING, "SIGHUP: %s, ignoring", err.msg);
-                else
-                        rnnd_log(RNND_LOG_NOTICE, "SIGHUP: a reload is waiting already");
-                rnnd_free(op);
-        }
+        if (restart || !uv_is_active((uv_handle_t *)&rl->poll))
+                uv_timer_start(&rl->poll, poll_cb, s * 1000u, 0);
 }
 
 int rnnd_reload_submit(struct rnnd_reload *rl, enum rnnd_reload_kind kind, const char *name,
@@ -341,6 +402,22 @@ fail:
 
 /* Step 2: scan and build, on libuv's thread pool. */
 
+static int cmp_seen(const void *a, const void *b)
+{
+        return strcmp(((const struct seen *)a)->name, ((const struct seen *)b)->name);
+}
+
+/* Whether the poll before saw model name with the stamp hash (rl->seen is sorted by name). */
+static bool settled(const struct rnnd_reload *rl, const char *name, uint64_t hash)
+{
+        struct seen key;
+        const struct seen *s;
+
+        snprintf(key.name, sizeof(key.name), "%s", name);
+        s = rl->seen != NULL ? bsearch(&key, rl->seen, rl->n_seen, sizeof(key), cmp_seen) : NULL;
+        return s != NULL && s->hash == hash;
+}
+
 static void work_cb(uv_work_t *w)
 {
         struct op *op = w->data;
@@ -352,7 +429,10 @@ static void work_cb(uv_work_t *w)
         if (op->status < 0)
                 return;
         op->built = rnnd_calloc(op->idx.n_models > 0 ? op->idx.n_models : 1, sizeof(op->built[0]));
-        if (op->built == NULL) {
+        if (op->kind == RNND_RELOAD_POLL)
+                op->seen = rnnd_calloc(op->idx.n_models > 0 ? op->idx.n_models : 1,
+                                       sizeof(op->seen[0]));
+        if (op->built == NULL || (op->kind == RNND_RELOAD_POLL && op->seen == NULL)) {
                 op->status = rnnd_error_set(&op->err, RNND_ENOMEM, "out of memory");
                 return;
         }
@@ -364,14 +444,26 @@ static void work_cb(uv_work_t *w)
                 if (op->kind == RNND_RELOAD_LOAD && strcmp(e->name, op->name) != 0)
                         continue;
                 rnnd_models_stamp(op->o, e, &stamp);
+                if (op->seen != NULL) {
+                        snprintf(op->seen[i].name, sizeof(op->seen[i].name), "%s", e->name);
+                        op->seen[i].hash = stamp.hash;
+                }
                 /* The table changes only on the loop thread, which waits for this. */
                 rnnd_models_rdlock(tab);
                 old = rnnd_models_find(tab, e->name);
-                keep = op->kind == RNND_RELOAD_ALL && old != NULL &&
+                keep = op->kind != RNND_RELOAD_LOAD && old != NULL &&
                        (old->unloaded || old->stamp.hash == stamp.hash);
                 rnnd_models_unlock(tab);
                 if (keep)
                         continue;
+                if (op->kind == RNND_RELOAD_POLL && !settled(op->rl, e->name, stamp.hash)) {
+                        rnnd_log(RNND_LOG_DEBUG,
+                                 "repository poll: model %s changed on disk; building it once "
+                                 "unchanged for a poll",
+                                 e->name);
+                        op->unsettled++;
+                        continue;
+                }
                 if (old != NULL)
                         atomic_store(&old->loading, true); /* alive: only this op retires */
                 op->built[i] = rnnd_models_build(tab, op->o, e, &stamp);
@@ -559,36 +651,42 @@ static void finish_unload(struct rnnd_models *tab, struct op *op)
 
 static void finish_reload(struct rnnd_models *tab, struct op *op)
 {
+        const char *what = op->kind == RNND_RELOAD_POLL ? "repository poll" : "SIGHUP";
         struct rnnd_served_model **t, *old;
-        size_t i, rebuilt = 0, failed = 0;
+        size_t i, n = 0, rebuilt = 0, failed = 0;
         char why[300];
+        bool quiet;
 
         if (op->status < 0) {
                 rnnd_log(RNND_LOG_ERR,
-                         "SIGHUP: cannot read the repository (%s); the models "
-                         "served stay",
+                         "%s: cannot read the repository (%s); the models served stay", what,
                          op->err.msg);
                 return;
         }
         t = rnnd_calloc(op->idx.n_models > 0 ? op->idx.n_models : 1, sizeof(t[0]));
         if (t == NULL) {
-                rnnd_log(RNND_LOG_ERR, "SIGHUP: out of memory; the models served stay");
+                rnnd_log(RNND_LOG_ERR, "%s: out of memory; the models served stay", what);
                 return;
         }
         for (i = 0; i < op->idx.n_models; i++) {
                 old = rnnd_models_find(tab, op->idx.models[i].name);
                 if (op->built[i] == NULL) {
-                        t[i] = old; /* unchanged, or unloaded on purpose */
+                        /* Unchanged, unloaded on purpose, or (a poll) not settled yet. */
+                        if (old != NULL)
+                                t[n++] = old;
                         continue;
                 }
                 rebuilt++;
-                t[i] = choose(tab, old, &op->built[i], why, sizeof(why));
+                t[n++] = choose(tab, old, &op->built[i], why, sizeof(why));
                 failed += why[0] != '\0';
         }
-        rnnd_models_swap(tab, t, op->idx.n_models);
-        rnnd_log(RNND_LOG_NOTICE,
-                 "SIGHUP: reloaded: %zu models, %zu rebuilt (%zu failed), %zu loaded",
-                 op->idx.n_models, rebuilt, failed, atomic_load(&tab->n_loaded_models));
+        /* A poll that found nothing to do says so only at debug level. */
+        quiet = op->kind == RNND_RELOAD_POLL && rebuilt == 0 && n == tab->n_models;
+        rnnd_models_swap(tab, t, n);
+        rnnd_log(quiet ? RNND_LOG_DEBUG : RNND_LOG_NOTICE,
+                 "%s: reloaded: %zu models, %zu rebuilt (%zu failed), %zu loaded%s", what, n,
+                 rebuilt, failed, atomic_load(&tab->n_loaded_models),
+                 op->unsettled > 0 ? "; changes still being written wait for the next poll" : "");
 }
 
 static void after_work_cb(uv_work_t *w, int status)
@@ -609,6 +707,14 @@ static void after_work_cb(uv_work_t *w, int status)
         if (op->kind == RNND_RELOAD_ALL && !rl->stopped)
                 sd_notifyf(0, "READY=1\nSTATUS=Serving %zu of %zu models (reloaded)",
                            atomic_load(&tab->n_loaded_models), tab->n_models);
+        if (op->kind == RNND_RELOAD_POLL && op->status == 0) {
+                rnnd_free(rl->seen); /* what this poll saw, for the next one */
+                rl->seen = op->seen;
+                rl->n_seen = op->idx.n_models;
+                op->seen = NULL;
+        }
+        if (op->kind == RNND_RELOAD_POLL || op->kind == RNND_RELOAD_ALL)
+                schedule_poll(rl, true);
         rl->cur = NULL;
         op_free(op);
         pthread_mutex_lock(&rl->mu);
@@ -644,7 +750,9 @@ static void kick(struct rnnd_reload *rl)
                         pthread_mutex_unlock(&rl->mu);
                         continue;
                 }
-                if (op->kind == RNND_RELOAD_ALL) {
+                if (op->kind == RNND_RELOAD_POLL) {
+                        /* The repository only: no settings, nothing for systemd. */
+                } else if (op->kind == RNND_RELOAD_ALL) {
                         struct timespec ts;
 
                         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -697,6 +805,17 @@ int rnnd_reload_init(struct rnnd_reload *rl, uv_loop_t *loop, rnnd_error_t *rete
                 return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
         rl->async.data = rl;
         rl->async_ready = true;
+        r = uv_timer_init(rl->loop, &rl->poll);
+        if (r < 0)
+                return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_timer_init: %s", uv_strerror(r));
+        rl->poll.data = rl;
+        rl->poll_ready = true;
+        schedule_poll(rl, true);
+        if ((*rl->opts)->repository_poll_interval > 0)
+                rnnd_log(RNND_LOG_NOTICE,
+                         "polling %s every %" PRIu64 " s (repository_poll_interval): a model "
+                         "is loaded once its files are unchanged for a poll",
+                         (*rl->opts)->model_repository, (*rl->opts)->repository_poll_interval);
         if (rl->token_len > 0)
                 rnnd_log(RNND_LOG_INFO, "the repository API needs the bearer token of %s",
                          (*rl->opts)->auth_token_file);
@@ -717,6 +836,8 @@ void rnnd_reload_stop(struct rnnd_reload *rl)
         if (rl == NULL)
                 return;
         rl->stopped = true;
+        if (rl->poll_ready)
+                uv_timer_stop(&rl->poll);
         pthread_mutex_lock(&rl->mu);
         rl->closed = true;
         pthread_mutex_unlock(&rl->mu);
@@ -737,6 +858,8 @@ void rnnd_reload_close(struct rnnd_reload *rl)
         rnnd_reload_stop(rl);
         if (!uv_is_closing((uv_handle_t *)&rl->async))
                 uv_close((uv_handle_t *)&rl->async, async_close_cb);
+        if (rl->poll_ready && !uv_is_closing((uv_handle_t *)&rl->poll))
+                uv_close((uv_handle_t *)&rl->poll, async_close_cb);
 }
 
 void rnnd_reload_free(struct rnnd_reload *rl)
@@ -754,6 +877,7 @@ void rnnd_reload_free(struct rnnd_reload *rl)
                 rnnd_free(rl->owned[i]);
         }
         rnnd_free(rl->owned);
+        rnnd_free(rl->seen);
         explicit_bzero(rl->token, sizeof(rl->token));
         pthread_mutex_destroy(&rl->mu);
         rnnd_free(rl);

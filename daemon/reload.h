@@ -23,6 +23,7 @@ enum rnnd_reload_kind {
         RNND_RELOAD_ALL = 0, /* SIGHUP: settings and repository */
         RNND_RELOAD_LOAD,    /* POST /v2/repository/models/{m}/load */
         RNND_RELOAD_UNLOAD,  /* POST /v2/repository/models/{m}/unload */
+        RNND_RELOAD_POLL,    /* repository_poll_interval: SIGHUP's scan, settled models only */
 };
 
 struct rnnd_reload;
@@ -50,6 +51,16 @@ int rnnd_reload_init(struct rnnd_reload *rl, uv_loop_t *loop, rnnd_error_t *rete
 
 /* SIGHUP: queues a reload of everything (coalesced with one still waiting).  Loop thread. */
 void rnnd_reload_signal(struct rnnd_reload *rl);
+
+/*
+ * With repository_poll_interval set, rnnd_reload_init() arms a timer that
+ * queues a RNND_RELOAD_POLL every that many seconds (re-armed when each
+ * poll or SIGHUP ends, with the interval then in effect).  A poll is a
+ * SIGHUP's repository step without the settings: it rebuilds a changed or
+ * new model only once its stamp (rnnd_models_stamp()) is the one the poll
+ * before saw, so files still being copied are never loaded; removed models
+ * leave as on SIGHUP.
+ */
 
 /*
  * How a load or unload ends: status 200 with msg NULL, or an error status

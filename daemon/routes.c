@@ -461,13 +461,16 @@ struct metrics_walk {
 };
 
 static void metrics_model(void *cls, size_t i, const char **name,
-                          const struct rnnd_metrics_counters **requests, size_t *n_versions)
+                          const struct rnnd_metrics_counters **requests, size_t *n_versions,
+                          bool *load_failed)
 {
         const struct rnnd_served_model *m = ((struct metrics_walk *)cls)->models[i];
 
         *name = m->entry->name;
         *requests = &m->requests;
         *n_versions = m->n_versions;
+        *load_failed = !m->unloaded && (m->entry->status < 0 || m->n_versions == 0 ||
+                                        m->n_loaded < m->n_versions || m->load_status < 0);
 }
 
 static void metrics_version(void *cls, size_t i, size_t j, struct rnnd_metrics_version *ret)

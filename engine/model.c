@@ -120,15 +120,55 @@ static const char *shape_str(const uint64_t *s, unsigned n, char *buf, size_t le
 }
 
 /*
+ * What layer 0's tensors in f say of the network, when it is not what cfg
+ * says: "; the file holds an lstm of hidden_size 64, input_size 8;
+ * config.json says hidden_size 65, input_size 8" into buf, else "".  The
+ * hidden size is weight_hh_l0's columns (weight_hr_l0's with a projection),
+ * the cell its rows over that, the input size weight_ih_l0's columns.
+ */
+static void file_holds(const rnnd_stfile_t *f, const struct rnnd_model_config *cfg, char *buf,
+                       size_t len)
+{
+        const struct rnnd_st_tensor *ih, *hh, *hr;
+        char name[RNND_CFG_NAME_MAX * 2];
+        uint64_t H, G, in;
+
+        buf[0] = '\0';
+        snprintf(name, sizeof(name), "%sweight_ih_l0", cfg->weights.prefix);
+        ih = rnnd_stfile_find(f, name);
+        snprintf(name, sizeof(name), "%sweight_hh_l0", cfg->weights.prefix);
+        hh = rnnd_stfile_find(f, name);
+        snprintf(name, sizeof(name), "%sweight_hr_l0", cfg->weights.prefix);
+        hr = rnnd_stfile_find(f, name);
+        if (ih == NULL || hh == NULL || ih->ndim != 2 || hh->ndim != 2 ||
+            (hr != NULL && hr->ndim != 2))
+                return;
+        H = hr != NULL ? hr->shape[1] : hh->shape[1];
+        G = H > 0 && hh->shape[0] % H == 0 ? hh->shape[0] / H : 0;
+        in = ih->shape[1];
+        if (G != 4 && G != 3 && G != 1)
+                return;
+        if (H == cfg->hidden_size && in == cfg->input_size && G == rnnd_cell_gates(cfg->cell))
+                return;
+        snprintf(buf, len,
+                 "; the file holds %s of hidden_size %" PRIu64 ", input_size %" PRIu64
+                 "; config.json says %s, hidden_size %u, input_size %u",
+                 G == 4   ? "an lstm"
+                 : G == 3 ? "a gru"
+                          : "an rnn",
+                 H, in, rnnd_cell_name(cfg->cell), cfg->hidden_size, cfg->input_size);
+}
+
+/*
  * Checks that every wanted tensor is present with its shape, and that the
  * model has either all of its biases or none.  Sets *has_bias.
  */
-static int check_tensors(const rnnd_stfile_t *f, struct want *ws, size_t n, bool *has_bias,
-                         rnnd_error_t *reterr)
+static int check_tensors(const rnnd_stfile_t *f, const struct rnnd_model_config *cfg,
+                         struct want *ws, size_t n, bool *has_bias, rnnd_error_t *reterr)
 {
         size_t biases = 0, present = 0;
         const char *missing_bias = NULL, *present_bias = NULL;
-        char got[96], want[96];
+        char got[96], want[96], holds[160];
 
         for (size_t i = 0; i < n; i++) {
                 const struct rnnd_st_tensor *t = rnnd_stfile_find(f, ws[i].name);
@@ -149,11 +189,13 @@ static int check_tensors(const rnnd_stfile_t *f, struct want *ws, size_t n, bool
                 same = t->ndim == ws[i].ndim;
                 for (unsigned k = 0; same && k < t->ndim; k++)
                         same = t->shape[k] == ws[i].shape[k];
-                if (!same)
+                if (!same) {
+                        file_holds(f, cfg, holds, sizeof(holds));
                         return rnnd_error_set(reterr, RNND_EMODEL,
-                                              "tensor '%s' has shape %s, the config needs %s",
+                                              "tensor '%s' has shape %s, the config needs %s%s",
                                               ws[i].name, shape_str(t->shape, t->ndim, got, 96),
-                                              shape_str(ws[i].shape, ws[i].ndim, want, 96));
+                                              shape_str(ws[i].shape, ws[i].ndim, want, 96), holds);
+                }
         }
         if (present != 0 && present != biases)
                 return rnnd_error_set(reterr, RNND_EMODEL,
@@ -219,7 +261,7 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
                 r = n;
                 goto out;
         }
-        r = check_tensors(f, ws, (size_t)n, &has_bias, reterr);
+        r = check_tensors(f, cfg, ws, (size_t)n, &has_bias, reterr);
         if (r < 0)
                 goto out;
 

@@ -82,6 +82,31 @@ static int cmp_model(const void *a, const void *b)
                       ((const struct rnnd_repository_model *)b)->name);
 }
 
+/*
+ * Rewrites the paths in e's message relative to the repository root: a
+ * model's reason reaches clients (the index, a 503), and where the server
+ * keeps its repository is not theirs to know; the daemon logs the root at
+ * start (docs/MODELS.md).  "<root>/m/1/model.safetensors: ..." becomes
+ * "m/1/model.safetensors: ...".
+ */
+static void relative_to(rnnd_error_t *e, const char *root)
+{
+        size_t n = strlen(root);
+        char *p;
+
+        while (n > 1 && root[n - 1] == '/')
+                n--;
+        if (n == 0)
+                return;
+        for (p = e->msg; (p = strstr(p, root)) != NULL;) {
+                if (p[n] != '/') {
+                        p += n;
+                        continue;
+                }
+                memmove(p, p + n + 1, strlen(p + n + 1) + 1);
+        }
+}
+
 /* Sets m's status and reason; the reason is the message of e. */
 static void model_fail(struct rnnd_repository_model *m, const rnnd_error_t *e)
 {
@@ -136,7 +161,10 @@ static int select_versions(const char *model_dir, struct rnnd_repository_model *
         closedir(d);
 
         if (total == 0)
-                return rnnd_error_set(e, RNND_EMODEL, "no version directory");
+                return rnnd_error_set(e, RNND_EMODEL,
+                                      "no version directory: %s/ holds no directory named by a "
+                                      "version number, such as %s/1/ with %s in it",
+                                      m->name, m->name, cfg->weights.file);
         switch (cfg->version_policy.kind) {
         case RNND_VP_LATEST:
                 want_n = cfg->version_policy.num_versions < n_top ? cfg->version_policy.num_versions
@@ -188,6 +216,7 @@ static int scan_model(const char *root, struct rnnd_repository_model *m, rnnd_er
                 r = select_versions(dir, m, &e);
         if (r < 0) {
                 memset(&m->cfg, 0, sizeof(m->cfg));
+                relative_to(&e, root);
                 model_fail(m, &e);
         }
         return 0;
@@ -347,7 +376,9 @@ int rnnd_repository_load(const char *root, const struct rnnd_repository_model *m
                 return rnnd_error_set(reterr, m->status, "model '%s' is unusable: %s", m->name,
                                       m->reason);
         r = join_path(dir, root, m->name, reterr);
-        if (r < 0)
-                return r;
-        return rnnd_model_load(dir, m->name, version, &m->cfg, ret, reterr);
+        if (r == 0)
+                r = rnnd_model_load(dir, m->name, version, &m->cfg, ret, reterr);
+        if (r < 0 && reterr != NULL)
+                relative_to(reterr, root);
+        return r;
 }

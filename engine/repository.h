@@ -35,7 +35,8 @@ struct rnnd_repository_index {
  * Scans root into *ret.  Directories with invalid names, and files, are
  * skipped; every other directory is a model: a missing or invalid config.json,
  * no version directory, or a policy that selects a version that is not there
- * gives that model a status < 0 and a reason, and the scan goes on.  Version
+ * gives that model a status < 0 and a reason (paths in it relative to root,
+ * since clients see it), and the scan goes on.  Version
  * directories are positive decimal integers without leading zeros; others are
  * ignored.  Errors (for root itself): RNND_EIO, RNND_ELIMIT (too many models),
  * RNND_ENOMEM.  Never writes *ret on failure.  Thread-safe.
@@ -61,7 +62,8 @@ int rnnd_repository_read_config(const char *model_dir, struct rnnd_model_config 
 
 /*
  * Loads version of model m (an entry with status 0) from root.  On success
- * *ret is a new reference.  Errors as rnnd_model_load().  Thread-safe.
+ * *ret is a new reference.  Errors as rnnd_model_load(), their paths relative
+ * to root.  Thread-safe.
  */
 int rnnd_repository_load(const char *root, const struct rnnd_repository_model *m, uint64_t version,
                          rnnd_model_t **ret, rnnd_error_t *reterr);

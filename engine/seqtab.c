@@ -171,11 +171,13 @@ int rnnd_seqtab_start(rnnd_seqtab_t *t, const struct rnnd_seq_id *id, uint64_t n
                                       "%s: a chunk of it is still running; restart it after",
                                       rnnd_seq_id_format(id, name, sizeof(name)));
         if (s == NULL) {
-                if (t->counts.live >= t->p.max_sequences && rnnd_seqtab_expire(t, now) == 0)
+                if (t->counts.live >= t->p.max_sequences && rnnd_seqtab_expire(t, now) == 0) {
+                        t->counts.refused++;
                         return rnnd_error_set(reterr, RNND_EUNAVAIL,
                                               "%" PRIu32 " sequences are live "
                                               "(sequence.max_sequences); end one or retry later",
                                               t->p.max_sequences);
+                }
                 s = rnnd_malloc(sizeof(*s) + t->p.state_floats * sizeof(float));
                 if (s == NULL)
                         return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
@@ -308,4 +310,5 @@ size_t rnnd_seqtab_note_dropped(const rnnd_seqtab_t *from, rnnd_seqtab_t *to)
 void rnnd_seqtab_counts(const rnnd_seqtab_t *t, struct rnnd_seqtab_counts *ret)
 {
         *ret = t->counts;
+        ret->max = t->p.max_sequences;
 }

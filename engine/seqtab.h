@@ -57,6 +57,8 @@ enum rnnd_seq_gone {
 
 struct rnnd_seqtab_counts {
         uint64_t live, started, ended, expired;
+        uint64_t max;     /* max_sequences, the most that may be live */
+        uint64_t refused; /* starts refused because max were live */
 };
 
 /* A new empty table.  Errors: RNND_EINVAL (a parameter), RNND_ENOMEM. */

@@ -276,6 +276,8 @@ def main():
                     help="measurements of each side per configuration, fastest kept "
                          "(2; 1 with --quick)")
     ap.add_argument("--out", help="also write the markdown report to this file")
+    ap.add_argument("--json", help="also write the results as JSON to this file (for "
+                    "tests/bench/plots.py)")
     ap.add_argument("--cells", default=",".join(CELLS),
                     help="comma-separated cells to run (default: %(default)s)")
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)),
@@ -370,6 +372,11 @@ def main():
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
+    if args.json:
+        keys = ("cell", "threads", "batch", "torch_seq_s", "rnnd_seq_s", "rnnd_steps_s",
+                "max_abs_err", "other_load")
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"header": out[:6], "rows": [dict(zip(keys, r)) for r in rows]}, f, indent=1)
     if failed:
         log(f"engine_vs_torch: {failed} configuration(s) gave a wrong answer")
         return 1

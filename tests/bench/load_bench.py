@@ -222,6 +222,8 @@ def main():
     ap.add_argument("--scenarios", default=os.path.join(ROOT, "tests", "bench", "scenarios.json"))
     ap.add_argument("--quick", action="store_true", help="0.5 s warm-up, 2 s per point")
     ap.add_argument("--only", default="", help="scenarios whose name contains this")
+    ap.add_argument("--json", help="also write every point's results as JSON to this file "
+                    "(for tests/bench/plots.py)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     spec = json.load(open(a.scenarios))
@@ -245,6 +247,13 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
+    header = ["Machine: %s, %d logical CPUs; Linux %s" % (cpu, os.cpu_count(), platform.release()),
+              "Date: %s" % time.strftime("%Y-%m-%d %H:%M %Z"), "rnnd: %s (%s)" % (commit, a.build)]
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"header": header, "scenarios": [
+                {"name": sc["name"], "points": [{"client": rep, "server": win} for _, rep, win in rows]}
+                for sc, rows in results]}, f, indent=1)
     print("## rnnd under rnnd-load\n")
     print("- **Machine**: %s, %d logical CPUs; Linux %s" % (cpu, os.cpu_count(), platform.release()))
     print("- **Date**: %s" % time.strftime("%Y-%m-%d %H:%M %Z"))

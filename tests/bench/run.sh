@@ -12,14 +12,33 @@
 # JSON parse and render on the demo model), which `make bench` runs first.
 # tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #
+# Both parts also write their results as JSON to BUILD/bench-results/, and
+# tests/bench/plots.py draws from them the PNGs of docs/BENCHMARKS.md into
+# docs/bench/ (RNND_BENCH_PLOTS=DIR elsewhere, =none not at all); it needs
+# matplotlib, which the venv gets beside torch.
+#
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
 # the repository root, created with `python3 -m venv` and `pip install torch
-# numpy safetensors` when it cannot import torch (a download of a few GB).
+# numpy safetensors matplotlib` when it cannot import torch (a download of a
+# few GB).
 set -eu
 build=${1:-build}
 if [ $# -gt 0 ]; then shift; fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 part=${RNND_BENCH:-all}
+results=$build/bench-results
+plots=${RNND_BENCH_PLOTS:-$root/docs/bench}
+mkdir -p "$results"
+
+# plot PY: the PNGs from what this run measured, when PY has matplotlib.
+plot() {
+  [ "$plots" = none ] && return 0
+  if [ -n "$1" ] && "$1" -c 'import matplotlib' 2>/dev/null; then
+    "$1" "$root/tests/bench/plots.py" "$results" "$plots" >&2
+  else
+    echo "run.sh: no python with matplotlib: no plots (RNND_BENCH_PYTHON, or .venv-bench)" >&2
+  fi
+}
 
 # The load part: system python3, standard library only.
 load_bench() {
@@ -27,10 +46,12 @@ load_bench() {
   for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
   [ -f "$build/build.ninja" ] || meson setup "$build" >&2
   ninja -C "$build" >&2
-  python3 "$root/tests/bench/load_bench.py" --build "$build" $quick
+  python3 "$root/tests/bench/load_bench.py" --build "$build" $quick --json "$results/load.json"
 }
 if [ "$part" = load ]; then
-  load_bench "$@"
+  rm -f "$results/engine.json"
+  load_bench "$@" || exit
+  plot "${RNND_BENCH_PYTHON:-$root/.venv-bench/bin/python}"
   exit
 fi
 json_bench() {
@@ -61,12 +82,12 @@ else
       echo "run.sh: creating $venv (python3 -m venv)" >&2
       python3 -m venv "$venv"
     fi
-    echo "run.sh: installing torch, numpy and safetensors into $venv (a large download)" >&2
-    "$py" -m pip install torch numpy safetensors >&2
+    echo "run.sh: installing torch, numpy, safetensors and matplotlib into $venv (a large download)" >&2
+    "$py" -m pip install torch numpy safetensors matplotlib >&2
   fi
-  if ! "$py" -c 'import numpy, safetensors' 2>/dev/null; then
-    echo "run.sh: installing numpy and safetensors into $venv" >&2
-    "$py" -m pip install numpy safetensors >&2
+  if ! "$py" -c 'import numpy, safetensors, matplotlib' 2>/dev/null; then
+    echo "run.sh: installing numpy, safetensors and matplotlib into $venv" >&2
+    "$py" -m pip install numpy safetensors matplotlib >&2
   fi
 fi
 
@@ -75,8 +96,13 @@ ninja -C "$build" >&2
 
 RNND_BENCH_COMMAND="sh tests/bench/run.sh $build${*:+ $*}"
 export RNND_BENCH_COMMAND
+rm -f "$results/engine.json" "$results/load.json"
 "$py" "$root/tests/bench/engine_vs_torch.py" \
-  --bench "$build/tests/bench/rnnd-engine-bench" "$@"
-[ "$part" = engine ] && exit 0
+  --bench "$build/tests/bench/rnnd-engine-bench" --json "$results/engine.json" "$@"
+if [ "$part" = engine ]; then
+  plot "$py"
+  exit 0
+fi
 echo
 load_bench "$@"
+plot "$py"

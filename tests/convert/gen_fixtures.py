@@ -7,6 +7,7 @@ each one's outputs on fixed inputs as the framework computes them:
     python gen_fixtures.py keras2   # tensorflow-cpu 2.15 (tf.keras 2): .h5, CuDNNGRU/CuDNNLSTM
     python gen_fixtures.py keras3   # keras 3 (any backend): .keras
     python gen_fixtures.py torch    # torch + onnx + onnxruntime: .onnx, state_dict, TorchScript
+    python gen_fixtures.py torch CASE ...   # only those cases
 
 Each run writes fixtures/<case>/ for its cases:
 
@@ -59,7 +60,24 @@ def write_safetensors(path, tensors, metadata):
         f.write(struct.pack("<Q", len(hdr)) + hdr + b"".join(blobs))
 
 
+# gen_fixtures.py MODE [CASE ...]: only the named cases are written (all without names);
+# the others are still built, into a directory that is thrown away.
+ONLY = set(sys.argv[2:]) - {"--tf2onnx"}
+SCRATCH = None
+
+
+def selected(name):
+    return not ONLY or name in ONLY
+
+
 def case_dir(name):
+    global SCRATCH
+    if not selected(name):
+        import tempfile
+        SCRATCH = SCRATCH or tempfile.mkdtemp(prefix="gen_fixtures.")
+        d = os.path.join(SCRATCH, name)
+        os.makedirs(d, exist_ok=True)
+        return d
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(d):
@@ -67,13 +85,16 @@ def case_dir(name):
     return d
 
 
-def finish(name, source, io, reference, description, args=(), refuse=None):
+def finish(name, source, io, reference, description, args=(), refuse=None, extra=None):
+    if not selected(name):
+        return
     d = os.path.join(OUT, name)
     meta = {"source": source, "args": list(args), "reference": reference,
             "description": description}
+    meta.update(extra or {})
     if refuse is not None:
         meta["refuse"] = refuse
-    else:
+    elif io is not None:
         io = {k: (v.astype(np.float32) if v.dtype.kind == "f" else v.astype(np.int64))
               for k, v in io.items()}
         write_safetensors(os.path.join(d, "io.safetensors"), io,
@@ -81,8 +102,9 @@ def finish(name, source, io, reference, description, args=(), refuse=None):
     with open(os.path.join(d, "case.json"), "w") as f:
         f.write(json.dumps(meta, indent=2) + "\n")
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-    print("%-34s %6d B  %s" % (name, size, "refused" if refuse else ", ".join(
-        "%s%s" % (k, list(v.shape)) for k, v in sorted(io.items()))))
+    print("%-34s %6d B  %s" % (name, size, "refused" if refuse else "converted only"
+                               if io is None else ", ".join(
+                                   "%s%s" % (k, list(v.shape)) for k, v in sorted(io.items()))))
 
 
 def inputs(rng, lengths, emb=False, zero_pad=True):
@@ -150,23 +172,26 @@ def keras_cases(L, cudnn=None):
         # Refused.
         ("refuse_hard_sigmoid", lambda: [L.LSTM(H, recurrent_activation="hard_sigmoid", name="lstm")],
          EQUAL, False, None,
-         "layer 'lstm' (LSTM): recurrent_activation=\"hard_sigmoid\": rnnd computes sigmoid"),
+         "layer 'lstm' (LSTM): recurrent_activation=\"hard_sigmoid\": rnnd computes sigmoid; "
+         "retrain with recurrent_activation=\"sigmoid\""),
         ("refuse_merge_sum", lambda: [L.Bidirectional(L.GRU(H, name="gru"), merge_mode="sum",
                                                       name="bi")],
          EQUAL, False, None,
-         "layer 'bi' (Bidirectional): merge_mode=\"sum\": rnnd concatenates the two directions "
-         "(merge_mode=\"concat\")"),
+         "layer 'bi' (Bidirectional): merge_mode=\"sum\": rnnd concatenates the two directions: "
+         "retrain with merge_mode=\"concat\""),
         ("refuse_conv", lambda: [L.LSTM(H, return_sequences=True, name="lstm"),
                                  L.Conv1D(4, 3, name="conv"), L.Dense(UNITS, name="dense")],
          EQUAL, False, None,
          "layer 'conv' (Conv1D): class_name=\"Conv1D\": rnnd serves [Embedding|Masking] -> "
-         "LSTM/GRU/SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]"),
+         "LSTM/GRU/SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]: save that part as a "
+         "model of its own and run the rest elsewhere"),
         ("refuse_go_backwards", lambda: [L.GRU(H, go_backwards=True, name="gru")],
          EQUAL, False, None,
          "layer 'gru' (GRU): go_backwards=true: a reverse-only layer is not supported; use "
          "Bidirectional(merge_mode=\"concat\")"),
         ("refuse_activation", lambda: [L.LSTM(H, activation="relu", name="lstm")],
-         EQUAL, False, None, "layer 'lstm' (LSTM): activation=\"relu\": rnnd computes tanh"),
+         EQUAL, False, None, "layer 'lstm' (LSTM): activation=\"relu\": rnnd computes tanh; "
+         "retrain with activation=\"tanh\""),
         ("refuse_stateful", lambda: [L.GRU(H, stateful=True, name="gru")],
          EQUAL, False, None, "layer 'gru' (GRU): stateful=true: rnnd keeps no state across "
          "requests in a Keras layer; send h0 (and c0) instead"),
@@ -313,6 +338,10 @@ def gen_torch():
             return {"softmax": lambda v: torch.softmax(v, -1), "sigmoid": torch.sigmoid,
                     "tanh": torch.tanh, "relu": torch.relu, "none": lambda v: v}[self.act](s)
 
+    # torch.save(model) pickles a module-level class by name.
+    global Whole
+    Whole = type("Whole", (Net,), {"__module__": "__main__"})
+
     # torch.onnx.export of nn modules: equal lengths (an export has no packed sequences).
     exports = [
         ("onnx_torch_lstm_l2_softmax", lambda: Net(nn.LSTM(IN, H, 2, batch_first=True),
@@ -325,6 +354,9 @@ def gen_torch():
         ("onnx_torch_lstm_bi_all_tanh", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True,
                                                             bidirectional=True),
                                                     act="tanh", apply="all"), False, "scores"),
+        # A linear head: --head-activation may add the softmax the graph does not apply.
+        ("onnx_torch_gru_linear", lambda: Net(nn.GRU(IN, H, 1, batch_first=True), act="none"),
+         False, "scores"),
     ]
     def start(name, build, lengths, emb):
         """The case's directory, its module with drawn weights, its inputs."""
@@ -376,6 +408,56 @@ def gen_torch():
             torch.jit.save(torch.jit.trace(net, (feed,)), os.path.join(d, "model.pt"))
         finish(name, "model.pt", io, tref + " with pack_padded_sequence", "%s (%s), lengths %s"
                % (name, kind, RAGGED), args=args)
+
+    def packed_scores(net, io, emb):
+        """The head's output with pack_padded_sequence over io's ragged lengths."""
+        with torch.no_grad():
+            feed = torch.from_numpy(io["tokens"] if emb else io["x"])
+            x = net.emb(feed) if emb else feed
+            packed = pack_padded_sequence(x, torch.from_numpy(io["lengths"]), batch_first=True,
+                                          enforce_sorted=False)
+            _, h = net.rnn(packed)
+            h = h[0] if isinstance(h, tuple) else h
+            return torch.softmax(net.fc(h[-1]), -1).numpy()
+
+    # Issue 32's first day: Embedding + 2-layer GRU + Linear, softmax in forward(), saved as a
+    # state_dict with no names given: rnnd-convert finds the embedding and the head by shape.
+    # model_v2.pt is the same network with other weights (io_v2: its outputs), for --version 2.
+    name = "torch_sd_emb_gru2_found"
+    d, net, io, _ = start(name, lambda: Net(nn.GRU(EMB, H, 2, batch_first=True), emb=True,
+                                            act="softmax"), RAGGED, True)
+    io["scores"] = packed_scores(net, io, True)
+    torch.save(net.state_dict(), os.path.join(d, "model.pt"))
+    fill(net, rng_for(name + "_v2"))
+    v2 = {k: io[k] for k in ("tokens", "lengths")}
+    v2["scores"] = packed_scores(net, v2, True)
+    if selected(name):
+        torch.save(net.state_dict(), os.path.join(d, "model_v2.pt"))
+        write_safetensors(os.path.join(d, "io_v2.safetensors"), v2,
+                          {"case": name + " model_v2.pt", "reference": tref})
+    finish(name, "model.pt", io, tref + " with pack_padded_sequence",
+           "%s (state_dict, no names given), lengths %s" % (name, RAGGED),
+           args=["--head-activation", "softmax"])
+
+    # A head of two nn.Linear: the first is taken as the head, the second is named unused.
+    name = "torch_sd_lstm_mlp_head"
+    d, net, io, _ = start(name, lambda: Net(nn.LSTM(IN, H, 1, batch_first=True), act="none"),
+                          EQUAL, False)
+    net.fc2 = nn.Linear(UNITS, 2)
+    fill(net, rng_for(name))
+    torch.save(net.state_dict(), os.path.join(d, "model.pt"))
+    finish(name, "model.pt", None, tref, "%s: converted only, for its notes" % name,
+           extra={"convert_only": True})
+
+    # torch.save(model) pickles the class: refused, saying to save the state_dict.
+    name = "torch_refuse_whole_model"
+    d, net, io, _ = start(name, lambda: Whole(nn.LSTM(IN, H, 1, batch_first=True), act="none"),
+                          EQUAL, False)
+    torch.save(net, os.path.join(d, "model.pt"))
+    finish(name, "model.pt", {}, tref, "refused", refuse=(
+        "the pickle refers to __main__.Whole: rnnd-convert reads tensors and modules only; "
+        "save the weights instead, torch.save(model.state_dict(), PATH), or "
+        "torch.jit.save(torch.jit.script(model), PATH)"))
 
     # Hand-made ONNX graphs (as tf2onnx writes them): sequence_lens, layout, GRU
     # linear_before_reset=0, and the refusals.
@@ -447,15 +529,18 @@ def gen_torch():
     graph_case("onnx_lstm_bi_initial_states", "LSTM", {"direction": "bidirectional"}, RAGGED, 2,
                states=True)
     graph_case("onnx_refuse_peephole", "LSTM", {}, EQUAL, 1, P=True,
-               refuse="operator 'lstm_0' (LSTM): input P=P: rnnd's LSTM has no peepholes")
+               refuse="operator 'lstm_0' (LSTM): input P=P: rnnd's LSTM has no peepholes; export "
+               "an LSTM without P")
     graph_case("onnx_refuse_clip", "GRU", {"clip": 3.0, "linear_before_reset": 1}, EQUAL, 1,
-               refuse="operator 'gru_0' (GRU): clip=3.0: rnnd does not clip cell inputs")
+               refuse="operator 'gru_0' (GRU): clip=3.0: rnnd does not clip cell inputs; export "
+               "the RNN without clip")
     graph_case("onnx_refuse_reverse", "LSTM", {"direction": "reverse"}, EQUAL, 1,
                refuse="operator 'lstm_0' (LSTM): direction=reverse: a reverse-only RNN is not "
-               "supported; rnnd runs forward or bidirectional")
+               "supported; rnnd runs forward or bidirectional: reverse each sequence within its "
+               "length and export a forward RNN")
     graph_case("onnx_refuse_activations", "GRU", {"activations": ["Sigmoid", "Relu"]}, EQUAL, 1,
                refuse="operator 'gru_0' (GRU): activations=['Sigmoid', 'Relu']: rnnd computes "
-               "the defaults ['sigmoid', 'tanh']")
+               "the defaults ['sigmoid', 'tanh']; export the RNN with those")
 
 
 def main():

@@ -345,6 +345,10 @@ def test_command_line():
     check(rc != 0 and "--threads: 'lots'" in err, "a bad flag value names the flag", (rc, err))
     rc, out, err = run("--no-such-flag=1")
     check(rc != 0 and "unknown option '--no-such-flag'" in err, "an unknown flag is an error", (rc, err))
+    rc, out, err = run("--model-repositry=x")
+    check(rc == 1 and err == "rnnd: unknown option '--model-repositry'; did you mean --model_repository? "
+          "(rnnd --help lists them)\n", "a usage error is plain text on stderr with the nearest setting",
+          (rc, err))
     rc, out, err = run("--log_level=loud")
     check(rc != 0 and "log_level" in err, "a bad enum names the key", (rc, err))
     rc, out, err = run("--model_repository=/nonexistent/models", "--listen=127.0.0.1:%d" % free_port())
@@ -393,8 +397,15 @@ def test_broken_repository():
             vs = b.get("model_version_status", [{}])[0] if st == 200 else {}
             check(st == 200 and vs.get("state") == "END" and vs.get("status", {}).get("error_code") != "OK"
                   and vs.get("status", {}).get("error_message"), "TF status shows the failed version", (st, b))
-            m = re.search(r"^rnnd_models_loaded (\d+)$", d.request("GET", "/metrics")[2].decode(), re.M)
+            page = d.request("GET", "/metrics")[2].decode()
+            m = re.search(r"^rnnd_models_loaded (\d+)$", page, re.M)
             check(m and m.group(1) == "1", "rnnd_models_loaded counts only the good model", m and m.group(0))
+            failed = dict(re.findall(r'^rnnd_model_load_failed\{model="([^"]+)"\} (\d)$', page, re.M))
+            check(failed == {"good": "0", "badcfg": "1", "noweights": "1"},
+                  "rnnd_model_load_failed is 1 for the models that failed", failed)
+            st, _, b = d.json("GET", "/v2/models/noweights/versions/1/ready")
+            check(repo not in json.dumps(b) and "noweights/1/model.safetensors" in json.dumps(b),
+                  "a reason names files relative to the repository, not the server's paths", b)
             run_test(test_ready_while_swapping, d)
             log = d.stderr()
             check(re.search(r"^<4>.*model badcfg: not loaded: .*colour", log, re.M), "the log says why badcfg failed", log)

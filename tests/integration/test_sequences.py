@@ -10,7 +10,11 @@ sent before the previous one is answered run in order, streams interleave,
 and the errors: a continuation of an id never started or ended, h0 on a
 continuation, B > 1, a bidirectional model, a model without the block,
 expiry after idle_timeout_ms, max_sequences (503 with Retry-After), and a
-SIGHUP that keeps an unchanged model's sequences.
+SIGHUP that keeps an unchanged model's sequences.  Last, the demo repository as
+`make run` serves it (config/rnnd.conf): every model loads, digits_stream's
+two example chunks score as digits_gru scores the whole image, and the
+README's `rnnd-load --streams` run on it has no error; the start log gives
+max_body_bytes as the config spells it.
 
 Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
@@ -23,6 +27,7 @@ import re
 import select
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -276,6 +281,11 @@ def test_limits(d):
     st, h, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 504, "sequence_start": True}))
     check(st == 503 and h.get("retry-after") and "max_sequences" in b.get("error", ""),
           "a fifth live sequence: 503 with Retry-After naming max_sequences", (st, h, b))
+    text = d.request("GET", "/metrics")[2].decode()
+    got = [re.search(r'^rnnd_sequences_%s\{model="%s",version="1"\} (\d+)$' % (k, MODELS[1]), text, re.M)
+           for k in ("live", "max", "refused_total")]
+    check([int(m.group(1)) if m else None for m in got] == [4, 4, 1],
+          "the metrics show 4 live of max 4, and the refused start", [m and m.group(0) for m in got])
     os.kill(d.proc.pid, signal.SIGHUP)  # nothing changed: the sequences stay
     time.sleep(0.5)
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": 500}))
@@ -331,6 +341,43 @@ def test_load_streams(d):
           "rnnd-load --streams reports useful steps/s", rep)
 
 
+def test_demo():
+    """config/models as `make run` serves it, and the README's streaming example."""
+    demo = os.path.join(th.SRC, "config", "models")
+    d = Daemon("--config", "config/rnnd.conf", repo=demo)
+    try:
+        st, _, idx = d.json("POST", "/v2/repository/index")
+        want = sorted(m for m in os.listdir(demo) if os.path.isdir(os.path.join(demo, m)))
+        check(st == 200 and sorted(r["name"] for r in idx if r["state"] == "READY") == want,
+              "every demo model loads", (st, idx))
+        with open(os.path.join(demo, "digits_lstm", "example.json"), "rb") as f:
+            st, _, whole = d.json("POST", "/v2/models/digits_gru/infer", body=f.read())
+        outs = []
+        for k in (1, 2):
+            with open(os.path.join(demo, "digits_stream", "chunk%d.json" % k), "rb") as f:
+                outs.append(d.json("POST", "/v2/models/digits_stream/infer", body=f.read()))
+        got = outs[1][2]["outputs"][0]["data"] if outs[1][0] == 200 else None
+        want = whole["outputs"][0]["data"] if st == 200 else None
+        check(outs[0][0] == 200 and got and want and max(abs(a - b) for a, b in zip(got, want)) <= 1e-6,
+              "digits_stream's two chunks score as digits_gru scores the whole image", (outs, whole))
+        load = os.environ.get("RNND_LOAD", "")
+        p = subprocess.run([load, "--url", "http://127.0.0.1:%d" % d.port, "--model", "digits_stream",
+                            "--streams", "8", "--chunk-length", "4", "--length", "8", "--requests", "200",
+                            "--json", "--progress=false"], capture_output=True, text=True, timeout=60)
+        try:
+            rep = json.loads(p.stdout)
+        except ValueError:
+            rep = {}
+        check(p.returncode == 0 and rep.get("ok") == 200 and rep.get("errors") == 0,
+              "the README's rnnd-load --streams run on digits_stream: no error", (p.returncode, p.stderr[-300:]))
+        check("max_body_bytes 64M)" in d.stderr(), "the start log gives max_body_bytes as rnnd.conf does",
+              d.stderr()[-600:])
+        rc, _ = d.stop()
+        check(rc == 0, "the demo daemon exits 0 on SIGTERM", rc)
+    finally:
+        d.close()
+
+
 def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
@@ -370,6 +417,7 @@ def main():
             check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
         finally:
             d.close()
+    test_demo()
     print("test_sequences: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
     return 1 if th.failed else 0
 

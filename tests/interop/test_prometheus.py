@@ -37,6 +37,7 @@ from fetch_tool import fetch_tool  # noqa: E402
 # Every family, as prometheus_client names it (a counter without _total), and its type.
 FAMILIES = {
     "rnnd_up": "gauge", "rnnd_models_loaded": "gauge", "rnnd_http_requests_in_flight": "gauge",
+    "rnnd_start_time_seconds": "gauge",
     "rnnd_requests": "counter",
     "rnnd_request_duration_seconds": "histogram", "rnnd_queue_duration_seconds": "histogram",
     "rnnd_compute_duration_seconds": "histogram", "rnnd_batch_size": "histogram",
@@ -47,9 +48,11 @@ FAMILIES = {
     "rnnd_model_backend_info": "gauge",
     "rnnd_queue_depth": "gauge", "rnnd_batches_running": "gauge", "rnnd_instances_in_service": "gauge",
     "rnnd_sequences_live": "gauge", "rnnd_sequences_started": "counter", "rnnd_sequences_ended": "counter",
-    "rnnd_sequences_expired": "counter",
+    "rnnd_sequences_expired": "counter", "rnnd_sequences_max": "gauge",
+    "rnnd_sequences_refused": "counter", "rnnd_model_load_failed": "gauge",
 }
-MODELS = ("digits_lstm", "digits_gru")
+DEMO = os.path.join(SRC, "config", "models")
+MODELS = tuple(sorted(m for m in os.listdir(DEMO) if os.path.isdir(os.path.join(DEMO, m))))
 
 
 def documented():
@@ -90,13 +93,15 @@ def test_python_parser(text):
             continue
         check(f.type == typ, "family %s is a %s" % (name, typ), f.type)
         if name.startswith("rnnd_sequences_"):
-            # Only models with a sequence block have these (test_sequences.py reads them);
-            # the demo models have none.
-            check(len(f.samples) == 0, "family %s has no sample for models without sequences" % name,
+            # Only models with a sequence block have these (test_sequences.py reads them):
+            # of the demo models, digits_stream.
+            check({x.labels.get("model") for x in f.samples} == {"digits_stream"},
+                  "family %s has samples for the model with a sequence block only" % name,
                   f.samples[:3])
             continue
         check(len(f.samples) > 0, "family %s has samples" % name, f.documentation)
-        if name not in ("rnnd_up", "rnnd_models_loaded", "rnnd_http_requests_in_flight", "rnnd_requests"):
+        if name not in ("rnnd_up", "rnnd_models_loaded", "rnnd_http_requests_in_flight", "rnnd_requests",
+                        "rnnd_model_load_failed", "rnnd_start_time_seconds"):
             for m in MODELS:
                 check(any(s.labels.get("model") == m and s.labels.get("version") == "1" for s in f.samples),
                       "family %s has a sample for %s version 1" % (name, m), f.samples[:3])
@@ -111,6 +116,8 @@ def test_python_parser(text):
     check(value("rnnd_up", "rnnd_up") == 1, "rnnd_up is 1")
     check(value("rnnd_models_loaded", "rnnd_models_loaded") == len(MODELS), "rnnd_models_loaded counts the models")
     for m in MODELS:
+        check(value("rnnd_model_load_failed", "rnnd_model_load_failed", model=m) == 0,
+              "%s: rnnd_model_load_failed is 0" % m)
         check(value("rnnd_requests", "rnnd_requests_total", model=m, version="1", code="200") == 3,
               "%s: 3 requests answered 200" % m)
         check(value("rnnd_requests", "rnnd_requests_total", model=m, version="1", code="400") == 2,
@@ -137,9 +144,15 @@ def test_promtool(text):
 
 def main():
     t0 = time.time()
-    d = Daemon(repo=os.path.join(SRC, "config", "models"))
+    d = Daemon(repo=DEMO)
     try:
         send(d)
+        # The server counts a request once its answer went out, a moment after the client
+        # has it (longer under the sanitizers): wait for the last model's last 400.
+        last = 'rnnd_requests_total{model="%s",version="1",code="400"} 2\n' % MODELS[-1]
+        deadline = time.time() + 5
+        while time.time() < deadline and last not in d.request("GET", "/metrics")[2].decode():
+            time.sleep(0.05)
         st, h, body = d.request("GET", "/metrics")
         check(st == 200 and h.get("content-type", "").startswith("text/plain; version=0.0.4"),
               "GET /metrics is text format 0.0.4", (st, h))

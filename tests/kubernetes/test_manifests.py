@@ -49,9 +49,11 @@ PORT = 8080
 
 
 def documents():
-    """[(file, document)] of every manifest under deploy/."""
+    """[(file, document)] of every manifest of deploy/kubernetes and deploy/kserve (not
+    deploy/monitoring's Prometheus rules, which tests/monitoring checks)."""
     out = []
-    for path in sorted(glob.glob(os.path.join(DEPLOY, "*", "*.yaml"))):
+    for path in sorted(glob.glob(os.path.join(DEPLOY, "kubernetes", "*.yaml")) +
+                       glob.glob(os.path.join(DEPLOY, "kserve", "*.yaml"))):
         out += [(os.path.relpath(path, SRC), d) for d in mf.load(path)]
     return out
 

@@ -237,6 +237,61 @@ START_TEST(test_keys_help)
 }
 END_TEST
 
+/* Each key's value as the command line writes it, for --help's defaults: read back, the same. */
+START_TEST(test_format)
+{
+        struct rnnd_loadspec s, t;
+        rnnd_error_t e = {0};
+        char buf[RNND_LOAD_STR_MAX];
+        static const struct {
+                const char *key, *text;
+        } want[] = {
+                {"url", "http://127.0.0.1:8000"},
+                {"api", "v2"},
+                {"model", ""},
+                {"mode", "closed"},
+                {"concurrency", "16"},
+                {"rate", ""},
+                {"warmup", "0s"},
+                {"duration", "10s"},
+                {"requests", "0"},
+                {"length", "8"},
+                {"input", ""},
+                {"max-error-rate", "0"},
+                {"timeout", "30s"},
+                {"json", "false"},
+                {"progress", "true"},
+        };
+
+        rnnd_loadspec_init(&s);
+        for (size_t i = 0; i < RNND_ELEMENTSOF(want); i++) {
+                size_t k = 0;
+
+                while (strcmp(rnnd_loadspec_key(k)->name, want[i].key) != 0)
+                        k++;
+                rnnd_loadspec_format(&s, k, buf, sizeof(buf));
+                ck_assert_msg(strcmp(buf, want[i].text) == 0, "%s: '%s', want '%s'", want[i].key,
+                              buf, want[i].text);
+        }
+        ck_assert_int_eq(rnnd_loadspec_set(&s, "length", "3..9", &e), 0);
+        ck_assert_int_eq(rnnd_loadspec_set(&s, "rate", "2.5", &e), 0);
+        ck_assert_int_eq(rnnd_loadspec_set(&s, "timeout", "250ms", &e), 0);
+        /* Every key's text reads back as the value it came from. */
+        rnnd_loadspec_init(&t);
+        for (size_t k = 0; k < rnnd_loadspec_n_keys(); k++) {
+                rnnd_loadspec_format(&s, k, buf, sizeof(buf));
+                if (buf[0] != '\0')
+                        ck_assert_int_eq(rnnd_loadspec_set(&t, rnnd_loadspec_key(k)->name, buf, &e),
+                                         0);
+        }
+        ck_assert_uint_eq(t.len_min, 3);
+        ck_assert_uint_eq(t.len_max, 9);
+        ck_assert(t.rate == 2.5 && t.timeout_s == 0.25);
+        rnnd_loadspec_format(&s, rnnd_loadspec_n_keys(), buf, sizeof(buf));
+        ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 START_TEST(test_lengths)
 {
         const char *text = "# lengths of a day\n3 5,7\n\n  512 # the longest\n1";
@@ -309,6 +364,7 @@ static Suite *loadspec_suite(void)
         tcase_add_test(tc, test_set_each);
         tcase_add_loop_test(tc, test_set_bad, 0, RNND_ELEMENTSOF(bad));
         tcase_add_test(tc, test_keys_help);
+        tcase_add_test(tc, test_format);
         suite_add_tcase(s, tc);
         tc = tcase_create("json");
         tcase_add_test(tc, test_json);

@@ -38,13 +38,15 @@ static struct rnnd_metrics_counters other, model_c, v_c[2];
 static struct rnnd_version_stats v_stats[2];
 
 static void fake_model(void *cls, size_t i, const char **name,
-                       const struct rnnd_metrics_counters **requests, size_t *n_versions)
+                       const struct rnnd_metrics_counters **requests, size_t *n_versions,
+                       bool *load_failed)
 {
         (void)cls;
         ck_assert_uint_eq(i, 0);
         *name = "m";
         *requests = &model_c;
         *n_versions = 2;
+        *load_failed = true; /* neither version loaded */
 }
 
 static void fake_version(void *cls, size_t i, size_t j, struct rnnd_metrics_version *ret)
@@ -81,6 +83,8 @@ START_TEST(test_page)
         ck_assert_ptr_nonnull(page);
         ck_assert_ptr_nonnull(strstr(page, "\nrnnd_up 1\n"));
         ck_assert_ptr_nonnull(strstr(page, "\nrnnd_models_loaded 1\n"));
+        /* The process's start, before this test ran. */
+        ck_assert_ptr_nonnull(strstr(page, "\nrnnd_start_time_seconds 1"));
         ck_assert_ptr_nonnull(strstr(page, "\nrnnd_http_requests_in_flight 3\n"));
         ck_assert_ptr_nonnull(
                 strstr(page, "\nrnnd_requests_total{model=\"\",version=\"\",code=\"404\"} 1\n"));
@@ -95,6 +99,9 @@ START_TEST(test_page)
         /* Versions without a pool have no per-version samples, but every family is announced. */
         ck_assert_ptr_nonnull(strstr(page, "# TYPE rnnd_request_duration_seconds histogram\n"));
         ck_assert_ptr_null(strstr(page, "rnnd_request_duration_seconds_bucket"));
+        /* Every model says whether its last load failed. */
+        ck_assert_ptr_nonnull(strstr(page, "# TYPE rnnd_model_load_failed gauge\n"
+                                           "rnnd_model_load_failed{model=\"m\"} 1\n"));
         rnnd_free(page);
 }
 END_TEST

@@ -90,6 +90,7 @@ START_TEST(test_table_rows)
         static const char *const keys[] = {
                 "listen",
                 "model_repository",
+                "repository_poll_interval",
                 "threads",
                 "connection_limit",
                 "connection_timeout",
@@ -137,7 +138,8 @@ START_TEST(test_defaults)
         ck_assert_int_eq(rnnd_options_init(&o), 0);
         ck_assert_str_eq(o.listen, "127.0.0.1:8000");
         ck_assert_str_eq(o.model_repository, "config/models");
-        ck_assert_uint_eq(o.threads, 0); /* auto */
+        ck_assert_uint_eq(o.repository_poll_interval, 0); /* off */
+        ck_assert_uint_eq(o.threads, 0);                  /* auto */
         ck_assert_uint_eq(o.connection_limit, 1024);
         ck_assert_uint_eq(o.connection_timeout, 30);
         ck_assert_uint_eq(o.header_timeout, 10);
@@ -426,7 +428,10 @@ static const struct {
         const char *text;
         const char *msg;
 } bad_files[] = {
-        {"threads = 4\nbogus = 1\n", "bad.conf:2: unknown key 'bogus'"},
+        {"threads = 4\nbogus = 1\n", "bad.conf:2: unknown key 'bogus' (rnnd --help lists them)"},
+        {"modle_repository = x\n",
+         "bad.conf:1: unknown key 'modle_repository'; did you mean model_repository? (rnnd --help "
+         "lists them)"},
         {"\n\nthreads 4\n", "bad.conf:3: expected 'key = value'"},
         {"= 4\n", "bad.conf:1: expected 'key = value'"},
         {"threads = 4\nthreads = 5\n", "bad.conf:2: threads: already set on line 1"},
@@ -588,7 +593,19 @@ static const struct {
         const char *args[4];
         const char *msg;
 } bad_args[] = {
-        {{"--bogus=1"}, "unknown option '--bogus'"},
+        {{"--bogus=1"}, "unknown option '--bogus' (rnnd --help lists them)"},
+        /* The nearest setting or command, by prefix or by a few edits. */
+        {{"--model_repo=x"},
+         "unknown option '--model_repo'; did you mean --model_repository? (rnnd --help lists "
+         "them)"},
+        {{"--model-repositroy", "x"},
+         "unknown option '--model-repositroy'; did you mean "
+         "--model_repository?"},
+        {{"--thread=2"}, "unknown option '--thread'; did you mean --threads?"},
+        {{"--dump_config"}, "unknown option '--dump_config'; did you mean --dump-config?"},
+        {{"--repository_poll=5"},
+         "unknown option '--repository_poll'; did you mean "
+         "--repository_poll_interval?"},
         {{"--threads"}, "--threads: needs a value"},
         {{"--threads=x"}, "--threads: 'x' is not an unsigned integer"},
         {{"serve"}, "unexpected argument 'serve'"},

@@ -125,7 +125,12 @@ static const struct {
         {"good", 0, "", 1, {10}},
         {"latest2", 0, "", 2, {2, 10}},
         {"no_cfg", RNND_EIO, "no_cfg/config.json: cannot open", 0, {0}},
-        {"no_versions", RNND_EMODEL, "no version directory", 0, {0}},
+        {"no_versions",
+         RNND_EMODEL,
+         "no version directory: no_versions/ holds no directory named by a version number, such "
+         "as no_versions/1/ with model.safetensors in it",
+         0,
+         {0}},
         {"specific", RNND_EMODEL, "version 3 requested by version_policy is missing", 0, {0}},
 };
 
@@ -144,6 +149,8 @@ START_TEST(test_scan_model)
                       m->reason);
         ck_assert_msg(strstr(m->reason, models[_i].reason) != NULL, "%s: reason '%s'", m->name,
                       m->reason);
+        /* Clients see reasons: no path of the server's (the repository root) in them. */
+        ck_assert_msg(strstr(m->reason, root) == NULL, "%s: reason '%s'", m->name, m->reason);
         ck_assert_uint_eq(m->n_versions, models[_i].n_versions);
         for (uint32_t v = 0; v < m->n_versions; v++)
                 ck_assert_uint_eq(m->versions[v], models[_i].versions[v]);
@@ -390,6 +397,53 @@ START_TEST(test_load_nonfinite)
 }
 END_TEST
 
+/*
+ * A config.json whose sizes are not the file's: the message names the tensor, both shapes
+ * and what the file holds, with the path relative to the repository.
+ */
+START_TEST(test_load_wrong_size)
+{
+        static const struct {
+                const char *config, *want;
+        } cases[] = {
+                {"{\"cell\":\"rnn_tanh\",\"input_size\":5,\"hidden_size\":7,\"num_layers\":3,"
+                 "\"weights\":{\"prefix\":\"rnn.\"}}",
+                 "m/1/model.safetensors: tensor 'rnn.weight_ih_l0' has shape [6, 5], the config "
+                 "needs [7, 5]; the file holds an rnn of hidden_size 6, input_size 5; config.json "
+                 "says rnn_tanh, hidden_size 7, input_size 5"},
+                {"{\"cell\":\"gru\",\"input_size\":5,\"hidden_size\":2,\"num_layers\":3,"
+                 "\"weights\":{\"prefix\":\"rnn.\"}}",
+                 /* A GRU of 2 has weight_ih [6, 5] too: the recurrent weights tell. */
+                 "m/1/model.safetensors: tensor 'rnn.weight_hh_l0' has shape [6, 6], the config "
+                 "needs [6, 2]; the file holds an rnn of hidden_size 6, input_size 5; config.json "
+                 "says gru, hidden_size 2, input_size 5"},
+                {"{\"cell\":\"rnn_tanh\",\"input_size\":4,\"hidden_size\":6,\"num_layers\":3,"
+                 "\"weights\":{\"prefix\":\"rnn.\"}}",
+                 "m/1/model.safetensors: tensor 'rnn.weight_ih_l0' has shape [6, 5], the config "
+                 "needs [6, 4]; the file holds an rnn of hidden_size 6, input_size 5; config.json "
+                 "says rnn_tanh, hidden_size 6, input_size 4"},
+        };
+        struct rnnd_repository_index idx = {0};
+        char src[PATH_MAX], dst[PATH_MAX];
+        rnnd_model_t *m = NULL;
+        rnnd_error_t e = {0};
+
+        put("m/config.json", cases[_i].config);
+        put("m/1", NULL);
+        snprintf(src, sizeof(src),
+                 "%s/golden/models/rnn_tanh_l3_uni_ragged_noh0/1/model.safetensors",
+                 rnnd_test_dir());
+        snprintf(dst, sizeof(dst), "%s/m/1/model.safetensors", root);
+        copy_file(src, dst);
+        ck_assert_int_eq(rnnd_repository_scan(root, &idx, &e), 0);
+        ck_assert_int_eq(idx.models[0].status, 0);
+        ck_assert_int_eq(rnnd_repository_load(root, &idx.models[0], 1, &m, &e), RNND_EMODEL);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strcmp(e.msg, cases[_i].want) == 0, "'%s', want '%s'", e.msg, cases[_i].want);
+        rnnd_repository_index_done(&idx);
+}
+END_TEST
+
 /* More version directories than a policy can list: latest keeps the highest, all is refused. */
 START_TEST(test_many_versions)
 {
@@ -459,6 +513,7 @@ static Suite *repository_suite(void)
         tcase_add_test(tc, test_long_path);
         tcase_add_test(tc, test_fifo_config);
         tcase_add_loop_test(tc, test_load_nonfinite, 0, RNND_ELEMENTSOF(nonfinite));
+        tcase_add_loop_test(tc, test_load_wrong_size, 0, 3);
         tcase_set_timeout(tc, 30);
         suite_add_tcase(s, tc);
         return s;

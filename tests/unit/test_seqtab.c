@@ -151,6 +151,9 @@ START_TEST(test_cases)
                 case LIVE:
                         rnnd_seqtab_counts(t, &c);
                         ck_assert_uint_eq(c.live, (uint64_t)op->want);
+                        ck_assert_uint_eq(c.max, 3);
+                        /* Only case 5 hits max_sequences, once. */
+                        ck_assert_uint_eq(c.refused, _i == 5 ? 1 : 0);
                         break;
                 case DONE:
                         break;

@@ -47,11 +47,13 @@ def _layers_of(model_config):
             ins = sorted(set(_inbound_names(layer.get("inbound_nodes", []))))
             if prev is not None and ins != [prev]:
                 raise ConvertError("layer '%s' (%s): inbound_nodes=%s: rnnd converts a chain of "
-                                   "layers, each reading the one before" % (
+                                   "layers, each reading the one before; save the chain as a "
+                                   "model of its own" % (
                                        layer.get("name"), layer.get("class_name"), json.dumps(ins)))
             prev = layer.get("name") or layer["config"].get("name")
         return layers
-    raise ConvertError("model class %r: rnnd-convert reads Sequential and Functional models" % cls)
+    raise ConvertError("model class %r: rnnd-convert reads Sequential and Functional "
+                       "models; save it as one of those" % cls)
 
 
 def _inbound_names(node):
@@ -134,7 +136,8 @@ def load(path):
         z = zipfile.ZipFile(path)
         names = set(z.namelist())
         if "config.json" not in names or "model.weights.h5" not in names:
-            raise ConvertError("%s: a .keras archive needs config.json and model.weights.h5" % path)
+            raise ConvertError("%s: a .keras archive needs config.json and model.weights.h5; "
+                               "save it with model.save(PATH)" % path)
         config = json.loads(z.read("config.json"))
         import io
         f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
@@ -169,19 +172,23 @@ def _check_rnn(layer, inner=False):
         _refuse(layer, "go_backwards", True, "a reverse-only layer is not supported; use "
                 "Bidirectional(merge_mode=\"concat\")")
     if c.get("time_major"):
-        _refuse(layer, "time_major", True, "rnnd's inputs are batch-major")
+        _refuse(layer, "time_major", True, "rnnd's inputs are batch-major; rebuild the "
+                "layer with time_major=False")
     act = _activation_name(c.get("activation", "tanh"))
     rec = _activation_name(c.get("recurrent_activation", "sigmoid"))
     if cls in ("CuDNNLSTM", "CuDNNGRU"):
         return ("lstm" if cls == "CuDNNLSTM" else "gru"), c["units"], True
     if cls == "SimpleRNN":
         if act not in ("tanh", "relu"):
-            _refuse(layer, "activation", act, "rnnd's simple RNN computes tanh or relu")
+            _refuse(layer, "activation", act, "rnnd's simple RNN computes tanh or relu; "
+                    "retrain with one of those")
         return "rnn_" + act, c["units"], True
     if act != "tanh":
-        _refuse(layer, "activation", act, "rnnd computes tanh")
+        _refuse(layer, "activation", act, "rnnd computes tanh; retrain with "
+                "activation=\"tanh\"")
     if rec != "sigmoid":
-        _refuse(layer, "recurrent_activation", rec, "rnnd computes sigmoid")
+        _refuse(layer, "recurrent_activation", rec, "rnnd computes sigmoid; retrain "
+                "with recurrent_activation=\"sigmoid\"")
     if cls == "LSTM":
         return "lstm", c["units"], True
     return "gru", c["units"], bool(c.get("reset_after", False))
@@ -192,7 +199,8 @@ def _direction(layer, cell, units, w):
     cls = layer["class_name"]
     if len(w) not in (2, 3):
         raise ConvertError("layer '%s' (%s): %d weights stored, expected kernel, "
-                           "recurrent_kernel and bias" % (layer["config"].get("name"), cls, len(w)))
+                           "recurrent_kernel and bias; save the whole model with model.save()"
+                           % (layer["config"].get("name"), cls, len(w)))
     kernel, rec = w[0], w[1]
     bias = w[2] if len(w) == 3 else None
     G = {"lstm": 4, "gru": 3}.get(cell, 1)
@@ -223,6 +231,18 @@ def _direction(layer, cell, units, w):
     return Direction(w_ih, w_hh, b_ih, b_hh)
 
 
+def _names_note(m, layers, last_seq):
+    """A note of which names of the model became rnnd's fixed tensor names."""
+    inp = [la["config"].get("name") or la.get("name") for la in layers
+           if la["class_name"] == "InputLayer"]
+    last = [la for la in layers if la["class_name"] not in IDENTITY_CLASSES][-1]
+    out = "scores" if m.head is not None else "output" if last_seq else "h_n"
+    m.notes.append("names: model input%s is rnnd's `%s`; the output of layer '%s' is rnnd's "
+                   "`%s` (rnnd's tensor names are fixed: docs/HTTP.md)" % (
+                       " '%s'" % inp[0] if inp else "", "tokens" if m.embedding is not None
+                       else "input", last["config"].get("name") or last.get("name"), out))
+
+
 def convert(path):
     config, weights = load(path)
     layers = _layers_of(config)
@@ -244,13 +264,16 @@ def convert(path):
                 act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")))
                 if act is None:
                     _refuse(layer, "activation", c.get("activation"),
-                            "rnnd's head computes none, sigmoid, tanh, relu or softmax")
+                            "rnnd's head computes none, sigmoid, tanh, relu or softmax; "
+                            "save the model with one of those")
                 head.activation = act
                 continue
-            _refuse(layer, "class_name", cls, "rnnd's head is one Dense layer, the model's last")
+            _refuse(layer, "class_name", cls, "rnnd's head is one Dense layer, the model's "
+                    "last: save the model up to it and run the rest elsewhere")
         if cls == "Embedding":
             if m is not None or emb is not None or masked:
-                _refuse(layer, "class_name", cls, "an Embedding must be the first layer")
+                _refuse(layer, "class_name", cls, "an Embedding must be the first layer: save "
+                        "the model from the Embedding on")
             (w,) = weights.get(name)
             emb = w
             if c.get("mask_zero"):
@@ -259,7 +282,8 @@ def convert(path):
             continue
         if cls == "Masking":
             if m is not None or masked:
-                _refuse(layer, "class_name", cls, "Masking must come before the RNN layers")
+                _refuse(layer, "class_name", cls, "Masking must come before the RNN layers: "
+                        "move it first")
             masked = ("Masking '%s' (mask_value=%s) is served as lengths: send each sequence's "
                       "length as `lengths` (masked steps must be trailing padding)"
                       % (name, c.get("mask_value")))
@@ -267,11 +291,12 @@ def convert(path):
         if cls == "Dense":
             if m is None:
                 _refuse(layer, "class_name", cls, "a Dense layer before the RNN layers is not "
-                        "supported")
+                        "supported: run it elsewhere and save the model from the RNN on")
             act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")), None)
             if act is None:
                 _refuse(layer, "activation", c.get("activation"),
-                        "rnnd's head computes none (linear), sigmoid, tanh, relu or softmax")
+                        "rnnd's head computes none (linear), sigmoid, tanh, relu or softmax; "
+                        "save the model with one of those")
             w = weights.get(name)
             head = Head(w[0].T, w[1] if len(w) > 1 else None, act, "all" if last_seq else "last")
             continue
@@ -280,52 +305,60 @@ def convert(path):
             inner = c["layer"]
             if c.get("merge_mode", "concat") != "concat":
                 _refuse(layer, "merge_mode", c.get("merge_mode"), "rnnd concatenates the two "
-                        "directions (merge_mode=\"concat\")")
+                        "directions: retrain with merge_mode=\"concat\"")
             if inner["class_name"] not in RNN_CLASSES:
-                _refuse(layer, "layer", inner["class_name"], "not a recurrent layer rnnd computes")
+                _refuse(layer, "layer", inner["class_name"], "not a recurrent layer rnnd "
+                        "computes (LSTM, GRU, SimpleRNN, CuDNNLSTM, CuDNNGRU)")
             back = c.get("backward_layer")
             if back is not None:
                 if back["class_name"] != inner["class_name"] or \
                         back["config"].get("units") != inner["config"].get("units"):
                     _refuse(layer, "backward_layer", back["class_name"], "the backward layer "
-                            "must be the forward layer's kind and size")
+                            "must be the forward layer's kind and size; rebuild it so")
                 _check_rnn(back, inner=True)
             cell, units, lbr = _check_rnn(inner, inner=True)
             if inner["config"].get("go_backwards"):
                 _refuse(inner, "go_backwards", True, "inside Bidirectional the forward layer "
-                        "must run forward")
+                        "must run forward; rebuild it with go_backwards=False")
             seq = inner["config"].get("return_sequences", False)
             if c.get("return_state") or inner["config"].get("return_state"):
-                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n")
+                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n: "
+                        "save the model without return_state; rnnd returns h_n and c_n itself")
             dirs = [_direction(inner, cell, units, weights.get(name, "forward")),
                     _direction(back or inner, cell, units, weights.get(name, "backward"))]
         elif cls in RNN_CLASSES:
             cell, units, lbr = _check_rnn(layer)
             seq = c.get("return_sequences", False)
             if c.get("return_state"):
-                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n")
+                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n: "
+                        "save the model without return_state; rnnd returns h_n and c_n itself")
             dirs = [_direction(layer, cell, units, weights.get(name))]
         else:
             _refuse(layer, "class_name", cls, "rnnd serves [Embedding|Masking] -> LSTM/GRU/"
-                    "SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]")
+                    "SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]: save that part as a "
+                    "model of its own and run the rest elsewhere")
         if rnn_done:
             _refuse(layer, "class_name", cls, "the RNN layer before it has "
-                    "return_sequences=false")
+                    "return_sequences=false: set return_sequences=True on it")
         if masked and (inner or layer)["class_name"].startswith("CuDNN"):
-            _refuse(layer, "mask", True, "Keras's CuDNN layers do not take a mask")
+            _refuse(layer, "mask", True, "Keras's CuDNN layers do not take a mask: "
+                    "convert it without the mask, or use LSTM/GRU")
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr, embedding=emb)
         elif m.cell != cell or m.hidden_size != units or len(m.layers[0]) != len(dirs) or \
                 m.linear_before_reset != lbr:
             _refuse(layer, "units" if m.hidden_size != units else "class_name",
                     units if m.hidden_size != units else cls,
-                    "rnnd stacks layers of one cell kind, size and direction count")
+                    "rnnd stacks layers of one cell kind, size and direction count: serve "
+                    "the parts as two models")
         m.layers.append(dirs)
         last_seq = seq
         rnn_done = not seq
     if m is None:
-        raise ConvertError("%s: no LSTM, GRU, SimpleRNN, CuDNNLSTM or CuDNNGRU layer" % path)
+        raise ConvertError("%s: no LSTM, GRU, SimpleRNN, CuDNNLSTM or CuDNNGRU layer: "
+                           "rnnd-convert converts models built on those" % path)
     m.head = head
+    _names_note(m, layers, last_seq)
     if masked:
         m.notes.append(masked)
     if m.cell == "gru" and not m.linear_before_reset:

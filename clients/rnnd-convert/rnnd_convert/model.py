@@ -18,6 +18,8 @@ import numpy as np
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 HEAD_ACTIVATIONS = ("none", "sigmoid", "tanh", "relu", "softmax")
+# How the note on a head whose activation the source does not record begins.
+UNKNOWN_ACTIVATION = "the head's activation: none (a linear head)"
 
 
 class ConvertError(Exception):
@@ -50,6 +52,8 @@ class Model:
     embedding: Optional[np.ndarray] = None  # [num_embeddings, dim]
     head: Optional[Head] = None
     notes: List[str] = field(default_factory=list)  # printed after converting
+    # False when the source does not record the head's activation (a state_dict).
+    head_activation_known: bool = True
 
     @property
     def bidirectional(self):
@@ -142,26 +146,124 @@ def tensors_and_config(m):
     return t, cfg
 
 
-def write(m, repository, name, version=1, metadata=None):
+# What a version of an existing model must share with its config.json: the network.
+# The rest (batching, instances, sequence, version_policy ...) is how it is served.
+_NETWORK_DEFAULTS = {"num_layers": 1, "bidirectional": False, "proj_size": 0,
+                     "gru_linear_before_reset": True}
+
+
+def _network(cfg):
+    """The fields of a config that describe the network, with rnnd's defaults filled in."""
+    net = {k: cfg.get(k) for k in ("cell", "input_size", "hidden_size")}
+    net.update({k: cfg.get(k, d) for k, d in _NETWORK_DEFAULTS.items()})
+    net.update({k: cfg.get(k) for k in ("embedding", "head")})
+    if net["cell"] != "gru":
+        del net["gru_linear_before_reset"]
+    if net["head"] is not None:
+        net["head"] = {"units": net["head"].get("units"),
+                       "activation": net["head"].get("activation", "none"),
+                       "apply": net["head"].get("apply", "last")}
+    return net
+
+
+def _versions(dst):
+    return sorted(int(v) for v in os.listdir(dst) if v.isdigit() and not v.startswith("0"))
+
+
+def _renamed(tensors, weights):
+    """The tensors under the names an existing config.json's weights block gives."""
+    w = weights or {}
+    prefix = w.get("prefix", "")
+    special = {"embedding.weight": w.get("embedding", "embedding.weight"),
+               "head.weight": w.get("head_weight", "head.weight"),
+               "head.bias": w.get("head_bias", "head.bias")}
+    return {special.get(k, prefix + k): v for k, v in tensors.items()}
+
+
+def _check_same_network(m, cfg, have_path, have):
+    """ConvertError unless the converted cfg is the network config.json at have_path
+    describes; an activation the source could not say (m.head_activation_known False)
+    is taken from there."""
+    if m.head is not None and not m.head_activation_known and isinstance(have.get("head"), dict):
+        act = have["head"].get("activation", "none")
+        cfg["head"]["activation"] = act
+        m.notes = [n for n in m.notes if not n.startswith(UNKNOWN_ACTIVATION)]
+        m.notes.append("the head's activation: %s, as %s says (the source does not record "
+                       "it)" % (act, have_path))
+    want, got = _network(have), _network(cfg)
+    for k in want:
+        if want[k] != got[k]:
+            raise ConvertError(
+                "%s says %s %s, the converted model has %s: a version must be the same "
+                "network; give another --name for a new model" % (
+                    have_path, k, json.dumps(want[k]), json.dumps(got[k])))
+
+
+def write(m, repository, name, version=None, metadata=None):
     """Writes <repository>/<name>/config.json and <version>/model.safetensors.  The
     entry is made in a temporary directory beside it and renamed into place, so a
-    failure leaves nothing behind; an existing model directory is refused."""
+    failure leaves nothing behind.  An existing model directory takes the new version
+    (an explicit version not there yet) when its config.json describes the same network;
+    the tensors are then named as that config.json's weights block says."""
     from safetensors.numpy import save_file
 
     tensors, cfg = tensors_and_config(m)
     dst = os.path.join(repository, name)
+    meta = {k: str(v) for k, v in (metadata or {}).items()}
     if os.path.lexists(dst):
-        raise ConvertError("%s exists; rnnd-convert writes a new model directory only" % dst)
+        return _add_version(m, tensors, cfg, dst, version, meta)
     os.makedirs(repository, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + name + ".", dir=repository)
     try:
-        os.makedirs(os.path.join(tmp, str(version)))
+        os.makedirs(os.path.join(tmp, str(version or 1)))
         with open(os.path.join(tmp, "config.json"), "w") as f:
             f.write(json.dumps(cfg, indent=2) + "\n")
-        save_file(tensors, os.path.join(tmp, str(version), "model.safetensors"),
-                  metadata={k: str(v) for k, v in (metadata or {}).items()})
+        save_file(tensors, os.path.join(tmp, str(version or 1), "model.safetensors"),
+                  metadata=meta)
         os.rename(tmp, dst)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return cfg
+
+
+def _add_version(m, tensors, cfg, dst, version, meta):
+    from safetensors.numpy import save_file
+
+    have_path = os.path.join(dst, "config.json")
+    if not os.path.isdir(dst) or not os.path.isfile(have_path):
+        raise ConvertError("%s exists and is not a model directory (no config.json); give "
+                           "another --name" % dst)
+    versions = _versions(dst)
+    nxt = (versions[-1] + 1) if versions else 1
+    if version is None:
+        raise ConvertError("%s exists (versions %s); give --version %d to add this as a new "
+                           "version of it (the same network), or another --name" % (
+                               dst, ", ".join(map(str, versions)) or "none", nxt))
+    if os.path.lexists(os.path.join(dst, str(version))):
+        raise ConvertError("%s exists; give --version %d, the next free one" % (
+            os.path.join(dst, str(version)), nxt))
+    try:
+        with open(have_path) as f:
+            have = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConvertError("%s: cannot read it (%s); fix it or give another --name" % (
+            have_path, e))
+    if not isinstance(have, dict):
+        raise ConvertError("%s is not a JSON object; fix it or give another --name" % have_path)
+    _check_same_network(m, cfg, have_path, have)
+    weights = have.get("weights") or {}
+    tmp = tempfile.mkdtemp(prefix=".%d." % version, dir=dst)
+    try:
+        save_file(_renamed(tensors, weights),
+                  os.path.join(tmp, weights.get("file", "model.safetensors")), metadata=meta)
+        os.rename(tmp, os.path.join(dst, str(version)))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    m.notes.append("version %d added beside %s; rnnd serves it after a reload (SIGHUP, POST "
+                   "/v2/repository/models/%s/load, or with repository_poll_interval set) as "
+                   "its version_policy selects" % (
+                       version, ", ".join(map(str, versions)) or "none",
+                       os.path.basename(dst)))
     return cfg

@@ -103,7 +103,8 @@ def _weights(graph, node, k, what):
     if name is None:
         return None
     if name not in graph.const:
-        _refuse(node, "input %s" % what, name, "rnnd needs the weights as initializers")
+        _refuse(node, "input %s" % what, name, "rnnd needs the weights as initializers; "
+                "export with constant folding (torch.onnx.export's default)")
     return graph.const[name].astype(np.float64)
 
 
@@ -114,11 +115,14 @@ def _rnn(graph, node, m_cell):
     direction = direction.decode() if isinstance(direction, bytes) else direction
     if direction == "reverse":
         _refuse(node, "direction", "reverse", "a reverse-only RNN is not supported; rnnd runs "
-                "forward or bidirectional")
+                "forward or bidirectional: reverse each sequence within its length and export a "
+                "forward RNN")
     if "clip" in a:
-        _refuse(node, "clip", a["clip"], "rnnd does not clip cell inputs")
+        _refuse(node, "clip", a["clip"], "rnnd does not clip cell inputs; export the RNN "
+                "without clip")
     if a.get("input_forget", 0):
-        _refuse(node, "input_forget", a["input_forget"], "rnnd's LSTM has no coupled input/forget gate")
+        _refuse(node, "input_forget", a["input_forget"], "rnnd's LSTM has no coupled "
+                "input/forget gate; export an LSTM with input_forget=0")
     acts = [s.decode() if isinstance(s, bytes) else s for s in a.get("activations", [])]
     cell = RNN_OPS[op]
     want = DEFAULT_ACTS[op]
@@ -128,15 +132,18 @@ def _rnn(graph, node, m_cell):
         if op == "RNN" and set(lower) <= {"relu"}:
             cell = "rnn_relu"
         elif lower != want * (len(lower) // len(want)):
-            _refuse(node, "activations", acts, "rnnd computes the defaults %s" % want)
+            _refuse(node, "activations", acts, "rnnd computes the defaults %s; export the "
+                    "RNN with those" % want)
     if cell == "rnn":
         cell = "rnn_tanh"
     if any(k.startswith("activation_") for k in a):
-        _refuse(node, "activation_alpha/beta", "set", "rnnd computes the default activations")
+        _refuse(node, "activation_alpha/beta", "set", "rnnd computes the default activations; "
+                "export the RNN without activation_alpha/beta")
     if op == "LSTM" and _opt_input(node, 7) is not None:
         P = graph.const.get(node.input[7])
         if P is None or np.any(P):
-            _refuse(node, "input P", node.input[7], "rnnd's LSTM has no peepholes")
+            _refuse(node, "input P", node.input[7], "rnnd's LSTM has no peepholes; export an "
+                    "LSTM without P")
     W = _weights(graph, node, 1, "W")
     R = _weights(graph, node, 2, "R")
     B = _weights(graph, node, 3, "B")
@@ -164,7 +171,8 @@ def _rnn(graph, node, m_cell):
             b_hh = None if b_hh is None else gru_keras_to_torch(b_hh)
         out.append(Direction(w_ih, w_hh, b_ih, b_hh))
     if m_cell is not None and m_cell != cell:
-        _refuse(node, "op_type", op, "rnnd stacks layers of one cell kind")
+        _refuse(node, "op_type", op, "rnnd stacks layers of one cell kind; serve the "
+                "parts as two models")
     return cell, lbr, out
 
 
@@ -286,7 +294,58 @@ def _head_apply(graph, last, lin, dirs, H):
         if np.array_equal(x, allv) or np.array_equal(x, allv.transpose(1, 0, 2)):
             return "all"
     _refuse(lin, "input", lin.input[0], "the head reads neither the last RNN's final states "
-            "(Y_h, or the last step of Y without sequence_lens) nor every step of Y")
+            "(Y_h, or the last step of Y without sequence_lens) nor every step of Y; export a "
+            "head on one of those")
+
+
+def _reaches(graph, name, source, seen=None):
+    """Whether tensor name is computed from tensor source (or is it)."""
+    seen = seen if seen is not None else set()
+    if name == source:
+        return True
+    if name in seen:
+        return False
+    seen.add(name)
+    n = graph.producer.get(name)
+    return n is not None and any(_reaches(graph, i, source, seen) for i in n.input if i)
+
+
+def _io_note(graph, m, rnns, head_out):
+    """A note of which graph inputs and outputs became which of rnnd's fixed names."""
+    first, last = rnns[0], rnns[-1]
+    ins, outs = [], []
+    for i in graph.g.input:
+        if i.name in graph.const:
+            continue
+        role = None
+        if _reaches(graph, first.input[0], i.name):
+            role = "tokens" if m.embedding is not None else "input"
+        for k, r in ((4, "lengths"), (5, "h0"), (6, "c0")):
+            if role is None and any(_opt_input(n, k) and _reaches(graph, n.input[k], i.name)
+                                    for n in rnns):
+                role = r
+        ins.append("'%s' is %s" % (i.name, "rnnd's `%s`" % role if role else "not used"))
+    for o in graph.g.output:
+        role = None
+        if head_out is not None and _reaches(graph, o.name, head_out):
+            role = "scores"
+        for k, r in ((0, "output"), (1, "h_n"), (2, "c_n")):
+            if role is None and len(last.output) > k and last.output[k] and \
+                    _reaches(graph, o.name, last.output[k]):
+                role = r
+        outs.append("'%s' is %s" % (o.name, "rnnd's `%s`" % role if role else "not served"))
+    m.notes.append("names: graph input %s; graph output %s (rnnd's tensor names are fixed: "
+                   "docs/HTTP.md)" % (", ".join(ins), ", ".join(outs)))
+
+
+def _unused_note(graph, m, used):
+    """A note naming the float initializers and constants the conversion left unused."""
+    left = ["%s [%s]" % (k, ", ".join(str(d) for d in a.shape)) for k, a in graph.const.items()
+            if k not in used and np.asarray(a).dtype.kind == "f"]
+    if left:
+        m.notes.append("unused: %s: rnnd serves an embedding, the recurrent operators and one "
+                       "linear head; if the graph computes with these, the served model's "
+                       "outputs differ" % ", ".join(left))
 
 
 def convert(path):
@@ -296,26 +355,36 @@ def convert(path):
     nodes = list(graph.g.node)
     rnns = [n for n in nodes if n.op_type in RNN_OPS]
     if not rnns:
-        raise ConvertError("%s: no LSTM, GRU or RNN operator" % path)
+        raise ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "
+                           "scan or loop of its own is not one); export nn.LSTM/nn.GRU/nn.RNN"
+                           % path)
     m = None
     for k, n in enumerate(rnns):
         if k and graph.path_to(n.input[0], {tuple(rnns[k - 1].output)}) is None:
             _refuse(n, "input X", n.input[0], "does not read the recurrent operator before it; "
-                    "rnnd stacks layers one on the other")
+                    "rnnd stacks layers one on the other: serve the branches as separate models")
         cell, lbr, dirs = _rnn(graph, n, m.cell if m else None)
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr)
         elif m.linear_before_reset != lbr or len(m.layers[0]) != len(dirs) or \
                 m.hidden_size != dirs[0].w_hh.shape[1]:
             _refuse(n, "hidden_size/direction/linear_before_reset", "differs",
-                    "rnnd stacks layers of one kind, size and direction count")
+                    "rnnd stacks layers of one kind, size and direction count; serve the "
+                    "parts as two models")
         m.layers.append(dirs)
     first, last = rnns[0], rnns[-1]
+    used = {i for n in rnns for i in n.input if i in graph.const}
+    # The constants that make sequence_lens and zero initial states (checked above).
+    for n in rnns:
+        for k in (4, 5, 6):
+            if _opt_input(n, k):
+                used |= {c for c in graph.const if _reaches(graph, n.input[k], c)}
     # Embedding: a Gather of a 2-D initializer by a graph input, feeding the first RNN.
     for n in nodes:
         if n.op_type == "Gather" and n.input[0] in graph.const and graph.const[n.input[0]].ndim == 2:
             if graph.path_to(first.input[0], {tuple(n.output)}) is not None:
                 m.embedding = graph.const[n.input[0]]
+                used.add(n.input[0])
     # Operators that compute: anything but plumbing, the recurrences, the head.
     head_nodes = []
     for n in nodes:
@@ -325,14 +394,17 @@ def convert(path):
             head_nodes.append(n)
             continue
         _refuse(n, "op_type", n.op_type, "rnnd serves [Gather] -> LSTM/GRU/RNN -> [Gemm or "
-                "MatMul+Add] -> [Sigmoid/Tanh/Relu/Softmax]")
+                "MatMul+Add] -> [Sigmoid/Tanh/Relu/Softmax]: export that part alone and run "
+                "the rest elsewhere")
     # The head: a Gemm or MatMul with a constant weight that reads the last RNN.
     lin = [n for n in head_nodes if n.op_type in ("Gemm", "MatMul") and
            any(i in graph.const for i in n.input[1:2]) and
            graph.path_to(n.input[0], {tuple(last.output)}) is not None]
     if len(lin) > 1:
-        _refuse(lin[1], "op_type", lin[1].op_type, "rnnd's head is one linear layer")
-    used = set()
+        _refuse(lin[1], "op_type", lin[1].op_type, "rnnd's head is one linear layer: "
+                "export the model up to the first and run the rest elsewhere")
+    done = set()
+    head_out = None
     if lin:
         n = lin[0]
         a = graph.attrs(n)
@@ -341,10 +413,11 @@ def convert(path):
         if n.op_type == "Gemm":
             if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
                 _refuse(n, "alpha/beta/transA", (a.get("alpha"), a.get("beta"), a.get("transA")),
-                        "rnnd's head is x W^T + b")
+                        "rnnd's head is x W^T + b; export an nn.Linear head")
             weight = W if a.get("transB", 0) else W.T
             if _opt_input(n, 2) is not None:
                 bias = graph.const[n.input[2]].astype(np.float64).reshape(-1)
+                used.add(n.input[2])
             out = n.output[0]
         else:
             weight = W.T
@@ -354,27 +427,36 @@ def convert(path):
                 other = [i for i in adds[0].input if i != out]
                 if other and other[0] in graph.const:
                     bias = graph.const[other[0]].astype(np.float64).reshape(-1)
-                    used.add(tuple(adds[0].output))
+                    used.add(other[0])
+                    done.add(tuple(adds[0].output))
                     out = adds[0].output[0]
-        used.add(tuple(n.output))
+        used.add(n.input[1])
+        done.add(tuple(n.output))
         act = "none"
         for c in graph.consumers.get(out, []):
             if c.op_type in HEAD_ACTS:
                 if HEAD_ACTS[c.op_type] is None:
                     _refuse(c, "op_type", c.op_type, "rnnd's head computes none, sigmoid, tanh, "
-                            "relu or softmax")
+                            "relu or softmax: export with Softmax and take the log of the "
+                            "scores")
                 if c.op_type == "Softmax":
                     ax = graph.attrs(c).get("axis", -1)
                     if ax not in (-1, 1, 2):
-                        _refuse(c, "axis", ax, "rnnd's softmax is over the units")
+                        _refuse(c, "axis", ax, "rnnd's softmax is over the units; export "
+                                "softmax over the last axis")
                 act = HEAD_ACTS[c.op_type]
-                used.add(tuple(c.output))
+                done.add(tuple(c.output))
+                out = c.output[0]
+        head_out = out
         m.head = Head(weight, bias, act, _head_apply(graph, last, n, len(m.layers[0]),
                                                      m.hidden_size))
     for n in head_nodes:
-        if tuple(n.output) in used or n.op_type in ("Add", "Sub"):
+        if tuple(n.output) in done or n.op_type in ("Add", "Sub"):
             continue
-        _refuse(n, "op_type", n.op_type, "not part of a head rnnd computes")
+        _refuse(n, "op_type", n.op_type, "not part of a head rnnd computes: export the "
+                "model up to the head and run the rest elsewhere")
+    _io_note(graph, m, rnns, head_out)
+    _unused_note(graph, m, used)
     if any(_opt_input(n, 4) for n in rnns):
         m.notes.append("sequence_lens is the request's `lengths` input")
     if any(_opt_input(n, k) in graph.inputs for n in rnns for k in (5, 6)):

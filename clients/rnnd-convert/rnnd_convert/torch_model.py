@@ -5,7 +5,8 @@ torch.save and torch.jit.save write a zip whose data.pkl refers to raw storages 
 data/<key>; a restricted unpickler rebuilds the tensors as NumPy arrays and the modules as
 dicts, and nothing else in the pickle is run.  The recurrent layer's tensors are nn.LSTM's,
 nn.GRU's or nn.RNN's state_dict names under a prefix (docs/MODELS.md), so they are rnnd's
-layout already; the embedding and the head are named on the command line.
+layout already; an embedding and a linear head are found by their shapes (or named on the command
+line), and every tensor left unused is named in a note.
 """
 
 import pickle
@@ -14,7 +15,7 @@ import zipfile
 
 import numpy as np
 
-from .model import ConvertError, Direction, Head, Model
+from .model import UNKNOWN_ACTIVATION, ConvertError, Direction, Head, Model
 
 _DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
            "BFloat16Storage": "bf16", "LongStorage": np.int64, "IntStorage": np.int32,
@@ -70,7 +71,9 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and name in ("float32", "float16", "float64", "bfloat16"):
             return _Storage(name)
         raise ConvertError("the pickle refers to %s.%s: rnnd-convert reads tensors and "
-                           "modules only" % (module, name))
+                           "modules only; save the weights instead, torch.save(model."
+                           "state_dict(), PATH), or torch.jit.save(torch.jit.script(model), "
+                           "PATH)" % (module, name))
 
     def persistent_load(self, pid):
         # ('storage', storage type, key, location, numel)
@@ -79,7 +82,8 @@ class _Unpickler(pickle.Unpickler):
             raw = self.zf.read("%sdata/%s" % (self.prefix, key))
             dt = _DTYPES.get(getattr(typ, "name", ""), None)
             if dt is None:
-                raise ConvertError("storage %s: unsupported type %r" % (key, getattr(typ, "name", typ)))
+                raise ConvertError("storage %s: unsupported type %r; save float tensors" % (
+                    key, getattr(typ, "name", typ)))
             if dt == "bf16":
                 a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
             else:
@@ -109,7 +113,8 @@ def load_tensors(path):
     zf = zipfile.ZipFile(path)
     pkl = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
     if not pkl:
-        raise ConvertError("%s: no data.pkl in the archive" % path)
+        raise ConvertError("%s: no data.pkl in the archive: not torch.save's format; save "
+                           "with torch.save(model.state_dict(), PATH)" % path)
     prefix = pkl[0][:-len("data.pkl")]
     import io
     obj = _Unpickler(io.BytesIO(zf.read(pkl[0])), zf, prefix).load()
@@ -118,35 +123,57 @@ def load_tensors(path):
     return out
 
 
-def convert(path, prefix=None, cell=None, embedding=None, head_weight=None, head_bias=None,
-            head_activation="none", head_apply="last"):
-    t = load_tensors(path)
+def _shape(a):
+    return "[%s]" % ", ".join(str(d) for d in a.shape)
+
+
+def _listing(t, names):
+    return ", ".join("%s %s" % (n, _shape(t[n])) for n in names)
+
+
+def _module(name):
+    return name[:-len("weight")] if name.endswith("weight") else None
+
+
+def _recurrent(t, prefix, cell):
+    """(Model with the recurrent layers, the names it used, prefix) from the tensors t."""
     if prefix is None:
         found = sorted({k[:-len("weight_ih_l0")] for k in t if k.endswith("weight_ih_l0")})
-        if len(found) != 1:
-            raise ConvertError("%s: %s tensors named <prefix>weight_ih_l0 (%s): give --prefix" % (
-                path, "no" if not found else "several", ", ".join(found)))
+        if not found:
+            raise ConvertError("no tensor named <prefix>weight_ih_l0, so no nn.LSTM, nn.GRU or "
+                               "nn.RNN: rnnd-convert converts their state_dict names; the file "
+                               "has %s" % ", ".join(sorted(t)[:12]))
+        if len(found) > 1:
+            raise ConvertError("several tensors named <prefix>weight_ih_l0 (%s): give --prefix "
+                               "for the one to serve" % ", ".join(found))
         prefix = found[0]
     if prefix + "weight_ih_l0" not in t:
         raise ConvertError("tensor '%sweight_ih_l0': missing (--prefix %r); the file has %s" % (
             prefix, prefix, ", ".join(sorted(t)[:12])))
-    hh, hr = t[prefix + "weight_hh_l0"], t.get(prefix + "weight_hr_l0")
+    hh, hr = t.get(prefix + "weight_hh_l0"), t.get(prefix + "weight_hr_l0")
+    if hh is None or hh.ndim != 2:
+        raise ConvertError("tensor '%sweight_hh_l0': missing or not 2-D; save the whole "
+                           "nn.LSTM/nn.GRU/nn.RNN's state_dict" % prefix)
     H = hr.shape[1] if hr is not None else hh.shape[1]
     G = hh.shape[0] // H
-    auto = {4: "lstm", 3: "gru", 1: "rnn_tanh"}.get(G)
+    auto = {4: "lstm", 3: "gru", 1: "rnn_tanh"}.get(G) if hh.shape[0] % H == 0 else None
     if cell is None:
         if auto is None:
             raise ConvertError("tensor '%sweight_hh_l0': %d rows for hidden size %d is no LSTM, "
-                               "GRU or RNN" % (prefix, t[prefix + "weight_hh_l0"].shape[0], H))
+                               "GRU or RNN; give --prefix for an nn.LSTM/nn.GRU/nn.RNN's tensors"
+                               % (prefix, hh.shape[0], H))
         cell = auto
     elif {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}.get(cell) != G:
-        raise ConvertError("--cell %s: tensor '%sweight_hh_l0' has %d gates" % (cell, prefix, G))
+        raise ConvertError("--cell %s: tensor '%sweight_hh_l0' has %d gates; give --cell %s or "
+                           "leave it out" % (cell, prefix, G, auto or "of that kind"))
     layers = sorted(int(m.group(1)) for k in t for m in [re.fullmatch(
         re.escape(prefix) + r"weight_ih_l(\d+)", k)] if m)
     if layers != list(range(len(layers))):
-        raise ConvertError("tensors '%sweight_ih_l*': layers %s are not 0..%d" % (prefix, layers, len(layers) - 1))
+        raise ConvertError("tensors '%sweight_ih_l*': layers %s are not 0..%d; save the whole "
+                           "module's state_dict" % (prefix, layers, len(layers) - 1))
     dirs = 2 if prefix + "weight_ih_l0_reverse" in t else 1
     m = Model(cell=cell)
+    used = []
     for k in layers:
         row = []
         for d in range(dirs):
@@ -156,26 +183,108 @@ def convert(path, prefix=None, cell=None, embedding=None, head_weight=None, head
                 name = prefix + n + s
                 if name not in t:
                     if required:
-                        raise ConvertError("tensor '%s': missing" % name)
+                        raise ConvertError("tensor '%s': missing; save the whole "
+                                           "nn.LSTM/nn.GRU/nn.RNN's state_dict" % name)
                     return None
+                used.append(name)
                 return t[name]
             row.append(Direction(get("weight_ih"), get("weight_hh"), get("bias_ih", False),
                                  get("bias_hh", False), get("weight_hr", False)))
         m.layers.append(row)
-
-    def named(n, what):
-        if n is None:
-            return None
-        if n not in t:
-            raise ConvertError("tensor '%s' (%s): missing; the file has %s" % (n, what, ", ".join(sorted(t)[:12])))
-        return t[n]
-    m.embedding = named(embedding, "--embedding")
-    w = named(head_weight, "--head-weight")
-    if w is not None:
-        m.head = Head(w, named(head_bias, "--head-bias"), head_activation, head_apply)
-    elif head_bias is not None:
-        raise ConvertError("--head-bias without --head-weight")
     if cell == "rnn_tanh" and auto == "rnn_tanh":
         m.notes.append("an nn.RNN's nonlinearity is not in its state_dict: converted as tanh; "
                        "give --cell rnn_relu for relu")
+    return m, used
+
+
+def _find(t, used, fits, before, flag, what):
+    """The one tensor that fits, among those not used; ties are broken by position (the
+    embedding before the recurrent tensors, the head after them).  None when none fits."""
+    names = list(t)
+    rnn_at = [names.index(n) for n in used]
+    cands = [n for n in names if n not in used and fits(n)]
+    if len(cands) > 1:
+        placed = [n for n in cands if (names.index(n) < min(rnn_at)) == before]
+        if len(placed) == 1:
+            return placed[0]
+    if len(cands) > 1:
+        raise ConvertError("%s could each be the %s: give %s NAME" % (
+            _listing(t, cands), what, flag))
+    return cands[0] if cands else None
+
+
+def _named(t, n, what):
+    if n not in t:
+        raise ConvertError("tensor '%s' (%s): missing; the file has %s" % (
+            n, what, ", ".join(sorted(t)[:12])))
+    return t[n]
+
+
+def _embedding(t, m, used, name):
+    in_size = m.layers[0][0].w_ih.shape[1]
+    if name is None:
+        def fits(n):
+            a = t[n]
+            return (_module(n) is not None and a.ndim == 2 and a.shape[1] == in_size and
+                    a.dtype.kind == "f" and _module(n) + "bias" not in t)
+        name = _find(t, used, fits, True, "--embedding", "embedding ([N, %d], no bias)" % in_size)
+        if name is None:
+            return
+        m.notes.append("embedding: '%s' %s, found by its shape (--embedding names another)"
+                       % (name, _shape(t[name])))
+    w = _named(t, name, "--embedding")
+    if w.ndim != 2 or w.shape[1] != in_size:
+        raise ConvertError("tensor '%s' (--embedding) has shape %s; the recurrent layer's input "
+                           "size is %d, so an embedding is [N, %d]" % (
+                               name, _shape(w), in_size, in_size))
+    m.embedding = w
+    used.append(name)
+
+
+def _head(t, m, used, weight, bias, activation, apply):
+    width = len(m.layers[0]) * (m.proj_size or m.hidden_size)
+    found = weight is None
+    if weight is None:
+        def fits(n):
+            a = t[n]
+            return _module(n) is not None and a.ndim == 2 and a.shape[1] == width and \
+                a.dtype.kind == "f"
+        weight = _find(t, used, fits, False, "--head-weight",
+                       "head ([units, %d], an nn.Linear after the recurrent layer)" % width)
+        if weight is None:
+            if bias is not None:
+                raise ConvertError("--head-bias without --head-weight: give both")
+            if activation is not None:
+                raise ConvertError("--head-activation %s: the file has no head (a [units, %d] "
+                                   "weight); give --head-weight" % (activation, width))
+            return
+    w = _named(t, weight, "--head-weight")
+    used.append(weight)
+    if bias is None and _module(weight) is not None and _module(weight) + "bias" in t:
+        bias = _module(weight) + "bias"
+    b = _named(t, bias, "--head-bias") if bias is not None else None
+    if b is not None:
+        used.append(bias)
+    if found:
+        m.notes.append("head: '%s' %s%s, found by its shape (--head-weight names another)" % (
+            weight, _shape(w), " and '%s'" % bias if bias else ""))
+    m.head = Head(w, b, activation or "none", apply or "last")
+    if activation is None:
+        m.head_activation_known = False
+        m.notes.append("%s: a state_dict does not record the activation forward() applies "
+                       "after '%s'; give --head-activation softmax, sigmoid, tanh or relu if "
+                       "it applies one" % (UNKNOWN_ACTIVATION, weight))
+
+
+def convert(path, prefix=None, cell=None, embedding=None, head_weight=None, head_bias=None,
+            head_activation=None, head_apply=None):
+    t = load_tensors(path)
+    m, used = _recurrent(t, prefix, cell)
+    _embedding(t, m, used, embedding)
+    _head(t, m, used, head_weight, head_bias, head_activation, head_apply)
+    unused = [n for n in t if n not in used]
+    if unused:
+        m.notes.append("unused: %s: rnnd serves an embedding, the recurrent layers and one "
+                       "linear head; if forward() computes with these, the served model's "
+                       "outputs differ" % _listing(t, unused))
     return m

@@ -161,6 +161,12 @@ static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size
         const uint64_t P = cfg->proj_size != 0 ? cfg->proj_size : H;
         const uint64_t B = cfg->batching.max_batch_size;
         const uint64_t rows_all = B * cfg->max_sequence_length;
+
+        if (cfg->n_blocks > 1) {
+                snprintf(why, cap, "blocks: a chain of blocks runs on the CPU engine (the cuDNN "
+                                   "backend runs one block)");
+                return false;
+        }
         const uint64_t rows =
                 cfg->batching.max_batch_steps < rows_all ? cfg->batching.max_batch_steps : rows_all;
         /*

@@ -47,9 +47,9 @@ static uint64_t want_numel(const struct want *w)
 static int list_block(const struct rnnd_block_config *b, struct rnnd_layer_weights *lws,
                       struct want *ws, size_t max, rnnd_error_t *reterr)
 {
-        const unsigned dirs = rnnd_block_dirs(b);
+        const unsigned dirs = rnnd_modelcfg_block_dirs(b);
         const uint64_t gh = (uint64_t)rnnd_cell_gates(b->cell) * b->hidden_size;
-        const uint64_t P = rnnd_block_out_size(b), H = b->hidden_size;
+        const uint64_t P = rnnd_modelcfg_block_out_size(b), H = b->hidden_size;
         static const char *const kinds[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh",
                                             "weight_hr"};
         size_t n = 0;
@@ -230,7 +230,7 @@ static int list_and_check(const rnnd_stfile_t *f, const struct rnnd_model_config
                 for (int i = 0; i < k; i++)
                         ws[n + (size_t)i].zero = ws[n + (size_t)i].optional_bias && !has_bias;
                 n += (size_t)k;
-                ld += (size_t)bl[b].num_layers * rnnd_block_dirs(&bl[b]);
+                ld += (size_t)bl[b].num_layers * rnnd_modelcfg_block_dirs(&bl[b]);
         }
         k = list_ends(cfg, m, ws + n);
         r = check_tensors(f, ws + n, (size_t)k, &has_bias, reterr);
@@ -271,7 +271,8 @@ static int make_views(rnnd_model_t *m, rnnd_error_t *reterr)
                 m->blocks[b] = block_view(m, b, ld);
                 if (m->blocks[b] == NULL)
                         return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
-                ld += (size_t)m->cfg.blocks[b].num_layers * rnnd_block_dirs(&m->cfg.blocks[b]);
+                ld += (size_t)m->cfg.blocks[b].num_layers *
+                      rnnd_modelcfg_block_dirs(&m->cfg.blocks[b]);
         }
         return 0;
 }
@@ -290,7 +291,7 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
         int n, r;
 
         for (uint32_t b = 0; b < nb; b++) {
-                n_ld += (size_t)bl[b].num_layers * rnnd_block_dirs(&bl[b]);
+                n_ld += (size_t)bl[b].num_layers * rnnd_modelcfg_block_dirs(&bl[b]);
                 max_want += (size_t)bl[b].num_layers * 2 * 5;
         }
         m = rnnd_calloc(1, sizeof(*m));

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json-int.h"
+#include "json.h"
 #include "modelcfg.h"
 
 /* Room for a dotted field path; a longer one (only from unknown keys) is truncated. */
@@ -664,7 +664,8 @@ static int check_blocks(struct ctx *c, struct rnnd_model_config *cfg)
                 if (r < 0)
                         return r;
                 b->input_size = k == 0 ? cfg->input_size
-                                       : rnnd_block_dirs(b - 1) * rnnd_block_out_size(b - 1);
+                                       : rnnd_modelcfg_block_dirs(b - 1) *
+                                                 rnnd_modelcfg_block_out_size(b - 1);
                 for (uint32_t j = 0; j < k; j++)
                         if (strcmp(cfg->blocks[j].prefix, b->prefix) == 0)
                                 return field_error(c, at[0] != '\0' ? "blocks" : "weights.prefix",
@@ -848,12 +849,12 @@ unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg)
         return cfg->proj_size != 0 ? cfg->proj_size : cfg->hidden_size;
 }
 
-unsigned rnnd_block_dirs(const struct rnnd_block_config *b)
+unsigned rnnd_modelcfg_block_dirs(const struct rnnd_block_config *b)
 {
         return b->bidirectional ? 2 : 1;
 }
 
-unsigned rnnd_block_out_size(const struct rnnd_block_config *b)
+unsigned rnnd_modelcfg_block_out_size(const struct rnnd_block_config *b)
 {
         return b->proj_size != 0 ? b->proj_size : b->hidden_size;
 }
@@ -888,9 +889,9 @@ void rnnd_modelcfg_state_size(const struct rnnd_model_config *cfg, size_t *h_flo
 
         *h_floats = *c_floats = 0;
         for (uint32_t k = 0; k < n; k++) {
-                const size_t ld = (size_t)bl[k].num_layers * rnnd_block_dirs(&bl[k]);
+                const size_t ld = (size_t)bl[k].num_layers * rnnd_modelcfg_block_dirs(&bl[k]);
 
-                *h_floats += ld * rnnd_block_out_size(&bl[k]);
+                *h_floats += ld * rnnd_modelcfg_block_out_size(&bl[k]);
                 if (bl[k].cell == RNND_CELL_LSTM)
                         *c_floats += ld * bl[k].hidden_size;
         }

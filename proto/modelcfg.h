@@ -194,8 +194,8 @@ unsigned rnnd_modelcfg_dirs(const struct rnnd_model_config *cfg);
 unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg);
 
 /* The same of one block. */
-unsigned rnnd_block_dirs(const struct rnnd_block_config *b);
-unsigned rnnd_block_out_size(const struct rnnd_block_config *b);
+unsigned rnnd_modelcfg_block_dirs(const struct rnnd_block_config *b);
+unsigned rnnd_modelcfg_block_out_size(const struct rnnd_block_config *b);
 
 /*
  * The model's blocks and their count: cfg->blocks for a chain; for one

@@ -324,7 +324,7 @@ def test_chain_misfits():
         json.dump(cfg, f)
     d = None
     try:
-        d = test_http.Daemon(repo=repo, wait_ready=False)
+        d = rnndtest.Daemon(repo=repo, wait_ready=False)
         check(infer(d)[0] == 200, "the good model serves beside broken chains")
         body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 8],
                                        "data": [0.5] * 24}]}).encode()

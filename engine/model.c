@@ -254,6 +254,8 @@ static rnnd_model_t *block_view(const rnnd_model_t *m, uint32_t b, size_t first_
         v->embedding = b == 0 ? m->embedding : NULL;
         v->head_w = b + 1 == m->n_blocks ? m->head_w : NULL;
         v->head_b = b + 1 == m->n_blocks ? m->head_b : NULL;
+        v->wbuf = m->wbuf; /* not owned: a backend finds the view's weights in it */
+        v->wlen = m->wlen;
         v->n_blocks = 1;
         v->chain = m;
         atomic_init(&v->refs, 1);

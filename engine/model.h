@@ -48,7 +48,7 @@ typedef struct rnnd_model {
         const float *embedding;            /* [num_embeddings, dim] or NULL; immutable */
         const float *head_w;               /* [units, dirs * H'] or NULL; immutable */
         const float *head_b;               /* [units] or NULL; immutable */
-        float *wbuf;                       /* owns every weight above */
+        float *wbuf;                       /* owns every weight above (a view: its chain's) */
         size_t wlen;                       /* floats in wbuf */
         atomic_int refs;                   /* atomic */
         uint32_t n_blocks;                 /* 1, or the chain's blocks; immutable */

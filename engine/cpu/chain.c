@@ -205,6 +205,7 @@ static void chain_describe(const void *plan, struct rnnd_backend_desc *d)
         rnnd__cpu_block_backend.describe(p != NULL ? p->plans[0] : NULL, d);
         if (p == NULL || p->n == 1)
                 return;
+        d->why_not_cudnn[0] = '\0'; /* each block's below, named */
         for (uint32_t k = 0; k < p->n && at < sizeof(d->algo); k++) {
                 rnnd__cpu_block_backend.describe(p->plans[k], &bd);
                 at += (size_t)snprintf(d->algo + at, sizeof(d->algo) - at, "%s%s", k ? ", " : "",

@@ -298,8 +298,7 @@ static int stream_begin(struct infer_ctx *c, const struct rnnd_model_config *cfg
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "h0/c0: only the chunk with sequence_start sets a "
                                       "sequence's state; rnnd keeps it from chunk to chunk");
-        c->lh = (size_t)cfg->num_layers * rnnd_modelcfg_out_size(cfg);
-        c->lc = cfg->cell == RNND_CELL_LSTM ? (size_t)cfg->num_layers * cfg->hidden_size : 0;
+        rnnd_modelcfg_state_size(cfg, &c->lh, &c->lc);
         c->state = rnnd_calloc(2 * (c->lh + c->lc), sizeof(float));
         if (c->state == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");

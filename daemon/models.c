@@ -195,7 +195,7 @@ static void pool_opts(struct rnnd_models *t, const struct rnnd_model_config *cfg
 /*
  * The table of live sequences of a version whose model serves them: a
  * sequence block, one direction (docs/DESIGN.md §6).  Its state is h then,
- * for an LSTM, c: [num_layers, H'] and [num_layers, H].
+ * for an LSTM, c: every layer of every block (rnnd_modelcfg_state_size()).
  */
 static int make_streams(const struct rnnd_model_config *cfg, struct rnnd_served_version *sv,
                         rnnd_error_t *err)
@@ -203,13 +203,13 @@ static int make_streams(const struct rnnd_model_config *cfg, struct rnnd_served_
         struct rnnd_seqtab_params sp = {
                 .max_sequences = cfg->sequence.max_sequences,
                 .idle_timeout_ns = (uint64_t)cfg->sequence.idle_timeout_ms * 1000000u,
-                .state_floats = (size_t)cfg->num_layers *
-                                (rnnd_modelcfg_out_size(cfg) +
-                                 (cfg->cell == RNND_CELL_LSTM ? cfg->hidden_size : 0)),
         };
+        size_t h, c;
 
-        if (!cfg->sequence.present || cfg->bidirectional)
+        if (!cfg->sequence.present || rnnd_modelcfg_has_bidirectional(cfg))
                 return 0;
+        rnnd_modelcfg_state_size(cfg, &h, &c);
+        sp.state_floats = h + c;
         return rnnd_seqtab_new(&sp, &sv->streams, err);
 }
 

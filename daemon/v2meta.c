@@ -12,12 +12,33 @@
 #include "rnnd-config.h"
 #include "v2meta.h"
 
+/*
+ * The h (c true: c) state's shape after the batch dimension: [layers *
+ * dirs, H'] (c: H) for a model of one block; for a chain, whose blocks'
+ * widths differ, one row of every block's state (docs/HTTP.md).
+ */
+static struct rnnd_v2meta_tensor state_tensor(const struct rnnd_model_config *cfg, bool c,
+                                              const char *name, bool input)
+{
+        struct rnnd_v2meta_tensor t = {name, "FP32", {0}, 2, input};
+        size_t hf, cf;
+
+        if (cfg->n_blocks > 1) {
+                rnnd_modelcfg_state_size(cfg, &hf, &cf);
+                t.dims[0] = (int64_t)(c ? cf : hf);
+                t.ndims = 1;
+                return t;
+        }
+        t.dims[0] = (int64_t)cfg->num_layers * rnnd_modelcfg_dirs(cfg);
+        t.dims[1] = c ? cfg->hidden_size : rnnd_modelcfg_out_size(cfg);
+        return t;
+}
+
 unsigned rnnd_v2meta_tensors(const struct rnnd_model_config *cfg, bool inputs,
                              struct rnnd_v2meta_tensor io[RNND_V2META_MAX_TENSORS])
 {
         int64_t dirs = rnnd_modelcfg_dirs(cfg), hp = rnnd_modelcfg_out_size(cfg);
-        int64_t states = (int64_t)cfg->num_layers * dirs, h = cfg->hidden_size;
-        bool lstm = cfg->cell == RNND_CELL_LSTM;
+        bool lstm = rnnd_modelcfg_has_lstm(cfg);
         unsigned n = 0;
 
         if (inputs) {
@@ -27,15 +48,15 @@ unsigned rnnd_v2meta_tensors(const struct rnnd_model_config *cfg, bool inputs,
                         io[n++] = (struct rnnd_v2meta_tensor){
                                 "input", "FP32", {-1, cfg->input_size}, 2, false};
                 io[n++] = (struct rnnd_v2meta_tensor){"lengths", "INT64", {0}, 0, true};
-                io[n++] = (struct rnnd_v2meta_tensor){"h0", "FP32", {states, hp}, 2, true};
+                io[n++] = state_tensor(cfg, false, "h0", true);
                 if (lstm)
-                        io[n++] = (struct rnnd_v2meta_tensor){"c0", "FP32", {states, h}, 2, true};
+                        io[n++] = state_tensor(cfg, true, "c0", true);
                 return n;
         }
         io[n++] = (struct rnnd_v2meta_tensor){"output", "FP32", {-1, dirs * hp}, 2, false};
-        io[n++] = (struct rnnd_v2meta_tensor){"h_n", "FP32", {states, hp}, 2, false};
+        io[n++] = state_tensor(cfg, false, "h_n", false);
         if (lstm)
-                io[n++] = (struct rnnd_v2meta_tensor){"c_n", "FP32", {states, h}, 2, false};
+                io[n++] = state_tensor(cfg, true, "c_n", false);
         if (cfg->head.present) {
                 if (cfg->head.apply == RNND_HEAD_ALL)
                         io[n++] = (struct rnnd_v2meta_tensor){
@@ -409,16 +430,44 @@ static void put_instance_groups(struct rnnd_strbuf *b, const struct rnnd_served_
         rnnd_strbuf_putc(b, ']');
 }
 
+/*
+ * A chain's blocks, input first: "lstm(hidden 64, layers 2, bidirectional)
+ * -> gru(hidden 32, layers 1)", projections and reset-before GRUs named.
+ */
+static void put_blocks_param(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg)
+{
+        char s[RNND_CFG_MAX_BLOCKS * 96], proj[32];
+        size_t at = 0;
+
+        for (uint32_t k = 0; k < cfg->n_blocks && at < sizeof(s); k++) {
+                const struct rnnd_block_config *bl = &cfg->blocks[k];
+
+                snprintf(proj, sizeof(proj), ", proj %" PRIu32, bl->proj_size);
+                at += (size_t)snprintf(
+                        s + at, sizeof(s) - at,
+                        "%s%s(hidden %" PRIu32 ", layers %" PRIu32 "%s%s%s)", k ? " -> " : "",
+                        rnnd_cell_name(bl->cell), bl->hidden_size, bl->num_layers,
+                        bl->bidirectional ? ", bidirectional" : "", bl->proj_size ? proj : "",
+                        bl->cell == RNND_CELL_GRU && !bl->gru_linear_before_reset ? ", reset before"
+                                                                                  : "");
+        }
+        put_string_param(b, "blocks", s);
+}
+
 static void put_model_parameters(struct rnnd_strbuf *b, const struct rnnd_model_config *cfg)
 {
         rnnd_strbuf_json_key(b, "parameters");
         rnnd_strbuf_putc(b, '{');
-        put_string_param(b, "cell", rnnd_cell_name(cfg->cell));
+        put_string_param(b, "cell", cfg->n_blocks > 1 ? "chain" : rnnd_cell_name(cfg->cell));
+        if (cfg->n_blocks > 1)
+                put_blocks_param(b, cfg);
         put_u64_param(b, "input_size", cfg->input_size);
-        put_u64_param(b, "hidden_size", cfg->hidden_size);
-        put_u64_param(b, "num_layers", cfg->num_layers);
-        put_string_param(b, "bidirectional", cfg->bidirectional ? "true" : "false");
-        put_u64_param(b, "proj_size", cfg->proj_size);
+        if (cfg->n_blocks <= 1) {
+                put_u64_param(b, "hidden_size", cfg->hidden_size);
+                put_u64_param(b, "num_layers", cfg->num_layers);
+                put_string_param(b, "bidirectional", cfg->bidirectional ? "true" : "false");
+                put_u64_param(b, "proj_size", cfg->proj_size);
+        }
         put_string_param(b, "precision", rnnd_precision_name(cfg->precision));
         put_u64_param(b, "max_sequence_length", cfg->max_sequence_length);
         put_u64_param(b, "max_batch_steps", cfg->batching.max_batch_steps);

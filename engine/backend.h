@@ -8,6 +8,8 @@
  *   x       [len, input_size]            float32 (or tokens [len] int64)
  *   h0, h_n [num_layers * dirs, H']      index layer * dirs + dir
  *   c0, c_n [num_layers * dirs, H]       LSTM only
+ * (a chain: every block's, block by block; c of its LSTM blocks only:
+ * rnnd_modelcfg_state_size())
  *   y       [len, dirs * H']             top layer, both directions
  *   scores  [units] (head apply last) or [len, units] (apply all)
  * The backend writes only the first len steps of y and scores; the caller
@@ -50,11 +52,11 @@ int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t
                      uint32_t *longest, rnnd_error_t *reterr);
 
 struct rnnd_backend_desc {
-        char backend[16];        /* "cpu", "cudnn" */
-        char device[64];         /* "cpu", "GPU 0 (NVIDIA H100 ...)" */
-        char algo[48];           /* "packed-gemm", "fused-lstm-step (AVX2)", "STANDARD", ... */
-        char math[32];           /* "fp32", "FMA", "TENSOR_OP" */
-        char versions[96];       /* library versions */
+        char backend[16];  /* "cpu", "cudnn" */
+        char device[64];   /* "cpu", "GPU 0 (NVIDIA H100 ...)" */
+        char algo[96];     /* "packed-gemm", "fused-lstm-step (AVX2)", "STANDARD", a chain's each */
+        char math[32];     /* "fp32", "FMA", "TENSOR_OP" */
+        char versions[96]; /* library versions */
         char why_not_cudnn[256]; /* "" when on cuDNN */
 };
 

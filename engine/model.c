@@ -23,6 +23,7 @@ struct want {
         size_t off;         /* offset in wbuf, in floats */
         const float **dst;  /* where the pointer is stored */
         bool optional_bias; /* a bias that may be absent (bias=False models) */
+        bool zero;          /* a bias of a block without biases: zeros */
 };
 
 static void want_set(struct want *w, unsigned ndim, uint64_t d0, uint64_t d1, const float **dst)
@@ -39,33 +40,34 @@ static uint64_t want_numel(const struct want *w)
 }
 
 /*
- * Lists every tensor of the model: per layer and direction w_ih, w_hh, b_ih,
- * b_hh (and w_hr), then embedding and head.  Returns the count written to
+ * Lists the tensors of block b, whose layers start at lws: per layer and
+ * direction w_ih, w_hh, b_ih, b_hh (and w_hr).  Returns the count written to
  * ws (which has room for max), or a negative error.
  */
-static int list_tensors(const struct rnnd_model_config *cfg, rnnd_model_t *m, struct want *ws,
-                        size_t max, rnnd_error_t *reterr)
+static int list_block(const struct rnnd_block_config *b, struct rnnd_layer_weights *lws,
+                      struct want *ws, size_t max, rnnd_error_t *reterr)
 {
-        const uint64_t gh = (uint64_t)m->gates * cfg->hidden_size;
-        const uint64_t P = m->out_size, H = cfg->hidden_size;
+        const unsigned dirs = rnnd_modelcfg_block_dirs(b);
+        const uint64_t gh = (uint64_t)rnnd_cell_gates(b->cell) * b->hidden_size;
+        const uint64_t P = rnnd_modelcfg_block_out_size(b), H = b->hidden_size;
         static const char *const kinds[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh",
                                             "weight_hr"};
         size_t n = 0;
 
-        for (unsigned l = 0; l < cfg->num_layers; l++) {
-                for (unsigned d = 0; d < m->dirs; d++) {
-                        struct rnnd_layer_weights *lw = &m->layers[l * m->dirs + d];
-                        unsigned nk = cfg->proj_size ? 5 : 4;
+        for (unsigned l = 0; l < b->num_layers; l++) {
+                for (unsigned d = 0; d < dirs; d++) {
+                        struct rnnd_layer_weights *lw = &lws[l * dirs + d];
+                        unsigned nk = b->proj_size ? 5 : 4;
 
-                        lw->in = l == 0 ? cfg->input_size : (uint32_t)(m->dirs * P);
+                        lw->in = l == 0 ? b->input_size : (uint32_t)(dirs * P);
                         for (unsigned k = 0; k < nk; k++) {
                                 struct want *w = &ws[n++];
 
                                 if (n > max)
                                         return rnnd_error_set(reterr, RNND_EINTERNAL,
                                                               "too many tensors");
-                                snprintf(w->name, sizeof(w->name), "%s%s_l%u%s",
-                                         cfg->weights.prefix, kinds[k], l, d ? "_reverse" : "");
+                                snprintf(w->name, sizeof(w->name), "%s%s_l%u%s", b->prefix,
+                                         kinds[k], l, d ? "_reverse" : "");
                                 w->optional_bias = k == 2 || k == 3;
                                 switch (k) {
                                 case 0:
@@ -87,6 +89,14 @@ static int list_tensors(const struct rnnd_model_config *cfg, rnnd_model_t *m, st
                         }
                 }
         }
+        return (int)n;
+}
+
+/* The embedding and the head: their tensors into ws[0..), the count returned. */
+static int list_ends(const struct rnnd_model_config *cfg, rnnd_model_t *m, struct want *ws)
+{
+        int n = 0;
+
         if (cfg->embedding.present) {
                 struct want *w = &ws[n++];
 
@@ -97,12 +107,12 @@ static int list_tensors(const struct rnnd_model_config *cfg, rnnd_model_t *m, st
                 struct want *w = &ws[n++];
 
                 snprintf(w->name, sizeof(w->name), "%s", cfg->weights.head_weight);
-                want_set(w, 2, cfg->head.units, m->dirs * P, &m->head_w);
+                want_set(w, 2, cfg->head.units, m->dirs * m->out_size, &m->head_w);
                 w = &ws[n++];
                 snprintf(w->name, sizeof(w->name), "%s", cfg->weights.head_bias);
                 want_set(w, 1, cfg->head.units, 0, &m->head_b);
         }
-        return (int)n;
+        return n;
 }
 
 /* Formats shape as "[a, b]" into buf. */
@@ -160,8 +170,9 @@ static void file_holds(const rnnd_stfile_t *f, const struct rnnd_model_config *c
 }
 
 /*
- * Checks that every wanted tensor is present with its shape, and that the
- * model has either all of its biases or none.  Sets *has_bias.
+ * Checks that every wanted tensor of ws[0..n) is present with its shape,
+ * and that they hold either all of their biases or none: a block's (an
+ * nn.LSTM's) biases are all there or it has bias=False.  Sets *has_bias.
  */
 static int check_tensors(const rnnd_stfile_t *f, const struct rnnd_model_config *cfg,
                          struct want *ws, size_t n, bool *has_bias, rnnd_error_t *reterr)
@@ -228,17 +239,107 @@ static int check_finite(const struct want *w, const float *v, rnnd_error_t *rete
         return 0;
 }
 
+/*
+ * Lists and checks every tensor of the model into ws (room for max): each
+ * block's, then the embedding and the head.  Marks the biases of a block
+ * without them (has_bias false) so that they are zeroed.  Returns the
+ * count, or a negative error naming the tensor (and, in a chain, the block).
+ */
+static int list_and_check(const rnnd_stfile_t *f, const struct rnnd_model_config *cfg,
+                          rnnd_model_t *m, struct want *ws, size_t max, rnnd_error_t *reterr)
+{
+        struct rnnd_block_config one;
+        struct rnnd_model_config bcfg;
+        uint32_t nb;
+        const struct rnnd_block_config *bl = rnnd_modelcfg_blocks(cfg, &one, &nb);
+        size_t n = 0, ld = 0;
+        bool has_bias = false;
+        int k, r;
+
+        for (uint32_t b = 0; b < nb; b++) {
+                k = list_block(&bl[b], &m->layers[ld], ws + n, max - n, reterr);
+                if (k < 0)
+                        return k;
+                rnnd_modelcfg_block(cfg, b, &bcfg); /* what the file holds, of this block */
+                r = check_tensors(f, &bcfg, ws + n, (size_t)k, &has_bias, reterr);
+                if (r < 0) {
+                        if (nb > 1)
+                                rnnd_error_prefix(reterr,
+                                                  "blocks[%" PRIu32 "] (%s, input %" PRIu32
+                                                  ", hidden %" PRIu32 ")",
+                                                  b, rnnd_cell_name(bl[b].cell), bl[b].input_size,
+                                                  bl[b].hidden_size);
+                        return r;
+                }
+                for (int i = 0; i < k; i++)
+                        ws[n + (size_t)i].zero = ws[n + (size_t)i].optional_bias && !has_bias;
+                n += (size_t)k;
+                ld += (size_t)bl[b].num_layers * rnnd_modelcfg_block_dirs(&bl[b]);
+        }
+        k = list_ends(cfg, m, ws + n);
+        r = check_tensors(f, cfg, ws + n, (size_t)k, &has_bias, reterr);
+        return r < 0 ? r : (int)(n + (size_t)k);
+}
+
+/* Block b of chain m as a model of its own, sharing m's weights. */
+static rnnd_model_t *block_view(const rnnd_model_t *m, uint32_t b, size_t first_layer)
+{
+        rnnd_model_t *v = rnnd_calloc(1, sizeof(*v));
+
+        if (v == NULL)
+                return NULL;
+        rnnd_modelcfg_block(&m->cfg, b, &v->cfg);
+        memcpy(v->name, m->name, sizeof(v->name));
+        v->version = m->version;
+        v->gates = rnnd_cell_gates(v->cfg.cell);
+        v->dirs = rnnd_modelcfg_dirs(&v->cfg);
+        v->out_size = rnnd_modelcfg_out_size(&v->cfg);
+        v->layers = &m->layers[first_layer];
+        v->embedding = b == 0 ? m->embedding : NULL;
+        v->head_w = b + 1 == m->n_blocks ? m->head_w : NULL;
+        v->head_b = b + 1 == m->n_blocks ? m->head_b : NULL;
+        v->wbuf = m->wbuf; /* not owned: a backend finds the view's weights in it */
+        v->wlen = m->wlen;
+        v->n_blocks = 1;
+        v->chain = m;
+        atomic_init(&v->refs, 1);
+        return v;
+}
+
+static int make_views(rnnd_model_t *m, rnnd_error_t *reterr)
+{
+        size_t ld = 0;
+
+        m->blocks = rnnd_calloc(m->n_blocks, sizeof(*m->blocks));
+        if (m->blocks == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
+        for (uint32_t b = 0; b < m->n_blocks; b++) {
+                m->blocks[b] = block_view(m, b, ld);
+                if (m->blocks[b] == NULL)
+                        return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
+                ld += (size_t)m->cfg.blocks[b].num_layers *
+                      rnnd_modelcfg_block_dirs(&m->cfg.blocks[b]);
+        }
+        return 0;
+}
+
 int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t version,
                            const struct rnnd_model_config *cfg, rnnd_model_t **ret,
                            rnnd_error_t *reterr)
 {
-        size_t max_want = (size_t)cfg->num_layers * 2 * 5 + 3;
+        struct rnnd_block_config one;
+        uint32_t nb;
+        const struct rnnd_block_config *bl = rnnd_modelcfg_blocks(cfg, &one, &nb);
+        size_t max_want = 3, n_ld = 0;
         struct want *ws = NULL;
         rnnd_model_t *m;
-        bool has_bias = false;
         size_t total = 0;
         int n, r;
 
+        for (uint32_t b = 0; b < nb; b++) {
+                n_ld += (size_t)bl[b].num_layers * rnnd_modelcfg_block_dirs(&bl[b]);
+                max_want += (size_t)bl[b].num_layers * 2 * 5;
+        }
         m = rnnd_calloc(1, sizeof(*m));
         if (m == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
@@ -248,22 +349,20 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
         m->gates = rnnd_cell_gates(cfg->cell);
         m->dirs = rnnd_modelcfg_dirs(cfg);
         m->out_size = rnnd_modelcfg_out_size(cfg);
+        m->n_blocks = nb;
         atomic_init(&m->refs, 1);
 
-        m->layers = rnnd_calloc((size_t)cfg->num_layers * m->dirs, sizeof(*m->layers));
+        m->layers = rnnd_calloc(n_ld, sizeof(*m->layers));
         ws = rnnd_calloc(max_want, sizeof(*ws));
         if (m->layers == NULL || ws == NULL) {
                 r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory loading model");
                 goto out;
         }
-        n = list_tensors(cfg, m, ws, max_want, reterr);
+        n = list_and_check(f, cfg, m, ws, max_want, reterr);
         if (n < 0) {
                 r = n;
                 goto out;
         }
-        r = check_tensors(f, cfg, ws, (size_t)n, &has_bias, reterr);
-        if (r < 0)
-                goto out;
 
         /* Every size is now backed by the file, so the sum cannot overflow. */
         for (int i = 0; i < n; i++) {
@@ -280,7 +379,7 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
                 float *dst = m->wbuf + ws[i].off;
 
                 *ws[i].dst = dst;
-                if (ws[i].optional_bias && !has_bias) {
+                if (ws[i].zero) {
                         memset(dst, 0, want_numel(&ws[i]) * sizeof(float));
                         continue;
                 }
@@ -288,6 +387,11 @@ int rnnd_model_from_stfile(const rnnd_stfile_t *f, const char *name, uint64_t ve
                 if (r < 0)
                         goto out;
                 r = check_finite(&ws[i], dst, reterr);
+                if (r < 0)
+                        goto out;
+        }
+        if (nb > 1) {
+                r = make_views(m, reterr);
                 if (r < 0)
                         goto out;
         }
@@ -331,8 +435,13 @@ rnnd_model_t *rnnd_model_unref(rnnd_model_t *m)
 {
         if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1)
                 return NULL;
-        rnnd_free(m->wbuf);
-        rnnd_free(m->layers);
+        if (m->chain == NULL) { /* a view owns nothing but itself */
+                for (uint32_t b = 0; m->blocks != NULL && b < m->n_blocks; b++)
+                        rnnd_model_unref(m->blocks[b]);
+                rnnd_free(m->blocks);
+                rnnd_free(m->wbuf);
+                rnnd_free(m->layers);
+        }
         rnnd_free(m);
         return NULL;
 }

@@ -12,6 +12,12 @@
  * The embedding is [num_embeddings, dim]; the head is w [units, dirs * H'],
  * b [units].  A GRU with gru_linear_before_reset = false keeps the same
  * layout; its n gate applies R_n to (r * h) (DESIGN.md §4).
+ *
+ * A chain of blocks (config "blocks", DESIGN.md §3) holds every block's
+ * layers in layers[], block by block, each block's in_0 the output width of
+ * the one before; and each block as a model of its own in blocks[k], a view
+ * that shares the chain's weights (the embedding in block 0, the head in the
+ * last), so that a backend runs a chain as its blocks one after another.
  */
 #ifndef RNND_ENGINE_MODEL_H
 #define RNND_ENGINE_MODEL_H
@@ -42,9 +48,12 @@ typedef struct rnnd_model {
         const float *embedding;            /* [num_embeddings, dim] or NULL; immutable */
         const float *head_w;               /* [units, dirs * H'] or NULL; immutable */
         const float *head_b;               /* [units] or NULL; immutable */
-        float *wbuf;                       /* owns every weight above */
+        float *wbuf;                       /* owns every weight above (a view: its chain's) */
         size_t wlen;                       /* floats in wbuf */
         atomic_int refs;                   /* atomic */
+        uint32_t n_blocks;                 /* 1, or the chain's blocks; immutable */
+        struct rnnd_model **blocks;        /* [n_blocks] views, a chain only; immutable */
+        const struct rnnd_model *chain;    /* a view: its chain, which owns its weights */
 } rnnd_model_t;
 
 /*

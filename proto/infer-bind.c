@@ -110,10 +110,16 @@ static int check_dim(const struct rnnd_tensor *t, uint64_t v, uint32_t max, cons
         return 0;
 }
 
+/* "gru", or for a chain "a chain without an LSTM block", for messages. */
+static const char *cell_words(const struct rnnd_model_config *cfg)
+{
+        return cfg->n_blocks > 1 ? "a chain without an LSTM block" : rnnd_cell_name(cfg->cell);
+}
+
 static int bind_outputs(const struct rnnd_infer_request *req, const struct rnnd_model_config *cfg,
                         struct rnnd_infer_bound *b, rnnd_error_t *err)
 {
-        bool has[RNND_OUT_COUNT] = {true, true, cfg->cell == RNND_CELL_LSTM, cfg->head.present};
+        bool has[RNND_OUT_COUNT] = {true, true, rnnd_modelcfg_has_lstm(cfg), cfg->head.present};
 
         if (!req->outputs_given || req->n_outputs == 0) {
                 for (unsigned k = 0; k < RNND_OUT_COUNT; k++) {
@@ -141,7 +147,7 @@ static int bind_outputs(const struct rnnd_infer_request *req, const struct rnnd_
                         return rnnd_error_set(err, RNND_EINVAL,
                                               "output 'c_n': only LSTM models have c_n (this "
                                               "model is %s)",
-                                              rnnd_cell_name(cfg->cell));
+                                              cell_words(cfg));
                 if (k == RNND_OUT_SCORES && !has[k])
                         return rnnd_error_set(err, RNND_EINVAL,
                                               "output 'scores': this model has no head");
@@ -180,7 +186,7 @@ static int check_sequence_params(const struct rnnd_infer_params *q,
                                       "stateless: send each sequence whole, with h0/c0 to carry "
                                       "state)",
                                       name);
-        if (cfg->bidirectional)
+        if (rnnd_modelcfg_has_bidirectional(cfg))
                 return rnnd_error_set(
                         err, RNND_EINVAL,
                         "parameters.%s: a bidirectional model cannot take a sequence "
@@ -215,7 +221,7 @@ static int bind_names(const struct rnnd_infer_request *req, const struct rnnd_mo
                                               "input '%s' is not an input of this model (%s, "
                                               "lengths, h0%s)",
                                               t->name, emb ? "tokens" : "input",
-                                              cfg->cell == RNND_CELL_LSTM ? ", c0" : "");
+                                              rnnd_modelcfg_has_lstm(cfg) ? ", c0" : "");
                 if (in[k] != NULL)
                         return rnnd_error_set(reterr, RNND_EINVAL, "input '%s' is given twice",
                                               t->name);
@@ -228,10 +234,10 @@ static int bind_names(const struct rnnd_infer_request *req, const struct rnnd_mo
         if (!emb && in[IN_TOKENS] != NULL)
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "input 'tokens': this model has no embedding; send 'input'");
-        if (in[IN_C0] != NULL && cfg->cell != RNND_CELL_LSTM)
+        if (in[IN_C0] != NULL && !rnnd_modelcfg_has_lstm(cfg))
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "input 'c0': only LSTM models take c0 (this model is %s)",
-                                      rnnd_cell_name(cfg->cell));
+                                      cell_words(cfg));
         *x = in[emb ? IN_TOKENS : IN_INPUT];
         if (*x == NULL)
                 return emb ? rnnd_error_set(reterr, RNND_EINVAL,
@@ -330,32 +336,51 @@ static int bind_main(const struct rnnd_tensor *x, const struct rnnd_model_config
         return 0;
 }
 
+/*
+ * The state tensors' shape per sequence (docs/HTTP.md): a model of one
+ * block [num_layers * dirs, H'] (c: H); a chain, whose blocks' widths
+ * differ, one flat row of every block's state, block by block.  ndim counts B.
+ */
+static unsigned state_shape(const struct rnnd_model_config *cfg, bool c, uint64_t dims[2])
+{
+        size_t hf, cf;
+
+        if (cfg->n_blocks <= 1) {
+                dims[0] = (uint64_t)cfg->num_layers * rnnd_modelcfg_dirs(cfg);
+                dims[1] = c ? cfg->hidden_size : rnnd_modelcfg_out_size(cfg);
+                return 3;
+        }
+        rnnd_modelcfg_state_size(cfg, &hf, &cf);
+        dims[0] = c ? cf : hf;
+        dims[1] = 1;
+        return 2;
+}
+
 /* Initial states h0 and c0 (either may be NULL). */
 static int bind_states(const struct rnnd_tensor *h0, const struct rnnd_tensor *c0,
                        const struct rnnd_model_config *cfg, struct rnnd_infer_bound *b,
                        rnnd_error_t *reterr)
 {
-        uint64_t ld = (uint64_t)cfg->num_layers * rnnd_modelcfg_dirs(cfg);
-        uint64_t want[3] = {b->B, ld, 0};
+        const struct rnnd_tensor *t[2] = {h0, c0};
+        const float **data[2] = {&b->h0, &b->c0};
+        size_t *stride[2] = {&b->h0_stride, &b->c0_stride};
         int r;
 
-        if (h0 != NULL) {
-                want[2] = rnnd_modelcfg_out_size(cfg);
-                r = check_shape(h0, want, 3, reterr);
+        for (unsigned i = 0; i < 2; i++) {
+                uint64_t dims[2], want[3] = {b->B, 0, 0};
+                unsigned nd;
+
+                if (t[i] == NULL)
+                        continue;
+                nd = state_shape(cfg, i == 1, dims);
+                want[1] = dims[0];
+                want[2] = dims[1];
+                r = check_shape(t[i], want, nd, reterr);
                 if (r == 0)
-                        r = as_f32(h0, &b->owned[1], &b->h0, reterr);
+                        r = as_f32(t[i], &b->owned[1 + i], data[i], reterr);
                 if (r < 0)
                         return r;
-                b->h0_stride = ld * want[2];
-        }
-        if (c0 != NULL) {
-                want[2] = cfg->hidden_size;
-                r = check_shape(c0, want, 3, reterr);
-                if (r == 0)
-                        r = as_f32(c0, &b->owned[2], &b->c0, reterr);
-                if (r < 0)
-                        return r;
-                b->c0_stride = ld * want[2];
+                *stride[i] = dims[0] * dims[1];
         }
         return 0;
 }
@@ -417,18 +442,20 @@ void rnnd_infer_bound_done(struct rnnd_infer_bound *b)
 static void output_shapes(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
                           uint64_t shapes[RNND_OUT_COUNT][3], unsigned ndims[RNND_OUT_COUNT])
 {
-        uint64_t ld = (uint64_t)cfg->num_layers * rnnd_modelcfg_dirs(cfg);
-        uint64_t hp = rnnd_modelcfg_out_size(cfg);
+        uint64_t hp = rnnd_modelcfg_out_size(cfg), h[2], c[2];
+        unsigned nh = state_shape(cfg, false, h), nc = state_shape(cfg, true, c);
         const uint64_t s[RNND_OUT_COUNT][3] = {
                 {b->B, b->T, rnnd_modelcfg_dirs(cfg) * hp},
-                {b->B, ld, hp},
-                {b->B, ld, cfg->hidden_size},
+                {b->B, h[0], h[1]},
+                {b->B, c[0], c[1]},
                 {b->B, b->T, cfg->head.units},
         };
 
         memcpy(shapes, s, sizeof(s));
         for (unsigned k = 0; k < RNND_OUT_COUNT; k++)
                 ndims[k] = 3;
+        ndims[RNND_OUT_H_N] = nh;
+        ndims[RNND_OUT_C_N] = nc;
         if (cfg->head.apply == RNND_HEAD_LAST) {
                 shapes[RNND_OUT_SCORES][1] = cfg->head.units;
                 ndims[RNND_OUT_SCORES] = 2;

@@ -72,6 +72,7 @@ struct field {
 
 #define CFG(member) offsetof(struct rnnd_model_config, member)
 #define GRP(member) offsetof(struct rnnd_instance_group, member)
+#define BLK(member) offsetof(struct rnnd_block_config, member)
 #define U32(k, req, o, l, h)                                                                       \
         {                                                                                          \
                 .key = k, .type = F_U32, .required = req, .off = o, .lo = l, .hi = h               \
@@ -109,6 +110,25 @@ static int parse_gpus(struct ctx *c, json_t *v, const char *path, void *base);
 static int parse_instances(struct ctx *c, json_t *v, const char *path, void *base);
 static int parse_versions(struct ctx *c, json_t *v, const char *path, void *base);
 static int parse_version_policy(struct ctx *c, json_t *v, const char *path, void *base);
+static int parse_blocks(struct ctx *c, json_t *v, const char *path, void *base);
+
+/* Relative to one struct rnnd_block_config. */
+static const struct field block_fields[] = {
+        ENUM("cell", true, BLK(cell), cell_names),
+        U32("hidden_size", true, BLK(hidden_size), 1, RNND_CFG_MAX_SIZE),
+        U32("num_layers", false, BLK(num_layers), 1, RNND_CFG_MAX_LAYERS),
+        BOOL("bidirectional", BLK(bidirectional)),
+        U32("proj_size", false, BLK(proj_size), 0, RNND_CFG_MAX_SIZE),
+        BOOL("gru_linear_before_reset", BLK(gru_linear_before_reset)),
+        NAME("prefix", BLK(prefix)),
+        END,
+};
+
+/* The top-level fields of one block, which a config with "blocks" gives in each. */
+static const char *const block_keys[] = {"cell",       "hidden_size",
+                                         "num_layers", "bidirectional",
+                                         "proj_size",  "gru_linear_before_reset",
+                                         NULL};
 
 static const struct field embedding_fields[] = {
         U32("num_embeddings", true, CFG(embedding.num_embeddings), 1, RNND_CFG_MAX_EMBEDDINGS),
@@ -179,14 +199,16 @@ static const struct field policy_fields[] = {
         END,
 };
 
+/* cell and hidden_size are required without "blocks" (check_blocks()). */
 static const struct field top_fields[] = {
-        ENUM("cell", true, CFG(cell), cell_names),
+        ENUM("cell", false, CFG(cell), cell_names),
         U32("input_size", true, CFG(input_size), 1, RNND_CFG_MAX_SIZE),
-        U32("hidden_size", true, CFG(hidden_size), 1, RNND_CFG_MAX_SIZE),
+        U32("hidden_size", false, CFG(hidden_size), 1, RNND_CFG_MAX_SIZE),
         U32("num_layers", false, CFG(num_layers), 1, RNND_CFG_MAX_LAYERS),
         BOOL("bidirectional", CFG(bidirectional)),
         U32("proj_size", false, CFG(proj_size), 0, RNND_CFG_MAX_SIZE),
         BOOL("gru_linear_before_reset", CFG(gru_linear_before_reset)),
+        CUSTOM("blocks", false, parse_blocks),
         OBJECT("embedding", CFG(embedding.present), embedding_fields),
         OBJECT("head", CFG(head.present), head_fields),
         OBJECT("weights", NO_FLAG, weights_fields),
@@ -525,6 +547,30 @@ static int parse_version_policy(struct ctx *c, json_t *v, const char *path, void
         return 0;
 }
 
+static int parse_blocks(struct ctx *c, json_t *v, const char *path, void *base)
+{
+        struct rnnd_model_config *cfg = base;
+        char sub[PATH_LEN], got[64];
+        size_t i;
+        json_t *e;
+        int r;
+
+        if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > RNND_CFG_MAX_BLOCKS)
+                return field_error(c, path, "must be an array of 1..%u blocks, got %s",
+                                   RNND_CFG_MAX_BLOCKS, rnnd_json_describe(v, got, sizeof(got)));
+        json_array_foreach(v, i, e)
+        {
+                cfg->blocks[i] = (struct rnnd_block_config){.num_layers = 1,
+                                                            .gru_linear_before_reset = true};
+                path_index(sub, path, i);
+                r = walk(c, e, sub, block_fields, &cfg->blocks[i]);
+                if (r < 0)
+                        return r;
+        }
+        cfg->n_blocks = (uint32_t)json_array_size(v);
+        return 0;
+}
+
 static bool plain_file_name(const char *s)
 {
         return s[0] != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 &&
@@ -539,21 +585,108 @@ static bool has(json_t *root, const char *key, const char *sub)
         return o != NULL && (sub == NULL || json_object_get(o, sub) != NULL);
 }
 
+/* The one-block fields of cfg from block b (not input_size, not the prefix). */
+static void top_from_block(struct rnnd_model_config *cfg, const struct rnnd_block_config *b)
+{
+        cfg->cell = b->cell;
+        cfg->hidden_size = b->hidden_size;
+        cfg->num_layers = b->num_layers;
+        cfg->bidirectional = b->bidirectional;
+        cfg->proj_size = b->proj_size;
+        cfg->gru_linear_before_reset = b->gru_linear_before_reset;
+}
+
+/*
+ * The rules of one block: at is "" for a config without "blocks" (the
+ * fields are top-level) or "blocks[k]."; obj is the block's JSON object.
+ */
+static int check_block(struct ctx *c, const struct rnnd_block_config *b, json_t *obj,
+                       const char *at)
+{
+        char path[PATH_LEN];
+
+        snprintf(path, sizeof(path), "%sproj_size", at);
+        if (b->proj_size != 0 && b->cell != RNND_CELL_LSTM)
+                return field_error(c, path, "only allowed when cell is lstm, got %s",
+                                   cell_names[b->cell]);
+        if (b->proj_size >= b->hidden_size)
+                return field_error(c, path,
+                                   "must be less than hidden_size (%" PRIu32 "), got %" PRIu32,
+                                   b->hidden_size, b->proj_size);
+        snprintf(path, sizeof(path), "%sgru_linear_before_reset", at);
+        if (json_object_get(obj, "gru_linear_before_reset") != NULL && b->cell != RNND_CELL_GRU)
+                return field_error(c, path, "only allowed when cell is gru, got %s",
+                                   cell_names[b->cell]);
+        return 0;
+}
+
+/*
+ * The blocks: a config without "blocks" is one, from the top-level fields
+ * (cell and hidden_size required); with "blocks", those fields and
+ * weights.prefix are each block's own, every block's weights need their own
+ * prefix, and the top-level fields become the last block's.  Each block's
+ * input is the output of the one before (DESIGN.md §3).
+ */
+static int check_blocks(struct ctx *c, struct rnnd_model_config *cfg)
+{
+        json_t *blocks = json_object_get(c->root, "blocks");
+        char at[PATH_LEN];
+        int r;
+
+        if (blocks == NULL) {
+                struct rnnd_block_config one;
+                uint32_t n;
+
+                if (!has(c->root, "hidden_size", NULL)) /* cell: before the walk */
+                        return model_error(c, "missing required field 'hidden_size'");
+                cfg->n_blocks = 0; /* the top-level fields are the one block */
+                cfg->blocks[0] = *rnnd_modelcfg_blocks(cfg, &one, &n);
+                cfg->n_blocks = 1;
+        } else {
+                for (size_t i = 0; block_keys[i] != NULL; i++)
+                        if (has(c->root, block_keys[i], NULL))
+                                return field_error(c, block_keys[i],
+                                                   "not allowed beside 'blocks' (give it in "
+                                                   "each block)");
+                if (has(c->root, "weights", "prefix"))
+                        return field_error(c, "weights.prefix",
+                                           "not allowed beside 'blocks' (give each block's "
+                                           "weight prefix as its 'prefix')");
+        }
+        for (uint32_t k = 0; k < cfg->n_blocks; k++) {
+                struct rnnd_block_config *b = &cfg->blocks[k];
+
+                if (blocks != NULL)
+                        snprintf(at, sizeof(at), "blocks[%" PRIu32 "].", k);
+                else
+                        at[0] = '\0';
+                r = check_block(c, b, blocks != NULL ? json_array_get(blocks, k) : c->root, at);
+                if (r < 0)
+                        return r;
+                b->input_size = k == 0 ? cfg->input_size
+                                       : rnnd_modelcfg_block_dirs(b - 1) *
+                                                 rnnd_modelcfg_block_out_size(b - 1);
+                for (uint32_t j = 0; j < k; j++)
+                        if (strcmp(cfg->blocks[j].prefix, b->prefix) == 0)
+                                return field_error(c, at[0] != '\0' ? "blocks" : "weights.prefix",
+                                                   "blocks[%" PRIu32 "] and blocks[%" PRIu32
+                                                   "] have the same prefix \"%s\": each "
+                                                   "block's weights need names of their own",
+                                                   j, k, b->prefix);
+        }
+        if (blocks != NULL)
+                top_from_block(cfg, &cfg->blocks[cfg->n_blocks - 1]);
+        return 0;
+}
+
 /* The rules that span fields, on a config whose fields are each valid. */
-static int check_cross(struct ctx *c, const struct rnnd_model_config *cfg)
+static int check_cross(struct ctx *c, struct rnnd_model_config *cfg)
 {
         static const char *const head_names[] = {"head_weight", "head_bias"};
+        int r = check_blocks(c, cfg);
 
-        if (cfg->proj_size != 0 && cfg->cell != RNND_CELL_LSTM)
-                return field_error(c, "proj_size", "only allowed when cell is lstm, got %s",
-                                   cell_names[cfg->cell]);
-        if (cfg->proj_size >= cfg->hidden_size)
-                return field_error(c, "proj_size",
-                                   "must be less than hidden_size (%" PRIu32 "), got %" PRIu32,
-                                   cfg->hidden_size, cfg->proj_size);
-        if (has(c->root, "gru_linear_before_reset", NULL) && cfg->cell != RNND_CELL_GRU)
-                return field_error(c, "gru_linear_before_reset",
-                                   "only allowed when cell is gru, got %s", cell_names[cfg->cell]);
+        if (r < 0)
+                return r;
         if (cfg->embedding.present && cfg->input_size != cfg->embedding.dim)
                 return field_error(c, "input_size",
                                    "must equal embedding.dim (%" PRIu32 "), got %" PRIu32,
@@ -639,6 +772,11 @@ int rnnd_modelcfg_parse(const char *json, size_t len, const char *filename,
                 goto out;
         }
         rnnd_modelcfg_defaults(&cfg);
+        /* In table order, as the walk reports a missing field; check_blocks() the rest. */
+        if (!has(c.root, "blocks", NULL) && !has(c.root, "cell", NULL)) {
+                r = model_error(&c, "missing required field 'cell'");
+                goto out;
+        }
         r = walk(&c, c.root, "", top_fields, &cfg);
         if (r < 0)
                 goto out;
@@ -709,4 +847,95 @@ unsigned rnnd_modelcfg_dirs(const struct rnnd_model_config *cfg)
 unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg)
 {
         return cfg->proj_size != 0 ? cfg->proj_size : cfg->hidden_size;
+}
+
+unsigned rnnd_modelcfg_block_dirs(const struct rnnd_block_config *b)
+{
+        return b->bidirectional ? 2 : 1;
+}
+
+unsigned rnnd_modelcfg_block_out_size(const struct rnnd_block_config *b)
+{
+        return b->proj_size != 0 ? b->proj_size : b->hidden_size;
+}
+
+const struct rnnd_block_config *rnnd_modelcfg_blocks(const struct rnnd_model_config *cfg,
+                                                     struct rnnd_block_config *one, uint32_t *n)
+{
+        if (cfg->n_blocks > 1) {
+                *n = cfg->n_blocks;
+                return cfg->blocks;
+        }
+        *one = (struct rnnd_block_config){
+                .cell = cfg->cell,
+                .input_size = cfg->input_size,
+                .hidden_size = cfg->hidden_size,
+                .num_layers = cfg->num_layers,
+                .bidirectional = cfg->bidirectional,
+                .proj_size = cfg->proj_size,
+                .gru_linear_before_reset = cfg->gru_linear_before_reset,
+        };
+        memcpy(one->prefix, cfg->weights.prefix, sizeof(one->prefix));
+        *n = 1;
+        return one;
+}
+
+void rnnd_modelcfg_state_size(const struct rnnd_model_config *cfg, size_t *h_floats,
+                              size_t *c_floats)
+{
+        struct rnnd_block_config one;
+        uint32_t n;
+        const struct rnnd_block_config *bl = rnnd_modelcfg_blocks(cfg, &one, &n);
+
+        *h_floats = *c_floats = 0;
+        for (uint32_t k = 0; k < n; k++) {
+                const size_t ld = (size_t)bl[k].num_layers * rnnd_modelcfg_block_dirs(&bl[k]);
+
+                *h_floats += ld * rnnd_modelcfg_block_out_size(&bl[k]);
+                if (bl[k].cell == RNND_CELL_LSTM)
+                        *c_floats += ld * bl[k].hidden_size;
+        }
+}
+
+bool rnnd_modelcfg_has_lstm(const struct rnnd_model_config *cfg)
+{
+        struct rnnd_block_config one;
+        uint32_t n;
+        const struct rnnd_block_config *bl = rnnd_modelcfg_blocks(cfg, &one, &n);
+
+        for (uint32_t k = 0; k < n; k++)
+                if (bl[k].cell == RNND_CELL_LSTM)
+                        return true;
+        return false;
+}
+
+bool rnnd_modelcfg_has_bidirectional(const struct rnnd_model_config *cfg)
+{
+        struct rnnd_block_config one;
+        uint32_t n;
+        const struct rnnd_block_config *bl = rnnd_modelcfg_blocks(cfg, &one, &n);
+
+        for (uint32_t k = 0; k < n; k++)
+                if (bl[k].bidirectional)
+                        return true;
+        return false;
+}
+
+void rnnd_modelcfg_block(const struct rnnd_model_config *cfg, unsigned k,
+                         struct rnnd_model_config *ret)
+{
+        const struct rnnd_block_config *b = &cfg->blocks[k];
+
+        *ret = *cfg;
+        if (cfg->n_blocks <= 1)
+                return;
+        top_from_block(ret, b);
+        ret->input_size = b->input_size;
+        memcpy(ret->weights.prefix, b->prefix, sizeof(ret->weights.prefix));
+        ret->n_blocks = 1;
+        ret->blocks[0] = *b;
+        if (k > 0)
+                ret->embedding.present = false;
+        if (k + 1 < cfg->n_blocks)
+                ret->head.present = false;
 }

@@ -26,6 +26,7 @@
 #define RNND_CFG_MAX_VERSIONS        64u
 #define RNND_CFG_MAX_FILE_BYTES      (1u << 20) /* config.json itself */
 #define RNND_CFG_NAME_MAX            128u       /* tensor names, prefix, file name, incl. NUL */
+#define RNND_CFG_MAX_BLOCKS          16u        /* recurrent blocks in a chain */
 
 typedef enum rnnd_cell {
         RNND_CELL_LSTM = 0,
@@ -72,7 +73,33 @@ struct rnnd_instance_group {
         uint32_t gpus[RNND_CFG_MAX_GPUS]; /* device ordinals */
 };
 
+/*
+ * One block of a chain of recurrent layers (DESIGN.md §3): layers of one
+ * cell, size and direction count, as one nn.LSTM/nn.GRU/nn.RNN, its weights
+ * under its own prefix.
+ */
+struct rnnd_block_config {
+        rnnd_cell_t cell;
+        uint32_t input_size; /* derived: the chain's input, or the output of the block before */
+        uint32_t hidden_size;
+        uint32_t num_layers;          /* 1 */
+        bool bidirectional;           /* false */
+        uint32_t proj_size;           /* LSTM only; 0 = none */
+        bool gru_linear_before_reset; /* true */
+        char prefix[RNND_CFG_NAME_MAX];
+};
+
 struct rnnd_model_config {
+        /*
+         * The recurrent layers: cell to gru_linear_before_reset describe one
+         * block (a config without "blocks"), or, for a chain, its last block,
+         * whose output is the model's y and the head's input.  input_size is
+         * the model's input either way.  blocks[] holds every block, input
+         * first; a config without "blocks" is blocks[0] alone, with
+         * weights.prefix as its prefix.  A config made in code may set the
+         * top-level fields alone: read the blocks through
+         * rnnd_modelcfg_blocks().
+         */
         rnnd_cell_t cell;
         uint32_t input_size;          /* required; equals embedding.dim with an embedding */
         uint32_t hidden_size;         /* required */
@@ -80,6 +107,8 @@ struct rnnd_model_config {
         bool bidirectional;           /* false */
         uint32_t proj_size;           /* LSTM only; 0 = none, else < hidden_size */
         bool gru_linear_before_reset; /* true; false is CPU only */
+        uint32_t n_blocks;            /* 1..RNND_CFG_MAX_BLOCKS; 0 or 1: the fields above */
+        struct rnnd_block_config blocks[RNND_CFG_MAX_BLOCKS];
 
         struct {
                 bool present;
@@ -156,9 +185,45 @@ const char *rnnd_head_apply_name(rnnd_head_apply_t a);
 const char *rnnd_precision_name(rnnd_precision_t p);
 const char *rnnd_instance_kind_name(rnnd_instance_kind_t k);
 
-/* Derived shapes.  Gates per cell (4, 3, 1, 1), directions (1, 2), and H' (proj or hidden). */
+/*
+ * Derived shapes.  Gates per cell (4, 3, 1, 1), directions (1, 2), and H'
+ * (proj or hidden), of the model's last block: those of its y.
+ */
 unsigned rnnd_cell_gates(rnnd_cell_t c);
 unsigned rnnd_modelcfg_dirs(const struct rnnd_model_config *cfg);
 unsigned rnnd_modelcfg_out_size(const struct rnnd_model_config *cfg);
+
+/* The same of one block. */
+unsigned rnnd_modelcfg_block_dirs(const struct rnnd_block_config *b);
+unsigned rnnd_modelcfg_block_out_size(const struct rnnd_block_config *b);
+
+/*
+ * The model's blocks and their count: cfg->blocks for a chain; for one
+ * block, *one filled from the top-level fields (which a config built in
+ * code sets without blocks[]).  Thread-safe.
+ */
+const struct rnnd_block_config *rnnd_modelcfg_blocks(const struct rnnd_model_config *cfg,
+                                                     struct rnnd_block_config *one, uint32_t *n);
+
+/*
+ * The recurrent state of one sequence (DESIGN.md §4): h holds every layer
+ * and direction of every block, block by block, each [num_layers * dirs,
+ * H'] row-major; c the same of the LSTM blocks only, [num_layers * dirs,
+ * H].  *h_floats and *c_floats are their sizes (c 0 without an LSTM block).
+ */
+void rnnd_modelcfg_state_size(const struct rnnd_model_config *cfg, size_t *h_floats,
+                              size_t *c_floats);
+
+/* Whether any block is an LSTM (the model has c0/c_n), or bidirectional. */
+bool rnnd_modelcfg_has_lstm(const struct rnnd_model_config *cfg);
+bool rnnd_modelcfg_has_bidirectional(const struct rnnd_model_config *cfg);
+
+/*
+ * The config of block k alone, as a model of its own: its cell and sizes,
+ * its input size, its prefix as weights.prefix, the embedding only for
+ * block 0 and the head only for the last; the rest as cfg.  Thread-safe.
+ */
+void rnnd_modelcfg_block(const struct rnnd_model_config *cfg, unsigned k,
+                         struct rnnd_model_config *ret);
 
 #endif

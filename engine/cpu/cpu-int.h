@@ -12,6 +12,13 @@
 #include "modelcfg.h"
 
 /*
+ * The engine of one block (cpu.c): rnnd_cpu_backend (chain.c) runs a model
+ * of one block on it directly and a chain block by block.
+ */
+struct rnnd_backend_ops;
+extern const struct rnnd_backend_ops rnnd__cpu_block_backend;
+
+/*
  * The row kernels work on n hidden units of one row, gate g's values at
  * offset g * stride (stride = H for a whole row, or a slice of it).
  *

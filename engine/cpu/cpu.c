@@ -962,7 +962,8 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         return run_batch(p, &p->lanes[0], b, S, p->slices, reterr);
 }
 
-const struct rnnd_backend_ops rnnd_cpu_backend = {
+/* One block's engine; rnnd_cpu_backend (chain.c) runs a chain's blocks on it. */
+const struct rnnd_backend_ops rnnd__cpu_block_backend = {
         .name = "cpu",
         .open = cpu_open,
         .run = cpu_run,

@@ -196,6 +196,7 @@ struct plan {
         char lost_msg[160]; /* why */
         bool fail_next;     /* test hook: fail the next run (non-sticky) */
         struct shared *sh; /* the weights of the model on this GPU, a reference; NULL until taken */
+        struct chain *chain; /* a chain's first block only: the others (cudnn-chain.c); else NULL */
 };
 
 /*
@@ -252,6 +253,33 @@ int rnnd__cudnn_forward(struct plan *p, struct rnn *rn, const int32_t *d_lens, c
 
 /* probe (cudnn-probe.c): times the algorithms and keeps the fastest in p->fast. */
 int rnnd__cudnn_probe_algos(struct plan *p, rnnd_error_t *reterr);
+
+/*
+ * Plans (cudnn.c), one per block: a model of one block is one plan; a chain
+ * (cudnn-chain.c) a plan per block.  plan_run() runs batch b; prev, when
+ * not NULL, is the plan of the block before, whose y (on the device, from
+ * its last run) is this block's x, and then b's x is not read.
+ */
+int rnnd__cudnn_plan_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, struct plan **ret,
+                          rnnd_error_t *reterr);
+int rnnd__cudnn_plan_run(struct plan *p, const struct rnnd_batch *b, const struct plan *prev,
+                         rnnd_error_t *reterr);
+void rnnd__cudnn_plan_close(struct plan *p);
+void rnnd__cudnn_plan_describe(const struct plan *p, struct rnnd_backend_desc *d);
+bool rnnd__cudnn_plan_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap);
+
+/*
+ * Chains (cudnn-chain.c): a plan per block on one GPU, each sharing its
+ * block's weights with the chain's other instances there, the activations
+ * passed from block to block on the device.  open() returns the first
+ * block's plan, holding the chain.
+ */
+int rnnd__cudnn_chain_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts,
+                           struct plan **ret, rnnd_error_t *reterr);
+int rnnd__cudnn_chain_run(struct plan *p, const struct rnnd_batch *b, rnnd_error_t *reterr);
+void rnnd__cudnn_chain_close(struct plan *p);
+void rnnd__cudnn_chain_describe(const struct plan *p, struct rnnd_backend_desc *d);
+bool rnnd__cudnn_chain_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap);
 
 /* cache (cudnn-cache.c). */
 /* Takes (or builds and shares) the weights and algorithm of p's model on p's GPU. */

@@ -154,13 +154,14 @@ out:
 /* cuDNN's limit on maxSeqLength in cudnnSetRNNDataDescriptor. */
 #define CUDNN_MAX_SEQ_LEN 65535u
 
-static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
+bool rnnd__cudnn_plan_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
 {
         const uint64_t H = cfg->hidden_size, in = cfg->input_size,
                        dirs = cfg->bidirectional ? 2 : 1;
         const uint64_t P = cfg->proj_size != 0 ? cfg->proj_size : H;
         const uint64_t B = cfg->batching.max_batch_size;
         const uint64_t rows_all = B * cfg->max_sequence_length;
+
         const uint64_t rows =
                 cfg->batching.max_batch_steps < rows_all ? cfg->batching.max_batch_steps : rows_all;
         /*
@@ -208,10 +209,8 @@ static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size
         return true;
 }
 
-static void cudnn_close(void *plan);
-
-static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
-                      rnnd_error_t *reterr)
+int rnnd__cudnn_plan_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, struct plan **ret,
+                          rnnd_error_t *reterr)
 {
         struct plan *p = rnnd_calloc(1, sizeof(*p));
         struct cudaDeviceProp prop;
@@ -222,7 +221,7 @@ static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, vo
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for a cuDNN plan");
         p->m = rnnd_model_ref(m);
         p->device = opts != NULL ? opts->device : 0;
-        if (!cudnn_qualifies(&m->cfg, why, sizeof(why))) {
+        if (!rnnd__cudnn_plan_qualifies(&m->cfg, why, sizeof(why))) {
                 r = rnnd_error_set(reterr, RNND_EUNSUPPORTED, "not on cuDNN: %s", why);
                 goto out;
         }
@@ -274,14 +273,12 @@ out:
                 r = RNND_EGPU;
         if (reterr != NULL)
                 reterr->code = r;
-        cudnn_close(p);
+        rnnd__cudnn_plan_close(p);
         return r;
 }
 
-static void cudnn_close(void *plan)
+void rnnd__cudnn_plan_close(struct plan *p)
 {
-        struct plan *p = plan;
-
         if (p == NULL)
                 return;
         if (p->stream != NULL) {
@@ -320,9 +317,8 @@ static void cudnn_close(void *plan)
         rnnd_free(p);
 }
 
-static void cudnn_describe(const void *plan, struct rnnd_backend_desc *d)
+void rnnd__cudnn_plan_describe(const struct plan *p, struct rnnd_backend_desc *d)
 {
-        const struct plan *p = plan;
         int cudnn = (int)cudnnGetVersion(), cudart = 0;
 
         memset(d, 0, sizeof(*d));
@@ -511,9 +507,9 @@ out:
         return r;
 }
 
-static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
+int rnnd__cudnn_plan_run(struct plan *p, const struct rnnd_batch *b, const struct plan *prev,
+                         rnnd_error_t *reterr)
 {
-        struct plan *p = plan;
         const rnnd_model_t *m = p->m;
         const struct rnnd_model_config *cfg = &m->cfg;
         const uint32_t P = m->out_size, H = cfg->hidden_size, DP = m->dirs * P;
@@ -522,7 +518,7 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         const int32_t *din;
         struct rnn *rn;
         uint32_t T = 0;
-        int r;
+        int r = 0;
 
         if (p->lost)
                 return rnnd_error_set(reterr, RNND_EDEVLOST, "GPU %d is out of service: %s",
@@ -532,7 +528,8 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
                                       "GPU %d is out of service: a device fault in this process "
                                       "(%s)",
                                       p->device, rnnd__cudnn_device_fault());
-        r = rnnd__cudnn_check(m, b, p->max_n, p->max_rows, &T, reterr);
+        if (prev == NULL) /* a later block's batch is the first's, checked there */
+                r = rnnd__cudnn_check(m, b, p->max_n, p->max_rows, &T, reterr);
         if (r < 0)
                 return r;
         GPU_CK(cudaSetDevice(p->device));
@@ -540,15 +537,23 @@ static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
         out_layout(p, b, &o, &ol);
         din = p->d_in;
         GPU_CK(cudaMemcpyAsync(p->d_in, p->h_in, o.x * 4, cudaMemcpyHostToDevice, p->stream));
-        if (m->embedding == NULL) {
+        if (prev != NULL) {
+                /* The block before's y is this block's x, in the same layout: [T, n, in]. */
+                GPU_CK(cudaStreamSynchronize(prev->stream));
+                GPU_CK(cudaMemcpyAsync(p->d_x, prev->d_y,
+                                       (size_t)o.n * o.T * cfg->input_size * p->esz,
+                                       cudaMemcpyDeviceToDevice, p->stream));
+        } else if (m->embedding == NULL) {
                 r = copy_x(p, b, &o, reterr);
                 if (r < 0)
                         goto out;
         }
-        GPU_CK(rnnd__cuda_gather(
-                m->embedding != NULL ? (const void *)(p->d_w + (m->embedding - m->wbuf))
-                                     : (const void *)((const float *)din + o.x),
-                RNND__F32, din + o.idx_x, o.n * o.T, cfg->input_size, p->d_x, p->dt, p->stream));
+        if (prev == NULL)
+                GPU_CK(rnnd__cuda_gather(m->embedding != NULL
+                                                 ? (const void *)(p->d_w + (m->embedding - m->wbuf))
+                                                 : (const void *)((const float *)din + o.x),
+                                         RNND__F32, din + o.idx_x, o.n * o.T, cfg->input_size,
+                                         p->d_x, p->dt, p->stream));
         if (o.any_h0)
                 GPU_CK(rnnd__cuda_gather((const float *)din + o.h0, RNND__F32, din + o.idx_hin,
                                          o.LD * o.n, P, p->d_hx, p->dt, p->stream));
@@ -617,6 +622,49 @@ int rnnd__cudnn_inject_fault(void *plan, int kind)
         }
         cudaSetDevice(p->device);
         return rnnd__cuda_fault(p->stream) == cudaSuccess ? 0 : RNND_EGPU;
+}
+
+/* The ops: a plan of one block, or a chain's first block holding the others. */
+
+static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
+                      rnnd_error_t *reterr)
+{
+        return m->n_blocks > 1 ? rnnd__cudnn_chain_open(m, opts, (struct plan **)ret, reterr)
+                               : rnnd__cudnn_plan_open(m, opts, (struct plan **)ret, reterr);
+}
+
+static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
+{
+        struct plan *p = plan;
+
+        return p->chain != NULL ? rnnd__cudnn_chain_run(p, b, reterr)
+                                : rnnd__cudnn_plan_run(p, b, NULL, reterr);
+}
+
+static void cudnn_close(void *plan)
+{
+        struct plan *p = plan;
+
+        if (p != NULL && p->chain != NULL)
+                rnnd__cudnn_chain_close(p);
+        else
+                rnnd__cudnn_plan_close(p);
+}
+
+static void cudnn_describe(const void *plan, struct rnnd_backend_desc *d)
+{
+        const struct plan *p = plan;
+
+        if (p != NULL && p->chain != NULL)
+                rnnd__cudnn_chain_describe(p, d);
+        else
+                rnnd__cudnn_plan_describe(p, d);
+}
+
+static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
+{
+        return cfg->n_blocks > 1 ? rnnd__cudnn_chain_qualifies(cfg, why, cap)
+                                 : rnnd__cudnn_plan_qualifies(cfg, why, cap);
 }
 
 const struct rnnd_backend_ops rnnd_cudnn_backend = {

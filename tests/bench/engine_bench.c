@@ -295,14 +295,15 @@ static int bench_init(struct bench *b, const rnnd_model_t *m, const struct args 
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         const uint32_t B = a->batch, T = a->steps, in = cfg->input_size;
-        const size_t ld = (size_t)cfg->num_layers * m->dirs;
         const size_t units = cfg->head.present ? cfg->head.units : 0;
+        size_t h_floats, c_floats; /* a sequence's state: every block's of a chain */
         const size_t scores_len = cfg->head.apply == RNND_HEAD_ALL ? (size_t)T * units : units;
         float *all_x = NULL;
         uint64_t seed = UINT64_C(0x726e6e64); /* "rnnd" */
         int r = 0;
 
         memset(b, 0, sizeof(*b));
+        rnnd_modelcfg_state_size(cfg, &h_floats, &c_floats);
         if (B > cfg->batching.max_batch_size)
                 return rnnd_error_set(reterr, RNND_ELIMIT, "batch %u > max_batch_size %u", B,
                                       cfg->batching.max_batch_size);
@@ -359,11 +360,11 @@ static int bench_init(struct bench *b, const rnnd_model_t *m, const struct args 
                         q->x = x;
                 }
                 q->y = rnnd_mallocarray(b->y_len, sizeof(float));
-                q->h_n = rnnd_mallocarray(ld * m->out_size, sizeof(float));
+                q->h_n = rnnd_mallocarray(h_floats, sizeof(float));
                 if (q->y == NULL || q->h_n == NULL)
                         goto oom;
-                if (cfg->cell == RNND_CELL_LSTM) {
-                        q->c_n = rnnd_mallocarray(ld * cfg->hidden_size, sizeof(float));
+                if (c_floats > 0) {
+                        q->c_n = rnnd_mallocarray(c_floats, sizeof(float));
                         if (q->c_n == NULL)
                                 goto oom;
                 }

@@ -1,7 +1,8 @@
 /*
  * test_gpu_random.c: the cuDNN backend against the CPU engine on 100 random
  * models (every cell, 1-3 layers, both directions, projections, embeddings,
- * heads, odd sizes), each on a ragged batch, a batch of one, a batch of
+ * heads, odd sizes) and 40 random chains of 2-3 such blocks (config
+ * "blocks"), each on a ragged batch, a batch of one, a batch of
  * length-1 sequences, and an equal-length full batch (which may take a
  * persistent algorithm).  fp32; max abs error relative to 1 + |cpu| <= 1e-4
  * (the engines sum in different orders over up to 3 layers).  Skips (77)
@@ -11,6 +12,7 @@
 #include "random-model.h"
 
 #define N_MODELS 100
+#define N_CHAINS 40
 #define TOL      1e-4
 
 /* Runs rb on both backends and compares. */
@@ -27,15 +29,17 @@ static void compare_backends(rnnd_model_t *m, void *cpu, void *gpu, struct rm_ba
         ck_assert_msg(rnnd_cudnn_backend.run(gpu, &rb->b, &err) == 0, "seed %u %s: cudnn: %s", seed,
                       what, err.msg);
         d = rm_batch_diff(rb);
-        ck_assert_msg(d <= TOL, "seed %u (%s, H %u, L %u, dirs %u, proj %u) %s: max diff %.3g",
-                      seed, rnnd_cell_name(m->cfg.cell), m->cfg.hidden_size, m->cfg.num_layers,
-                      m->dirs, m->cfg.proj_size, what, d);
+        ck_assert_msg(d <= TOL,
+                      "seed %u (%u block(s), last %s, H %u, L %u, dirs %u, proj %u) %s: max "
+                      "diff %.3g",
+                      seed, m->n_blocks, rnnd_cell_name(m->cfg.cell), m->cfg.hidden_size,
+                      m->cfg.num_layers, m->dirs, m->cfg.proj_size, what, d);
 }
 
 START_TEST(test_random)
 {
         const unsigned seed = (unsigned)_i + 1;
-        rnnd_model_t *m = rm_model(seed);
+        rnnd_model_t *m = seed > N_MODELS ? rm_chain(seed) : rm_model(seed);
         struct rnnd_instance_opts cpu_opts = {.device = -1, .threads = 1}, gpu_opts = {0};
         const uint32_t N = m->cfg.batching.max_batch_size, Tm = m->cfg.max_sequence_length;
         uint32_t lens[16] = {0};
@@ -79,7 +83,7 @@ static Suite *gpu_random_suite(void)
         TCase *tc = tcase_create("random");
 
         tcase_set_timeout(tc, 900);
-        tcase_add_loop_test(tc, test_random, 0, N_MODELS);
+        tcase_add_loop_test(tc, test_random, 0, N_MODELS + N_CHAINS);
         suite_add_tcase(s, tc);
         return s;
 }

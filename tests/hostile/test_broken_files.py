@@ -12,7 +12,10 @@ daemon, and never the models beside it.
   the daemon lives, the old build answers right throughout (a mapped file
   read past its new end raised SIGBUS);
 - files that were always refused stay refused: a header length past the
-  end, a config that is not JSON, a directory as the weights file.
+  end, a config that is not JSON, a directory as the weights file;
+- a chain of blocks whose second block's weights are sized for another
+  input (a unidirectional first block) is refused naming the block, its
+  input size and the tensor; two blocks with one prefix are refused.
 
 The cases of issue 18 that wait for the daemon's restructuring (issue 15)
 are in tests/hostile/README.md, not here.
@@ -281,8 +284,67 @@ def test_always_refused():
         shutil.rmtree(tmp)
 
 
+def chain_model(repo, name, block1_input):
+    """A chain (input 8): a bidirectional LSTM of 16, then an LSTM of 4 whose
+    weight_ih is [16, block1_input] (32 fits: two directions of 16)."""
+    d = os.path.join(repo, name)
+    os.makedirs(os.path.join(d, "1"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"input_size": 8, "max_sequence_length": 16, "blocks": [
+            {"cell": "lstm", "hidden_size": 16, "bidirectional": True, "prefix": "a."},
+            {"cell": "lstm", "hidden_size": 4, "prefix": "b."}]}, f)
+    shapes = []
+    for sfx in ("_l0", "_l0_reverse"):
+        shapes += [("a.weight_ih" + sfx, [64, 8]), ("a.weight_hh" + sfx, [64, 16])]
+    shapes += [("b.weight_ih_l0", [16, block1_input]), ("b.weight_hh_l0", [16, 4])]
+    header, blobs, off = {}, [], 0
+    for n, shape in shapes:
+        blob = struct.pack("<%df" % (shape[0] * shape[1]), *([0.01] * (shape[0] * shape[1])))
+        header[n] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(blob)]}
+        off += len(blob)
+        blobs.append(blob)
+    h = json.dumps(header).encode()
+    with open(os.path.join(d, "1", "model.safetensors"), "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+    return d
+
+
+def test_chain_misfits():
+    """A chain whose weights do not fit a block is refused naming the block; the rest serve."""
+    tmp = tempfile.mkdtemp(prefix="rnnd-hostile-")
+    repo = os.path.join(tmp, "models")
+    good_model(repo)
+    chain_model(repo, "chain_ok", 32)
+    chain_model(repo, "chain_misfit", 16)
+    dup = chain_model(repo, "chain_dup_prefix", 32)
+    with open(os.path.join(dup, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["blocks"][1]["prefix"] = "a."
+    with open(os.path.join(dup, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    d = None
+    try:
+        d = rnndtest.Daemon(repo=repo, wait_ready=False)
+        check(infer(d)[0] == 200, "the good model serves beside broken chains")
+        body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 8],
+                                       "data": [0.5] * 24}]}).encode()
+        st, data = infer(d, "chain_ok", body)
+        check(st == 200 and b'"h_n"' in data, "a chain that fits serves", (st, data[:300]))
+        r = reason(d, "chain_misfit")
+        check("blocks[1] (lstm, input 32, hidden 4)" in r and
+              "tensor 'b.weight_ih_l0' has shape [16, 16], the config needs [16, 32]" in r,
+              "a misfit in a chain names the block, its input and the tensor", r)
+        r = reason(d, "chain_dup_prefix")
+        check("blocks[0] and blocks[1] have the same prefix" in r, "two blocks with one prefix are refused", r)
+    finally:
+        if d:
+            d.close()
+        shutil.rmtree(tmp)
+
+
 def main():
-    for t in (test_fifos, test_nonfinite_weights, test_truncated_under_reload, test_always_refused):
+    for t in (test_fifos, test_nonfinite_weights, test_truncated_under_reload, test_always_refused,
+              test_chain_misfits):
         try:
             rnndtest.run_test(t)
         except Exception as e:  # a crash of the test is a failed check, and the others still run

@@ -39,7 +39,9 @@ from rnndtest import read_safetensors, max_err
 
 TOL = 1e-5
 SEQ = {"idle_timeout_ms": 1500, "max_sequences": 4}
-MODELS = ("lstm_l3_uni_equal_h0", "gru_l3_uni_equal_h0", "lstm_proj_l1_uni_ragged_h0")
+MODELS = ("lstm_l3_uni_equal_h0", "gru_l3_uni_equal_h0", "lstm_proj_l1_uni_ragged_h0",
+          # chains of unidirectional blocks stream as one block does (every block's state kept)
+          "chain_lstm16_lstm8_gru12_ragged_h0", "chain_b1_gru_lstm_rnn_h0")
 
 
 def make_repo(tmp):
@@ -122,7 +124,7 @@ def compare(name, how, seq, statuses, out, last):
 
 def test_goldens(d):
     for name in MODELS:
-        seq = golden_seq(name, 0)
+        seq = golden_seq(name, 1 if name == "chain_lstm16_lstm8_gru12_ragged_h0" else 0)
         T = len(seq["x"])
         for cuts in ([T], [1, T], [1, 2, T], list(range(1, T + 1))):
             cuts = sorted(set(c for c in cuts if 1 <= c <= T))

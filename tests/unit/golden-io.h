@@ -118,7 +118,8 @@ static void golden_load(struct golden *g, const char *name, rnnd_precision_t pre
                 if (g->want[k] != NULL)
                         g->got[k] = calloc(numel ? numel : 1, sizeof(float));
         }
-        ck_assert_msg((g->want[2] != NULL) == (cfg.cell == RNND_CELL_LSTM), "c_n iff LSTM");
+        ck_assert_msg((g->want[2] != NULL) == rnnd_modelcfg_has_lstm(&cfg),
+                      "c_n iff an LSTM block");
         ck_assert_msg((g->want[3] != NULL) == cfg.head.present, "scores iff head");
 }
 
@@ -141,8 +142,9 @@ static void golden_done(struct golden *g)
 static void seq_init(const struct golden *g, uint64_t b, struct rnnd_seq *q)
 {
         const struct rnnd_model_config *cfg = &g->m->cfg;
-        const uint64_t states = (uint64_t)cfg->num_layers * g->m->dirs;
+        size_t h_floats, c_floats; /* a sequence's state: every block's (modelcfg.h) */
 
+        rnnd_modelcfg_state_size(cfg, &h_floats, &c_floats);
         memset(q, 0, sizeof(*q));
         q->len = (uint32_t)g->lengths[b];
         if (g->tokens != NULL)
@@ -150,9 +152,9 @@ static void seq_init(const struct golden *g, uint64_t b, struct rnnd_seq *q)
         if (g->x != NULL)
                 q->x = g->x + b * g->T * cfg->input_size;
         if (g->h0 != NULL)
-                q->h0 = g->h0 + b * states * g->m->out_size;
+                q->h0 = g->h0 + b * h_floats;
         if (g->c0 != NULL)
-                q->c0 = g->c0 + b * states * cfg->hidden_size;
+                q->c0 = g->c0 + b * c_floats;
         q->y = g->got[0] + b * g->per_seq[0];
         q->h_n = g->got[1] + b * g->per_seq[1];
         q->c_n = g->got[2] != NULL ? g->got[2] + b * g->per_seq[2] : NULL;

@@ -8,6 +8,11 @@
 
 #define FILE_NAME "models/x/config.json"
 
+/* A chain: the top-level fields given (with a trailing comma) and the blocks. */
+#define CHAIN(top, blocks) "{\"input_size\":8," top "\"blocks\":[" blocks "]}"
+#define B0                 "{\"cell\":\"lstm\",\"hidden_size\":16,\"bidirectional\":true,\"prefix\":\"a.\"}"
+#define B1                 "{\"cell\":\"gru\",\"hidden_size\":4,\"prefix\":\"b.\"}"
+
 /* The required fields, for configs that test something else. */
 #define BASE      "\"cell\":\"lstm\",\"input_size\":8,\"hidden_size\":16"
 #define CFG(rest) "{" BASE rest "}"
@@ -72,6 +77,90 @@ START_TEST(test_defaults)
         ck_assert_int_eq(c.version_policy.kind, RNND_VP_LATEST);
         ck_assert_uint_eq(c.version_policy.num_versions, 1);
         ck_assert_uint_eq(c.version_policy.n_versions, 0);
+}
+END_TEST
+
+/* A chain's blocks, their derived input sizes, and the top-level fields as the last block's. */
+START_TEST(test_chain)
+{
+        struct rnnd_model_config c = parse_ok(
+                CHAIN("\"head\":{\"units\":3},",
+                      B0 ",{\"cell\":\"lstm\",\"hidden_size\":12,\"proj_size\":6,\"num_layers\":2,"
+                         "\"prefix\":\"c.\"}," B1));
+        struct rnnd_model_config b;
+        struct rnnd_block_config one;
+        const struct rnnd_block_config *bl;
+        size_t h, cs;
+        uint32_t n;
+
+        ck_assert_uint_eq(c.n_blocks, 3);
+        ck_assert_int_eq(c.blocks[0].cell, RNND_CELL_LSTM);
+        ck_assert_uint_eq(c.blocks[0].input_size, 8);
+        ck_assert(c.blocks[0].bidirectional);
+        ck_assert_str_eq(c.blocks[0].prefix, "a.");
+        ck_assert_uint_eq(c.blocks[1].input_size, 32); /* 2 directions x 16 */
+        ck_assert_uint_eq(c.blocks[1].num_layers, 2);
+        ck_assert_uint_eq(c.blocks[1].proj_size, 6);
+        ck_assert_uint_eq(c.blocks[2].input_size, 6); /* the projection */
+        ck_assert(c.blocks[2].gru_linear_before_reset);
+        ck_assert_uint_eq(c.blocks[2].num_layers, 1);
+        /* The top level is the last block's, input_size the chain's. */
+        ck_assert_int_eq(c.cell, RNND_CELL_GRU);
+        ck_assert_uint_eq(c.hidden_size, 4);
+        ck_assert_uint_eq(c.input_size, 8);
+        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c) * rnnd_modelcfg_out_size(&c), 4);
+        /* h: 2x16 + 2x6 + 1x4; c: the LSTM blocks, 2x16 + 2x12. */
+        rnnd_modelcfg_state_size(&c, &h, &cs);
+        ck_assert_uint_eq(h, 48);
+        ck_assert_uint_eq(cs, 56);
+        ck_assert(rnnd_modelcfg_has_lstm(&c));
+        ck_assert(rnnd_modelcfg_has_bidirectional(&c));
+        bl = rnnd_modelcfg_blocks(&c, &one, &n);
+        ck_assert_uint_eq(n, 3);
+        ck_assert_ptr_eq(bl, c.blocks);
+        /* Each block as a model of its own. */
+        rnnd_modelcfg_block(&c, 1, &b);
+        ck_assert_uint_eq(b.n_blocks, 1);
+        ck_assert_int_eq(b.cell, RNND_CELL_LSTM);
+        ck_assert_uint_eq(b.input_size, 32);
+        ck_assert_uint_eq(b.proj_size, 6);
+        ck_assert_str_eq(b.weights.prefix, "c.");
+        ck_assert(!b.head.present);
+        rnnd_modelcfg_block(&c, 2, &b);
+        ck_assert(b.head.present);
+        ck_assert_uint_eq(b.input_size, 6);
+}
+END_TEST
+
+/* A config without blocks is one block, also when made in code. */
+START_TEST(test_one_block)
+{
+        struct rnnd_model_config c =
+                parse_ok(CFG(",\"num_layers\":3,\"weights\":{\"prefix\":\"m.\"}"));
+        struct rnnd_block_config one;
+        const struct rnnd_block_config *bl;
+        size_t h, cs;
+        uint32_t n;
+
+        ck_assert_uint_eq(c.n_blocks, 1);
+        ck_assert_str_eq(c.blocks[0].prefix, "m.");
+        ck_assert_uint_eq(c.blocks[0].num_layers, 3);
+        ck_assert_uint_eq(c.blocks[0].input_size, 8);
+        rnnd_modelcfg_defaults(&c);
+        c.cell = RNND_CELL_GRU;
+        c.input_size = 5;
+        c.hidden_size = 7;
+        c.num_layers = 2;
+        c.bidirectional = true;
+        bl = rnnd_modelcfg_blocks(&c, &one, &n);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_ptr_eq(bl, &one);
+        ck_assert_int_eq(bl->cell, RNND_CELL_GRU);
+        ck_assert_uint_eq(bl->input_size, 5);
+        rnnd_modelcfg_state_size(&c, &h, &cs);
+        ck_assert_uint_eq(h, 28);
+        ck_assert_uint_eq(cs, 0);
+        ck_assert(!rnnd_modelcfg_has_lstm(&c));
 }
 END_TEST
 
@@ -532,6 +621,48 @@ static const struct {
          "field 'version_policy.specific.versions[0]': must be an integer"},
         {CFG(",\"version_policy\":{\"specific\":{\"versions\":[1.5]}}"), RNND_EMODEL,
          "field 'version_policy.specific.versions[0]': must be an integer"},
+        /* Chains: "blocks" (docs/MODELS.md). */
+        {CHAIN("\"cell\":\"lstm\",", B0 "," B1), RNND_EMODEL,
+         "field 'cell': not allowed beside 'blocks' (give it in each block)"},
+        {CHAIN("\"num_layers\":2,", B0 "," B1), RNND_EMODEL,
+         "field 'num_layers': not allowed beside 'blocks'"},
+        {CHAIN("\"bidirectional\":false,", B0 "," B1), RNND_EMODEL,
+         "field 'bidirectional': not allowed beside 'blocks'"},
+        {CHAIN("\"weights\":{\"prefix\":\"a.\"},", B0 "," B1), RNND_EMODEL,
+         "field 'weights.prefix': not allowed beside 'blocks' (give each block's weight prefix "
+         "as its 'prefix')"},
+        {CHAIN("", ""), RNND_EMODEL,
+         "field 'blocks': must be an array of 1..16 blocks, got an array of 0"},
+        {"{\"input_size\":8,\"blocks\":{}}", RNND_EMODEL,
+         "field 'blocks': must be an array of 1..16 blocks, got an object"},
+        {CHAIN("", B0 "," B1 "," B1 "," B1 "," B1 "," B1 "," B1 "," B1 "," B1 "," B1 "," B1 "," B1
+                      "," B1 "," B1 "," B1 "," B1 "," B1),
+         RNND_EMODEL, "field 'blocks': must be an array of 1..16 blocks, got an array of 17"},
+        {CHAIN("", B0 ",{\"hidden_size\":4,\"prefix\":\"b.\"}"), RNND_EMODEL,
+         "missing required field 'blocks[1].cell'"},
+        {CHAIN("", B0 ",{\"cell\":\"gru\",\"prefix\":\"b.\"}"), RNND_EMODEL,
+         "missing required field 'blocks[1].hidden_size'"},
+        {CHAIN("", B0 ",{\"cell\":\"gru\",\"hidden_size\":4,\"units\":3}"), RNND_EMODEL,
+         "unknown field 'blocks[1].units'"},
+        {CHAIN("", B0 ",{\"cell\":\"gru\",\"hidden_size\":4,\"proj_size\":2,\"prefix\":\"b.\"}"),
+         RNND_EMODEL, "field 'blocks[1].proj_size': only allowed when cell is lstm, got gru"},
+        {CHAIN("", B0 ",{\"cell\":\"lstm\",\"hidden_size\":4,\"proj_size\":4,\"prefix\":\"b.\"}"),
+         RNND_EMODEL, "field 'blocks[1].proj_size': must be less than hidden_size (4), got 4"},
+        {CHAIN("", "{\"cell\":\"lstm\",\"hidden_size\":4,\"gru_linear_before_reset\":false,"
+                   "\"prefix\":\"a.\"}," B1),
+         RNND_EMODEL,
+         "field 'blocks[0].gru_linear_before_reset': only allowed when cell is gru, "
+         "got lstm"},
+        {CHAIN("", B0 ",{\"cell\":\"gru\",\"hidden_size\":4,\"prefix\":\"a.\"}"), RNND_EMODEL,
+         "field 'blocks': blocks[0] and blocks[1] have the same prefix \"a.\": each block's "
+         "weights need names of their own"},
+        {CHAIN("", B0 ",{\"cell\":\"gru\",\"hidden_size\":0,\"prefix\":\"b.\"}"), RNND_EMODEL,
+         "field 'blocks[1].hidden_size': must be an integer in 1..65536, got 0"},
+        {CHAIN("", B0 ",{\"cell\":\"gru\",\"hidden_size\":4,\"num_layers\":65,\"prefix\":"
+                      "\"b.\"}"),
+         RNND_EMODEL, "field 'blocks[1].num_layers': must be an integer in 1..64, got 65"},
+        {CHAIN("", B0 ",{\"cell\":\"peephole\",\"hidden_size\":4,\"prefix\":\"b.\"}"), RNND_EMODEL,
+         "field 'blocks[1].cell': unknown value \"peephole\""},
 };
 
 START_TEST(test_bad)
@@ -637,6 +768,8 @@ static Suite *modelcfg_suite(void)
 
         tc = tcase_create("defaults");
         tcase_add_test(tc, test_defaults);
+        tcase_add_test(tc, test_chain);
+        tcase_add_test(tc, test_one_block);
         tcase_add_test(tc, test_defaults_only);
         suite_add_tcase(s, tc);
         tc = tcase_create("full");

@@ -169,6 +169,24 @@ def keras_cases(L, cudnn=None):
             L.Embedding(NUM_EMB, EMB, name="embedding"),
             L.GRU(H, name="gru"), L.Dense(UNITS, name="dense")],
          EQUAL, True, "scores", None),
+        # Chains of blocks (docs/MODELS.md): layers of different sizes, cells, directions.
+        ("chain_mask_lstm19_lstm11_softmax", lambda: masked(
+            L.LSTM(19, return_sequences=True, name="lstm"), L.LSTM(11, name="lstm_1"),
+            L.Dense(4, activation="softmax", name="dense")),
+         RAGGED, False, "scores", None),
+        ("chain_bilstm_lstm_seq", lambda: masked(
+            L.Bidirectional(L.LSTM(H, return_sequences=True, name="lstm"), name="bi"),
+            L.LSTM(5, return_sequences=True, name="lstm_b")),
+         RAGGED, False, "output", None),
+        ("chain_emb_lstm_gru_linear", lambda: [
+            L.Embedding(NUM_EMB, EMB, name="embedding"),
+            L.LSTM(H, return_sequences=True, name="lstm"), L.GRU(6, name="gru"),
+            L.Dense(UNITS, name="dense")],
+         EQUAL, True, "scores", None),
+        ("chain_gru_dropout_simplernn_tanh", lambda: masked(
+            L.GRU(H, return_sequences=True, name="gru"), L.Dropout(0.3, name="dropout"),
+            L.SimpleRNN(6, name="rnn"), L.Dense(UNITS, activation="tanh", name="dense")),
+         RAGGED, False, "scores", None),
         # Refused.
         ("refuse_hard_sigmoid", lambda: [L.LSTM(H, recurrent_activation="hard_sigmoid", name="lstm")],
          EQUAL, False, None,
@@ -408,6 +426,79 @@ def gen_torch():
             torch.jit.save(torch.jit.trace(net, (feed,)), os.path.join(d, "model.pt"))
         finish(name, "model.pt", io, tref + " with pack_padded_sequence", "%s (%s), lengths %s"
                % (name, kind, RAGGED), args=args)
+
+    class ChainNet(nn.Module):
+        """Recurrent modules one after the other (self.rnn_a, self.rnn_b, ...), as users
+        write them, then an optional linear head on the last one's final state."""
+
+        def __init__(self, rnns, act=None):
+            super().__init__()
+            self.names = sorted(rnns)
+            for k, v in rnns.items():
+                setattr(self, k, v)
+            last = rnns[self.names[-1]]
+            dirs = 2 if last.bidirectional else 1
+            self.fc = nn.Linear(dirs * last.hidden_size, UNITS) if act else None
+            self.act = act
+
+        def forward(self, x, lengths=None):
+            h = None
+            for k in self.names:
+                rnn = getattr(self, k)
+                if lengths is not None:
+                    x = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+                x, h = rnn(x)
+                if lengths is not None:
+                    x = nn.utils.rnn.pad_packed_sequence(x, batch_first=True, total_length=T)[0]
+            if self.fc is None:
+                return x
+            h = h[0] if isinstance(h, tuple) else h
+            last = getattr(self, self.names[-1])
+            s = self.fc(torch.cat([h[-2], h[-1]], 1) if last.bidirectional else h[-1])
+            return {"softmax": lambda v: torch.softmax(v, -1), "sigmoid": torch.sigmoid,
+                    "none": lambda v: v}[self.act](s)
+
+    for name, rnns, args, act, refuse in [
+        # Found in the one order their sizes chain: 5 -> 12 -> 6.
+        ("torch_sd_chain_lstm1_lstm2", {"lstm2": nn.LSTM(12, 6, batch_first=True),
+                                        "lstm1": nn.LSTM(IN, 12, batch_first=True)},
+         ["--head-activation", "softmax"], "softmax", None),
+        # Both orders chain (5 -> 5 -> 5): the order is given.
+        ("torch_sd_chain_order_given", {"rnn_a": nn.GRU(IN, IN, batch_first=True,
+                                                        bidirectional=False),
+                                        "rnn_b": nn.LSTM(IN, IN, 2, batch_first=True)},
+         ["--prefix", "rnn_a.,rnn_b.", "--head-activation", "sigmoid"], "sigmoid", None),
+        ("torch_refuse_chain_order", {"rnn_a": nn.GRU(IN, IN, batch_first=True),
+                                      "rnn_b": nn.LSTM(IN, IN, 2, batch_first=True)},
+         [], None, "several recurrent modules (rnn_a.: 5 in, 5 out, rnn_b.: 5 in, 5 out) that "
+         "chain in more than one order: give --prefix for the one to serve, or theirs in order, "
+         "comma-separated, for a chain (--prefix rnn_a.,rnn_b.)"),
+    ]:
+        d, net, io, feed = start(name, lambda: ChainNet(rnns, act), RAGGED, False)
+        torch.save(net.state_dict(), os.path.join(d, "model.pt"))
+        if refuse:
+            finish(name, "model.pt", {}, tref, "refused", refuse=refuse)
+            continue
+        with torch.no_grad():
+            io["scores"] = net(feed, torch.from_numpy(io["lengths"])).numpy()
+        finish(name, "model.pt", io, tref + " with pack_padded_sequence per module",
+               "%s (state_dict of a chain of modules), lengths %s" % (name, RAGGED), args=args)
+
+    # torch.onnx.export of a chain: an LSTM then a bidirectional GRU, a softmax head.
+    name = "onnx_torch_chain_lstm_grubi_softmax"
+    d, net, io, feed = start(name, lambda: ChainNet(
+        {"a": nn.LSTM(IN, H, batch_first=True), "b": nn.GRU(H, 6, batch_first=True,
+                                                            bidirectional=True)}, "softmax"),
+        EQUAL, False)
+    path = os.path.join(d, "model.onnx")
+    torch.onnx.export(net, (feed,), path, input_names=["input"], output_names=["out"],
+                      dynamic_axes={"input": {0: "B"}}, opset_version=14, dynamo=False)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    io["scores"] = sess.run(None, {"input": feed.numpy()})[0]
+    with torch.no_grad():
+        assert np.abs(net(feed).numpy() - io["scores"]).max() < 1e-5
+    finish(name, "model.onnx", io, oref + " of torch %s's torch.onnx.export" % tref,
+           "%s, lengths all %d" % (name, T))
 
     def packed_scores(net, io, emb):
         """The head's output with pack_padded_sequence over io's ragged lengths."""

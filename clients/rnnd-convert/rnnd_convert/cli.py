@@ -54,10 +54,18 @@ docs/MODELS.md, "From Keras / ONNX / PyTorch".
 """
 
 
+def _block(b):
+    return "%s, %d layer%s%s, hidden %d" % (
+        b["cell"], b["num_layers"], "s" if b["num_layers"] > 1 else "",
+        ", bidirectional" if b["bidirectional"] else "", b["hidden_size"])
+
+
 def _describe(cfg):
-    desc = "%s, %d layer%s%s, input %d, hidden %d" % (
-        cfg["cell"], cfg["num_layers"], "s" if cfg["num_layers"] > 1 else "",
-        ", bidirectional" if cfg["bidirectional"] else "", cfg["input_size"], cfg["hidden_size"])
+    if "blocks" in cfg:
+        desc = "a chain, input %d: %s" % (cfg["input_size"], " -> ".join(
+            "(%s)" % _block(b) for b in cfg["blocks"]))
+    else:
+        desc = "%s, input %d" % (_block(cfg), cfg["input_size"])
     if "embedding" in cfg:
         desc += ", embedding %d x %d" % (cfg["embedding"]["num_embeddings"], cfg["embedding"]["dim"])
     if "head" in cfg:
@@ -106,7 +114,9 @@ def _parser():
     g = ap.add_argument_group("PyTorch", "tensor names where they differ from nn.LSTM's or "
                               "cannot be found by shape")
     g.add_argument("--prefix", help="prefix of the recurrent layer's state_dict names, e.g. "
-                   "'rnn.' (default: the one prefix of a *weight_ih_l0 tensor)")
+                   "'rnn.'; several, comma-separated in the order forward() runs them, for a "
+                   "chain of modules ('lstm1.,lstm2.') (default: the prefixes of the "
+                   "*weight_ih_l0 tensors, ordered by their sizes when only one order chains)")
     g.add_argument("--cell", choices=("lstm", "gru", "rnn_tanh", "rnn_relu"),
                    help="default: from weight_hh_l0's rows (an nn.RNN is taken as tanh)")
     g.add_argument("--embedding", metavar="NAME",

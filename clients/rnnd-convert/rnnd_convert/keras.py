@@ -2,7 +2,10 @@
 h5py and json only.
 
 The model must be a chain: [InputLayer] [Embedding | Masking] RNN layers [Dense
-[Activation]], with Dropout-like layers (identities at inference) anywhere.  RNN layers
+[Activation]], with Dropout-like layers (identities at inference) anywhere.  Consecutive
+RNN layers of one kind, size and direction count stack into one block; a layer of another
+(units=64 after units=128, Bidirectional then not, a GRU on an LSTM) starts the next block
+of the chain (docs/MODELS.md).  RNN layers
 are LSTM, GRU, SimpleRNN, the legacy CuDNNLSTM and CuDNNGRU, and Bidirectional of one of
 them with merge_mode "concat".  Keras stores kernels [in, gates*H] and GRU gates in the
 order z, r, h; rnnd wants [gates*H, in] and r, z, n (docs/MODELS.md).  LSTM gates i, f,
@@ -15,7 +18,8 @@ import zipfile
 
 import numpy as np
 
-from .model import ConvertError, Direction, Head, Model, gru_keras_to_torch
+from .model import ConvertError, Direction, Head, Model, chain_note as _chain_note, \
+    gru_keras_to_torch
 
 RNN_CLASSES = ("LSTM", "GRU", "SimpleRNN", "CuDNNLSTM", "CuDNNGRU")
 IDENTITY_CLASSES = ("InputLayer", "Dropout", "SpatialDropout1D", "GaussianNoise",
@@ -345,13 +349,7 @@ def convert(path):
                     "convert it without the mask, or use LSTM/GRU")
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr, embedding=emb)
-        elif m.cell != cell or m.hidden_size != units or len(m.layers[0]) != len(dirs) or \
-                m.linear_before_reset != lbr:
-            _refuse(layer, "units" if m.hidden_size != units else "class_name",
-                    units if m.hidden_size != units else cls,
-                    "rnnd stacks layers of one cell kind, size and direction count: serve "
-                    "the parts as two models")
-        m.layers.append(dirs)
+        m.stack(cell, lbr, dirs)  # a layer of another kind or size starts a block
         last_seq = seq
         rnn_done = not seq
     if m is None:
@@ -361,7 +359,8 @@ def convert(path):
     _names_note(m, layers, last_seq)
     if masked:
         m.notes.append(masked)
-    if m.cell == "gru" and not m.linear_before_reset:
+    if any(b.cell == "gru" and not b.linear_before_reset for b in m.blocks):
         m.notes.append("GRU reset_after=false: served by the CPU engine only (cuDNN has only "
                        "reset_after=true); GET /v2/models/<name>/config says so")
+    _chain_note(m)
     return m

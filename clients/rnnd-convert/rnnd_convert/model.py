@@ -45,15 +45,12 @@ class Head:
 
 
 @dataclass
-class Model:
+class Block:
+    """Layers of one cell kind, size and direction count: one nn.LSTM, one Keras layer
+    (or several stacked alike), one ONNX operator (or several)."""
     cell: str
     layers: List[List[Direction]] = field(default_factory=list)  # [layer][dir]
     linear_before_reset: bool = True
-    embedding: Optional[np.ndarray] = None  # [num_embeddings, dim]
-    head: Optional[Head] = None
-    notes: List[str] = field(default_factory=list)  # printed after converting
-    # False when the source does not record the head's activation (a state_dict).
-    head_activation_known: bool = True
 
     @property
     def bidirectional(self):
@@ -67,6 +64,57 @@ class Model:
     def proj_size(self):
         w = self.layers[0][0].w_hr
         return 0 if w is None else w.shape[0]
+
+    @property
+    def out_width(self):
+        """The width of its output: directions x (projection or hidden size)."""
+        return len(self.layers[0]) * (self.proj_size or self.hidden_size)
+
+    def same_kind(self, cell, hidden, dirs, lbr):
+        """Whether a layer of these could stack on this block's."""
+        return (self.cell == cell and self.hidden_size == hidden and len(self.layers[0]) == dirs
+                and self.linear_before_reset == lbr)
+
+
+@dataclass
+class Model(Block):
+    """The first block's fields, the blocks after it (a chain: docs/MODELS.md), and
+    what surrounds them."""
+    more: List[Block] = field(default_factory=list)  # the chain's blocks after the first
+    embedding: Optional[np.ndarray] = None  # [num_embeddings, dim]
+    head: Optional[Head] = None
+    notes: List[str] = field(default_factory=list)  # printed after converting
+    # False when the source does not record the head's activation (a state_dict).
+    head_activation_known: bool = True
+
+    @property
+    def blocks(self):
+        return [self] + self.more
+
+    @property
+    def last(self):
+        return self.blocks[-1]
+
+    def stack(self, cell, lbr, dirs):
+        """Adds a layer (its directions): on the last block when it is of that block's
+        kind, size and direction count, else as a new block of the chain."""
+        hidden = dirs[0].w_hh.shape[0] // GATES[cell]
+        if not self.layers:
+            self.cell, self.linear_before_reset = cell, lbr
+            self.layers.append(dirs)
+        elif self.last.same_kind(cell, hidden, len(dirs), lbr):
+            self.last.layers.append(dirs)
+        else:
+            self.more.append(Block(cell, [dirs], lbr))
+
+
+def chain_note(m):
+    """A note on a chain's blocks, when the model has more than one."""
+    if m.more:
+        m.notes.append("a chain of %d blocks (config.json \"blocks\"): %s" % (
+            len(m.blocks), " -> ".join("%s %d%s%s" % (
+                b.cell, b.hidden_size, " x%d" % len(b.layers) if len(b.layers) > 1 else "",
+                " bidirectional" if b.bidirectional else "") for b in m.blocks)))
 
 
 def gru_keras_to_torch(w, axis=0):
@@ -85,29 +133,27 @@ def _f32(a):
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
-def tensors_and_config(m):
-    """({name: float32 array}, config dict) in rnnd's layout; ConvertError when the
-    parts do not fit together."""
-    if m.cell not in GATES:
-        raise ConvertError("cell %r is not one of %s" % (m.cell, ", ".join(GATES)))
-    if not m.layers:
-        raise ConvertError("the model has no recurrent layer")
-    G, H, P = GATES[m.cell], m.hidden_size, m.proj_size
-    dirs = len(m.layers[0])
+def _block_tensors(b, k, input_size, prefix, t):
+    """Block b's tensors into t under prefix; ConvertError when they do not fit."""
+    if b.cell not in GATES:
+        raise ConvertError("cell %r is not one of %s" % (b.cell, ", ".join(GATES)))
+    G, H, P = GATES[b.cell], b.hidden_size, b.proj_size
+    dirs = len(b.layers[0])
     out = P or H
-    input_size = m.layers[0][0].w_ih.shape[1]
-    has_bias = m.layers[0][0].b_ih is not None
-    t = {}
-    for k, layer in enumerate(m.layers):
+    has_bias = b.layers[0][0].b_ih is not None
+    where = "block %d: " % k if k is not None else ""
+    for n, layer in enumerate(b.layers):
         if len(layer) != dirs:
-            raise ConvertError("layer %d has %d directions, layer 0 has %d" % (k, len(layer), dirs))
-        want_in = input_size if k == 0 else dirs * out
+            raise ConvertError("%slayer %d has %d directions, layer 0 has %d" % (
+                where, n, len(layer), dirs))
+        want_in = input_size if n == 0 else dirs * out
         for d, dr in enumerate(layer):
-            sfx = "_l%d%s" % (k, "_reverse" if d else "")
+            sfx = "_l%d%s" % (n, "_reverse" if d else "")
             shapes = {"weight_ih": (dr.w_ih, (G * H, want_in)),
                       "weight_hh": (dr.w_hh, (G * H, out))}
             if (dr.b_ih is not None) != has_bias or (dr.b_hh is not None) != has_bias:
-                raise ConvertError("layer %d: some directions have biases and some not" % k)
+                raise ConvertError("%slayer %d: some directions have biases and some not" % (
+                    where, n))
             if has_bias:
                 shapes["bias_ih"] = (dr.b_ih, (G * H,))
                 shapes["bias_hh"] = (dr.b_hh, (G * H,))
@@ -115,15 +161,39 @@ def tensors_and_config(m):
                 shapes["weight_hr"] = (dr.w_hr, (P, H))
             for name, (a, shape) in shapes.items():
                 if a is None or tuple(a.shape) != shape:
-                    raise ConvertError("%s%s has shape %s, rnnd needs %s" % (
-                        name, sfx, None if a is None else list(a.shape), list(shape)))
-                t[name + sfx] = _f32(a)
-    cfg = {"cell": m.cell, "input_size": int(input_size), "hidden_size": int(H),
-           "num_layers": len(m.layers), "bidirectional": dirs == 2}
+                    raise ConvertError("%s%s%s has shape %s, rnnd needs %s" % (
+                        where, name, sfx, None if a is None else list(a.shape), list(shape)))
+                t[prefix + name + sfx] = _f32(a)
+    cfg = {"cell": b.cell, "hidden_size": int(H), "num_layers": len(b.layers),
+           "bidirectional": dirs == 2}
     if P:
         cfg["proj_size"] = int(P)
-    if m.cell == "gru":
-        cfg["gru_linear_before_reset"] = bool(m.linear_before_reset)
+    if b.cell == "gru":
+        cfg["gru_linear_before_reset"] = bool(b.linear_before_reset)
+    return cfg
+
+
+def tensors_and_config(m):
+    """({name: float32 array}, config dict) in rnnd's layout; ConvertError when the
+    parts do not fit together.  A chain's blocks are written under block0., block1.,
+    ... with config.json's "blocks"; one block as rnnd has always written it."""
+    if not m.layers:
+        raise ConvertError("the model has no recurrent layer")
+    input_size = m.layers[0][0].w_ih.shape[1]
+    t = {}
+    if not m.more:
+        cfg = {"cell": m.cell, "input_size": int(input_size)}
+        block = _block_tensors(m, None, input_size, "", t)
+        del block["cell"]
+        cfg.update(block)
+    else:
+        cfg = {"input_size": int(input_size), "blocks": []}
+        width = input_size
+        for k, b in enumerate(m.blocks):
+            block = _block_tensors(b, k, width, "block%d." % k, t)
+            block["prefix"] = "block%d." % k
+            cfg["blocks"].append(block)
+            width = b.out_width
     if m.embedding is not None:
         num, dim = m.embedding.shape
         if dim != input_size:
@@ -134,9 +204,10 @@ def tensors_and_config(m):
     if m.head is not None:
         h = m.head
         units = h.weight.shape[0]
-        if h.weight.ndim != 2 or h.weight.shape[1] != dirs * out:
+        width = m.last.out_width
+        if h.weight.ndim != 2 or h.weight.shape[1] != width:
             raise ConvertError("the head's weight has shape %s, rnnd needs [units, %d]"
-                               % (list(h.weight.shape), dirs * out))
+                               % (list(h.weight.shape), width))
         if h.activation not in HEAD_ACTIVATIONS:
             raise ConvertError("the head's activation %r is not one of %s"
                                % (h.activation, ", ".join(HEAD_ACTIVATIONS)))
@@ -152,13 +223,23 @@ _NETWORK_DEFAULTS = {"num_layers": 1, "bidirectional": False, "proj_size": 0,
                      "gru_linear_before_reset": True}
 
 
-def _network(cfg):
-    """The fields of a config that describe the network, with rnnd's defaults filled in."""
-    net = {k: cfg.get(k) for k in ("cell", "input_size", "hidden_size")}
-    net.update({k: cfg.get(k, d) for k, d in _NETWORK_DEFAULTS.items()})
-    net.update({k: cfg.get(k) for k in ("embedding", "head")})
+def _block_network(b):
+    """A block's fields (or a one-block config's), with rnnd's defaults filled in."""
+    net = {k: b.get(k) for k in ("cell", "hidden_size")}
+    net.update({k: b.get(k, d) for k, d in _NETWORK_DEFAULTS.items()})
     if net["cell"] != "gru":
         del net["gru_linear_before_reset"]
+    return net
+
+
+def _network(cfg):
+    """The fields of a config that describe the network, with rnnd's defaults filled in."""
+    net = {"input_size": cfg.get("input_size")}
+    if "blocks" in cfg:
+        net["blocks"] = [_block_network(b) for b in cfg["blocks"] if isinstance(b, dict)]
+    else:
+        net.update(_block_network(cfg))
+    net.update({k: cfg.get(k) for k in ("embedding", "head")})
     if net["head"] is not None:
         net["head"] = {"units": net["head"].get("units"),
                        "activation": net["head"].get("activation", "none"),
@@ -170,14 +251,22 @@ def _versions(dst):
     return sorted(int(v) for v in os.listdir(dst) if v.isdigit() and not v.startswith("0"))
 
 
-def _renamed(tensors, weights):
-    """The tensors under the names an existing config.json's weights block gives."""
-    w = weights or {}
+def _renamed(tensors, have):
+    """The tensors under the names an existing config.json gives: its weights block's,
+    and a chain's blocks' prefixes for the converter's block0., block1., ..."""
+    w = have.get("weights") or {}
     prefix = w.get("prefix", "")
     special = {"embedding.weight": w.get("embedding", "embedding.weight"),
                "head.weight": w.get("head_weight", "head.weight"),
                "head.bias": w.get("head_bias", "head.bias")}
-    return {special.get(k, prefix + k): v for k, v in tensors.items()}
+    blocks = {"block%d." % k: b.get("prefix", "") for k, b in enumerate(have.get("blocks", []))}
+
+    def name(k):
+        if k in special:
+            return special[k]
+        head, dot, rest = k.partition(".")
+        return blocks[head + dot] + rest if dot and head + dot in blocks else prefix + k
+    return {name(k): v for k, v in tensors.items()}
 
 
 def _check_same_network(m, cfg, have_path, have):
@@ -255,7 +344,7 @@ def _add_version(m, tensors, cfg, dst, version, meta):
     weights = have.get("weights") or {}
     tmp = tempfile.mkdtemp(prefix=".%d." % version, dir=dst)
     try:
-        save_file(_renamed(tensors, weights),
+        save_file(_renamed(tensors, have),
                   os.path.join(tmp, weights.get("file", "model.safetensors")), metadata=meta)
         os.rename(tmp, os.path.join(dst, str(version)))
     except BaseException:

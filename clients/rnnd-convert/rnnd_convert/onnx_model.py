@@ -10,6 +10,7 @@ PyTorch's, LSTM i, f, g, o and GRU r, z, n (docs/MODELS.md).
 
 import numpy as np
 
+from .model import chain_note as _chain_note
 from .model import ConvertError, Direction, Head, Model, gru_keras_to_torch, lstm_onnx_to_torch
 
 RNN_OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
@@ -108,7 +109,7 @@ def _weights(graph, node, k, what):
     return graph.const[name].astype(np.float64)
 
 
-def _rnn(graph, node, m_cell):
+def _rnn(graph, node):
     a = graph.attrs(node)
     op = node.op_type
     direction = a.get("direction", b"forward")
@@ -170,9 +171,6 @@ def _rnn(graph, node, m_cell):
             b_ih = None if b_ih is None else gru_keras_to_torch(b_ih)
             b_hh = None if b_hh is None else gru_keras_to_torch(b_hh)
         out.append(Direction(w_ih, w_hh, b_ih, b_hh))
-    if m_cell is not None and m_cell != cell:
-        _refuse(node, "op_type", op, "rnnd stacks layers of one cell kind; serve the "
-                "parts as two models")
     return cell, lbr, out
 
 
@@ -363,15 +361,10 @@ def convert(path):
         if k and graph.path_to(n.input[0], {tuple(rnns[k - 1].output)}) is None:
             _refuse(n, "input X", n.input[0], "does not read the recurrent operator before it; "
                     "rnnd stacks layers one on the other: serve the branches as separate models")
-        cell, lbr, dirs = _rnn(graph, n, m.cell if m else None)
+        cell, lbr, dirs = _rnn(graph, n)
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr)
-        elif m.linear_before_reset != lbr or len(m.layers[0]) != len(dirs) or \
-                m.hidden_size != dirs[0].w_hh.shape[1]:
-            _refuse(n, "hidden_size/direction/linear_before_reset", "differs",
-                    "rnnd stacks layers of one kind, size and direction count; serve the "
-                    "parts as two models")
-        m.layers.append(dirs)
+        m.stack(cell, lbr, dirs)  # an operator of another kind or size starts a block
     first, last = rnns[0], rnns[-1]
     used = {i for n in rnns for i in n.input if i in graph.const}
     # The constants that make sequence_lens and zero initial states (checked above).
@@ -448,8 +441,8 @@ def convert(path):
                 done.add(tuple(c.output))
                 out = c.output[0]
         head_out = out
-        m.head = Head(weight, bias, act, _head_apply(graph, last, n, len(m.layers[0]),
-                                                     m.hidden_size))
+        m.head = Head(weight, bias, act, _head_apply(graph, last, n, len(m.last.layers[0]),
+                                                     m.last.hidden_size))
     for n in head_nodes:
         if tuple(n.output) in done or n.op_type in ("Add", "Sub"):
             continue
@@ -461,5 +454,8 @@ def convert(path):
         m.notes.append("sequence_lens is the request's `lengths` input")
     if any(_opt_input(n, k) in graph.inputs for n in rnns for k in (5, 6)):
         m.notes.append("initial_h/initial_c are the request's `h0`/`c0` inputs, batch-first "
-                       "[B, num_layers*dirs, H] (ONNX's are [dirs, B, H] per layer)")
+                       "[B, num_layers*dirs, H] (ONNX's are [dirs, B, H] per layer)%s" % (
+                           "; of a chain, one row [B, F] of every block's, block by block "
+                           "(docs/HTTP.md)" if m.more else ""))
+    _chain_note(m)
     return m

@@ -6,7 +6,9 @@ data/<key>; a restricted unpickler rebuilds the tensors as NumPy arrays and the 
 dicts, and nothing else in the pickle is run.  The recurrent layer's tensors are nn.LSTM's,
 nn.GRU's or nn.RNN's state_dict names under a prefix (docs/MODELS.md), so they are rnnd's
 layout already; an embedding and a linear head are found by their shapes (or named on the command
-line), and every tensor left unused is named in a note.
+line), and every tensor left unused is named in a note.  Several such modules (self.lstm1,
+self.lstm2) are a chain of blocks (docs/MODELS.md): in --prefix's order, or in the one
+order in which their sizes chain.
 """
 
 import pickle
@@ -15,7 +17,9 @@ import zipfile
 
 import numpy as np
 
-from .model import UNKNOWN_ACTIVATION, ConvertError, Direction, Head, Model
+import itertools
+
+from .model import UNKNOWN_ACTIVATION, Block, ConvertError, Direction, Head, Model, chain_note
 
 _DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
            "BFloat16Storage": "bf16", "LongStorage": np.int64, "IntStorage": np.int32,
@@ -135,18 +139,79 @@ def _module(name):
     return name[:-len("weight")] if name.endswith("weight") else None
 
 
+def _widths(t, prefix):
+    """(input width, output width) of the module under prefix, from its tensors."""
+    hh, hr = t.get(prefix + "weight_hh_l0"), t.get(prefix + "weight_hr_l0")
+    dirs = 2 if prefix + "weight_ih_l0_reverse" in t else 1
+    out = hr.shape[0] if hr is not None else (hh.shape[1] if hh is not None and hh.ndim == 2 else 0)
+    return t[prefix + "weight_ih_l0"].shape[-1], dirs * out
+
+
+def _prefixes(t, prefix):
+    """The recurrent modules' prefixes, input first: --prefix's (one, or a chain's in
+    order, comma-separated), or those the file has, ordered by their sizes when only one
+    order chains (each module's input the one before's output)."""
+    if prefix is not None:
+        return [p for p in prefix.split(",")] if "," in prefix else [prefix], None
+    found = sorted({k[:-len("weight_ih_l0")] for k in t if k.endswith("weight_ih_l0")})
+    if not found:
+        raise ConvertError("no tensor named <prefix>weight_ih_l0, so no nn.LSTM, nn.GRU or "
+                           "nn.RNN: rnnd-convert converts their state_dict names; the file "
+                           "has %s" % ", ".join(sorted(t)[:12]))
+    if len(found) == 1:
+        return found, None
+    w = {p: _widths(t, p) for p in found}
+    orders = [] if len(found) > 6 else [
+        o for o in itertools.permutations(found)
+        if all(w[o[i]][1] == w[o[i + 1]][0] for i in range(len(o) - 1))]
+    if len(orders) != 1:
+        raise ConvertError(
+            "several recurrent modules (%s) %s: give --prefix for the one to serve, or "
+            "theirs in order, comma-separated, for a chain (--prefix %s)" % (
+                ", ".join("%s: %d in, %d out" % (p, w[p][0], w[p][1]) for p in found),
+                "that chain in more than one order" if orders else
+                "that do not chain (no order has each one's input the one before's output)",
+                ",".join(found)))
+    return list(orders[0]), ("the recurrent modules in the order their sizes chain: %s "
+                             "(each one's input is the one before's output; --prefix %s "
+                             "gives it)" % (" -> ".join(orders[0]), ",".join(orders[0])))
+
+
+def _chain(t, prefix, cell):
+    """(Model with every recurrent module as a block, the names used)."""
+    prefixes, note = _prefixes(t, prefix)
+    m, used, width = None, [], None
+    for k, p in enumerate(prefixes):
+        if k and p + "weight_ih_l0" in t and _widths(t, p)[0] != width:
+            raise ConvertError("--prefix %s: '%sweight_ih_l0' takes %d inputs, but '%s' gives "
+                               "%d: give the modules in the order forward() runs them" % (
+                                   ",".join(prefixes), p, _widths(t, p)[0], prefixes[k - 1],
+                                   width))
+        b, u = _recurrent(t, p, cell if len(prefixes) == 1 or _fits(t, p, cell) else None)
+        used += u
+        if m is None:
+            m = b
+        else:
+            m.more.append(Block(b.cell, b.layers, b.linear_before_reset))
+            m.notes += b.notes
+        width = m.last.out_width
+    if note:
+        m.notes.append(note)
+    chain_note(m)
+    return m, used
+
+
+def _fits(t, prefix, cell):
+    """Whether --cell cell names the kind of the module under prefix (its gate count)."""
+    hh, hr = t.get(prefix + "weight_hh_l0"), t.get(prefix + "weight_hr_l0")
+    if cell is None or hh is None or hh.ndim != 2:
+        return False
+    H = hr.shape[1] if hr is not None else hh.shape[1]
+    return {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}.get(cell) * H == hh.shape[0]
+
+
 def _recurrent(t, prefix, cell):
-    """(Model with the recurrent layers, the names it used, prefix) from the tensors t."""
-    if prefix is None:
-        found = sorted({k[:-len("weight_ih_l0")] for k in t if k.endswith("weight_ih_l0")})
-        if not found:
-            raise ConvertError("no tensor named <prefix>weight_ih_l0, so no nn.LSTM, nn.GRU or "
-                               "nn.RNN: rnnd-convert converts their state_dict names; the file "
-                               "has %s" % ", ".join(sorted(t)[:12]))
-        if len(found) > 1:
-            raise ConvertError("several tensors named <prefix>weight_ih_l0 (%s): give --prefix "
-                               "for the one to serve" % ", ".join(found))
-        prefix = found[0]
+    """(Model with the recurrent layers under prefix, the names it used) from the tensors t."""
     if prefix + "weight_ih_l0" not in t:
         raise ConvertError("tensor '%sweight_ih_l0': missing (--prefix %r); the file has %s" % (
             prefix, prefix, ", ".join(sorted(t)[:12])))
@@ -242,7 +307,7 @@ def _embedding(t, m, used, name):
 
 
 def _head(t, m, used, weight, bias, activation, apply):
-    width = len(m.layers[0]) * (m.proj_size or m.hidden_size)
+    width = m.last.out_width
     found = weight is None
     if weight is None:
         def fits(n):
@@ -279,7 +344,7 @@ def _head(t, m, used, weight, bias, activation, apply):
 def convert(path, prefix=None, cell=None, embedding=None, head_weight=None, head_bias=None,
             head_activation=None, head_apply=None):
     t = load_tensors(path)
-    m, used = _recurrent(t, prefix, cell)
+    m, used = _chain(t, prefix, cell)
     _embedding(t, m, used, embedding)
     _head(t, m, used, head_weight, head_bias, head_activation, head_apply)
     unused = [n for n in t if n not in used]

@@ -99,6 +99,10 @@ struct rnnd_http_request {
         bool dispatched;           /* the final call ran (route served or hook called) */
         bool suspended;            /* suspended by the hook and not yet handled again */
         bool dropped;              /* a 499: the connection closed instead (http.c queue()) */
+        size_t resp_bytes;         /* of resp's body, for the access line */
+        char reason[200];          /* a 4xx/5xx's error message, for the access line */
+        char log_model[128];       /* the model it reached (a name of 1..127 bytes), or "" */
+        uint64_t log_version;      /* and its version, or 0 */
         void (*prepare)(struct rnnd_http_request *r); /* set by rnnd_http_resume_to_prepare() */
 
         void *data;                /* the hook's state */

@@ -139,6 +139,8 @@ static void respond_oom(struct rnnd_http_request *r)
                 MHD_destroy_response(r->resp);
         r->resp = resp;
         r->resp_status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        r->resp_bytes = sizeof(oom_body) - 1;
+        snprintf(r->reason, sizeof(r->reason), "out of memory");
         if (resp != NULL)
                 (void)add_common_headers(r, resp, "application/json");
 }
@@ -163,6 +165,9 @@ int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *
                 MHD_destroy_response(r->resp);
         r->resp = resp;
         r->resp_status = status;
+        r->resp_bytes = len;
+        if (status < 400)
+                r->reason[0] = '\0';
         /* Every 503 is a condition that passes: overload, a model not (yet) loaded, a drain. */
         if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
                 (void)rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
@@ -192,7 +197,8 @@ static void respond_message(struct rnnd_http_request *r, unsigned status, const 
                 respond_oom(r);
                 return;
         }
-        (void)rnnd_http_respond(r, status, "application/json", body, len);
+        if (rnnd_http_respond(r, status, "application/json", body, len) == 0)
+                snprintf(r->reason, sizeof(r->reason), "%s", msg);
 }
 
 static void respond_vformat(struct rnnd_http_request *r, unsigned status, const char *fmt,
@@ -648,22 +654,51 @@ static const char *printable(const char *s, char *buf, size_t cap)
         return buf;
 }
 
+/*
+ * The request's access line, as option access_log says: errors (4xx at
+ * notice, 5xx at warning) or all (the rest at the route's level: info, or
+ * debug for health checks and scrapes).  toe_why says how the connection
+ * ended when not normally.
+ */
+static void access_line(struct rnnd_http *h, struct rnnd_http_request *r, unsigned status,
+                        int route_level, const char *toe_why)
+{
+        const int which = (*h->opts)->access_log;
+        const int level = status >= 500   ? RNND_LOG_WARNING
+                          : status >= 400 ? RNND_LOG_NOTICE
+                                          : route_level;
+        char path[256];
+
+        if (which == RNND_ACCESS_LOG_OFF || (which == RNND_ACCESS_LOG_ERRORS && status < 400) ||
+            !rnnd_log_enabled(level))
+                return;
+        rnnd_log_access(level, &(struct rnnd_log_access){
+                                       .req_id = r->id,
+                                       .method = r->method,
+                                       .path = printable(r->path, path, sizeof(path)),
+                                       .status = status,
+                                       .duration_ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6,
+                                       .bytes = r->status != 0 && !r->dropped ? r->resp_bytes : 0,
+                                       .model = r->log_model,
+                                       .version = r->log_version,
+                                       .reason = toe_why[0] != '\0' ? toe_why : r->reason,
+                               });
+}
+
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
         static const char *const why[] = {
                 [MHD_REQUEST_TERMINATED_COMPLETED_OK] = "",
-                [MHD_REQUEST_TERMINATED_WITH_ERROR] = " (connection error)",
-                [MHD_REQUEST_TERMINATED_TIMEOUT_REACHED] = " (connection timed out)",
-                [MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN] = " (server stopped)",
-                [MHD_REQUEST_TERMINATED_READ_ERROR] = " (read error)",
-                [MHD_REQUEST_TERMINATED_CLIENT_ABORT] = " (client closed the connection)",
+                [MHD_REQUEST_TERMINATED_WITH_ERROR] = "connection error",
+                [MHD_REQUEST_TERMINATED_TIMEOUT_REACHED] = "connection timed out",
+                [MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN] = "server stopped",
+                [MHD_REQUEST_TERMINATED_READ_ERROR] = "read error",
+                [MHD_REQUEST_TERMINATED_CLIENT_ABORT] = "client closed the connection",
         };
         struct rnnd_http *h = cls;
         struct rnnd_http_request *r = *req_cls;
         unsigned status;
-        double ms;
-        char path[256];
         int level;
 
         (void)conn;
@@ -671,18 +706,22 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
                 return;
         *req_cls = NULL;
         status = r->status != 0 ? r->status : 499;
-        ms = (double)(rnnd_now_ns() - r->t0_ns) / 1e6;
         /* Counted, and the model let go: the response is out (or the client gone). */
         level = h->routes.done(r, r->route_ctx, status);
         if (r->dropped)
                 toe = MHD_REQUEST_TERMINATED_COMPLETED_OK; /* closed by queue(), as it meant */
-        rnnd_log_req(level, r->id, "%s %s %u %.3fms %zuB%s", r->method,
-                     printable(r->path, path, sizeof(path)), status, ms, r->len,
-                     (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
-                                                                                      : "");
+        access_line(h, r, status, level,
+                    (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
+                                                                                     : "");
         rnnd__http_conn_busy(r, false);
         atomic_fetch_sub(&h->inflight, 1);
         rnnd_http_request_unref(r);
+}
+
+void rnnd_http_request_log_model(struct rnnd_http_request *r, const char *model, uint64_t version)
+{
+        snprintf(r->log_model, sizeof(r->log_model), "%s", model != NULL ? model : "");
+        r->log_version = version;
 }
 
 /*

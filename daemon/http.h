@@ -184,6 +184,12 @@ int rnnd_http_respond_header(struct rnnd_http_request *r, const char *name, cons
  * Prepares {"error": message} with status and application/json.  Returns 0
  * (an out-of-memory fallback body is used if need be).  Same thread rule.
  */
+/*
+ * The model and version (0: none) the request reached, for its access line
+ * (option access_log); the route handler's done() says it.
+ */
+void rnnd_http_request_log_model(struct rnnd_http_request *r, const char *model, uint64_t version);
+
 int rnnd_http_respond_error(struct rnnd_http_request *r, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 

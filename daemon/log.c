@@ -10,6 +10,8 @@
  * threads start; only the level is read concurrently, and it is atomic.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +89,72 @@ static void write_all(int fd, const char *p, size_t n)
         }
 }
 
+static bool present(const char *s)
+{
+        return s != NULL && s[0] != '\0';
+}
+
+/* An access line's fields after the message (json format). */
+static void access_fields(struct rnnd_strbuf *b, const struct rnnd_log_access *a)
+{
+        rnnd_strbuf_json_kv_str(b, "method", a->method);
+        rnnd_strbuf_json_kv_str(b, "path", a->path);
+        rnnd_strbuf_json_kv_u64(b, "status", a->status);
+        rnnd_strbuf_json_key(b, "duration_ms");
+        rnnd_strbuf_printf(b, "%.3f", a->duration_ms);
+        rnnd_strbuf_json_kv_u64(b, "bytes", a->bytes);
+        if (present(a->model))
+                rnnd_strbuf_json_kv_str(b, "model", a->model);
+        if (a->version != 0)
+                rnnd_strbuf_json_kv_u64(b, "version", a->version);
+        if (present(a->reason))
+                rnnd_strbuf_json_kv_str(b, "reason", a->reason);
+}
+
+/* Writes msg as one line at level (a is an access line's fields, or NULL). */
+static void write_line(int level, const char *req_id, const char *msg,
+                       const struct rnnd_log_access *a)
+{
+        char line[LOG_LINE_MAX], stamp[40];
+        struct rnnd_strbuf b;
+
+        if (level < 0)
+                level = 0;
+        if (level > 7)
+                level = 7;
+        rnnd_strbuf_init_fixed(&b, line, sizeof(line));
+        if (log_format == RNND_LOG_JSON) {
+                format_time(stamp, sizeof(stamp));
+                rnnd_strbuf_putc(&b, '{');
+                rnnd_strbuf_json_kv_str(&b, "time", stamp);
+                rnnd_strbuf_json_kv_str(&b, "level", rnnd_log_level_name(level));
+                rnnd_strbuf_json_kv_str(&b, "message", msg);
+                if (present(req_id))
+                        rnnd_strbuf_json_kv_str(&b, "request_id", req_id);
+                if (a != NULL)
+                        access_fields(&b, a);
+                rnnd_strbuf_putc(&b, '}');
+        } else {
+                rnnd_strbuf_printf(&b, "<%d>", level);
+                if (log_stamp) {
+                        format_time(stamp, sizeof(stamp));
+                        rnnd_strbuf_puts(&b, stamp);
+                        rnnd_strbuf_putc(&b, ' ');
+                }
+                if (present(req_id))
+                        rnnd_strbuf_printf(&b, "[%s] ", req_id);
+                rnnd_strbuf_puts(&b, msg);
+        }
+        /* The buffer is sized so that nothing above is cut; keep the newline regardless. */
+        if (b.len + 1 >= sizeof(line))
+                b.len = sizeof(line) - 2;
+        line[b.len++] = '\n';
+        write_all(log_fd, line, b.len);
+}
+
 void rnnd_log_writev(int level, const char *req_id, const char *fmt, va_list ap)
 {
-        char msg[MSG_MAX], line[LOG_LINE_MAX], stamp[40];
-        struct rnnd_strbuf b;
+        char msg[MSG_MAX];
         int saved_errno = errno;
         int n;
 
@@ -102,37 +166,28 @@ void rnnd_log_writev(int level, const char *req_id, const char *fmt, va_list ap)
         n = (int)strlen(msg);
         while (n > 0 && msg[n - 1] == '\n')
                 msg[--n] = '\0';
-        if (level < 0)
-                level = 0;
-        if (level > 7)
-                level = 7;
+        write_line(level, req_id, msg, NULL);
+        errno = saved_errno;
+}
 
-        rnnd_strbuf_init_fixed(&b, line, sizeof(line));
-        if (log_format == RNND_LOG_JSON) {
-                format_time(stamp, sizeof(stamp));
-                rnnd_strbuf_putc(&b, '{');
-                rnnd_strbuf_json_kv_str(&b, "time", stamp);
-                rnnd_strbuf_json_kv_str(&b, "level", rnnd_log_level_name(level));
-                rnnd_strbuf_json_kv_str(&b, "message", msg);
-                if (req_id != NULL && req_id[0] != '\0')
-                        rnnd_strbuf_json_kv_str(&b, "request_id", req_id);
-                rnnd_strbuf_putc(&b, '}');
-        } else {
-                rnnd_strbuf_printf(&b, "<%d>", level);
-                if (log_stamp) {
-                        format_time(stamp, sizeof(stamp));
-                        rnnd_strbuf_puts(&b, stamp);
-                        rnnd_strbuf_putc(&b, ' ');
-                }
-                if (req_id != NULL && req_id[0] != '\0')
-                        rnnd_strbuf_printf(&b, "[%s] ", req_id);
-                rnnd_strbuf_puts(&b, msg);
+void rnnd_log_access(int level, const struct rnnd_log_access *a)
+{
+        char msg[MSG_MAX];
+        struct rnnd_strbuf b;
+        int saved_errno = errno;
+
+        rnnd_strbuf_init_fixed(&b, msg, sizeof(msg));
+        rnnd_strbuf_printf(&b, "%s %s %u", a->method, a->path, a->status);
+        if (log_format != RNND_LOG_JSON) {
+                rnnd_strbuf_printf(&b, " %.3fms %zuB", a->duration_ms, a->bytes);
+                if (present(a->model))
+                        rnnd_strbuf_printf(&b, " model=%s", a->model);
+                if (a->version != 0)
+                        rnnd_strbuf_printf(&b, " version=%" PRIu64, a->version);
+                if (present(a->reason))
+                        rnnd_strbuf_printf(&b, ": %s", a->reason);
         }
-        /* The buffer is sized so that nothing above is cut; keep the newline regardless. */
-        if (b.len + 1 >= sizeof(line))
-                b.len = sizeof(line) - 2;
-        line[b.len++] = '\n';
-        write_all(log_fd, line, b.len);
+        write_line(level, a->req_id, msg, log_format == RNND_LOG_JSON ? a : NULL);
         errno = saved_errno;
 }
 

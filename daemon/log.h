@@ -14,6 +14,8 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* Levels are syslog's priorities. */
 #define RNND_LOG_ERR     3
@@ -65,6 +67,24 @@ void rnnd_log_write(int level, const char *req_id, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void rnnd_log_writev(int level, const char *req_id, const char *fmt, va_list ap)
         __attribute__((format(printf, 3, 0)));
+
+/*
+ * One request's access line (option access_log), unconditionally: in text
+ * format "[id] GET /path 400 1.234ms 52B model=m version=1: reason", in json
+ * format message "GET /path 400" and each part a field (method, path,
+ * status, duration_ms, bytes, model, version, reason, request_id).  A NULL
+ * or empty string and version 0 are left out.  Thread-safe.
+ */
+struct rnnd_log_access {
+        const char *req_id, *method, *path;
+        unsigned status;
+        double duration_ms;
+        size_t bytes; /* of the response's body */
+        const char *model;
+        uint64_t version;
+        const char *reason; /* a 4xx/5xx's error, or how the connection ended */
+};
+void rnnd_log_access(int level, const struct rnnd_log_access *a);
 
 /* "err", "warning", ... for a level.  Borrowed, static.  Thread-safe. */
 const char *rnnd_log_level_name(int level);

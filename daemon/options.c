@@ -42,6 +42,13 @@ static const struct rnnd_opt_enum_value log_formats[] = {
         {NULL, 0},
 };
 
+static const struct rnnd_opt_enum_value access_logs[] = {
+        {"off", RNND_ACCESS_LOG_OFF},
+        {"errors", RNND_ACCESS_LOG_ERRORS},
+        {"all", RNND_ACCESS_LOG_ALL},
+        {NULL, 0},
+};
+
 static const struct rnnd_opt_enum_value backends[] = {
         {"auto", RNND_BACKEND_AUTO},
         {"cpu", RNND_BACKEND_CPU},
@@ -223,8 +230,22 @@ static const struct rnnd_option options[] = {
                 .values = log_levels,
                 .metavar = "LEVEL",
                 .help = "Least severe messages logged, by syslog name: err, warning, notice, "
-                        "info (adds one line per request) or debug (adds health checks, metrics "
-                        "scrapes and more detail).",
+                        "info or debug (adds more detail, and with access_log all the health "
+                        "checks and metrics scrapes).",
+        },
+        {
+                .name = "access_log",
+                .type = RNND_OPT_ENUM,
+                .offset = OFF(access_log),
+                .def = "off",
+                .values = access_logs,
+                .metavar = "WHICH",
+                .help = "Which requests get a line of their own in the log: off (none; the "
+                        "metrics count them), errors (4xx at notice, 5xx at warning, each with "
+                        "its reason) or all (the rest at info; health checks and metrics "
+                        "scrapes at debug). A line has the method, path, status, duration, the "
+                        "response's bytes and the model and version; in json format each of "
+                        "them is a field.",
         },
         {
                 .name = "log_format",

@@ -41,6 +41,13 @@ enum rnnd_backend_choice {
         RNND_BACKEND_CPU,      /* the CPU engine only */
 };
 
+/* Which requests get an access line (option access_log). */
+enum rnnd_access_log {
+        RNND_ACCESS_LOG_OFF = 0,
+        RNND_ACCESS_LOG_ERRORS,
+        RNND_ACCESS_LOG_ALL,
+};
+
 struct rnnd_options {
         char *listen;                   /* "host:port" or "[v6]:port" */
         char *model_repository;         /* directory */
@@ -56,6 +63,7 @@ struct rnnd_options {
         uint64_t per_connection_memory; /* MHD memory pool per connection */
         int log_level;                  /* RNND_LOG_ERR..RNND_LOG_DEBUG */
         int log_format;                 /* enum rnnd_log_format */
+        int access_log;                 /* enum rnnd_access_log */
         int backend;                    /* enum rnnd_backend_choice */
         uint64_t cpu_threads;           /* BLAS threads per CPU instance; 0 = library default */
         uint64_t shutdown_timeout;      /* seconds to finish in-flight work on SIGTERM */

@@ -552,6 +552,9 @@ static int done(struct rnnd_http_request *r, void *ctx, unsigned status)
         struct rnnd_route_req *q = ctx;
 
         expect_end(q); /* answered early, or the client left while sending */
+        if (q->model != NULL)
+                rnnd_http_request_log_model(r, q->model->entry->name,
+                                            q->version != NULL ? q->version->version : 0);
         rnnd_models_count(rnnd_server_models(rnnd_http_request_server(r)), q->model,
                           q->model != NULL ? q->version : NULL, status);
         q->model = rnnd_models_unpin(q->model);

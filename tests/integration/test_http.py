@@ -464,7 +464,7 @@ def test_ready_while_swapping(d):
 
 
 def test_json_log():
-    d = Daemon("--log_format=json", "--log_level=debug")
+    d = Daemon("--log_format=json", "--log_level=debug", "--access_log=all")
     try:
         d.request("GET", "/v2/health/live", headers={"X-Request-Id": "json-log-1"})
         d.request("GET", "/v2/models/%s" % MODEL, headers={"X-Request-Id": 'quote"and\\back'})
@@ -485,6 +485,50 @@ def test_json_log():
               "a request line carries its request_id", req)
     finally:
         d.close()
+
+
+def test_access_log():
+    """access_log: off by default (no line per request), errors (4xx/5xx with their
+    reason and the response's bytes), all (json: every part a field)."""
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 5],
+                                   "data": [0.5] * 10}]})
+    bad = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2, 4],
+                                  "data": [0.5] * 8}]})
+    for mode in ("off", "errors", "all"):
+        args = ["--log_format=json"] if mode == "all" else []
+        d = Daemon(*args + (["--access_log=%s" % mode] if mode != "off" else []))
+        try:
+            st_ok, _, ok_body = d.request("POST", "/v2/models/%s/infer" % MODEL, body=body,
+                                          headers={"X-Request-Id": "access-ok"})
+            st_bad, _, bad_body = d.request("POST", "/v2/models/%s/infer" % MODEL, body=bad,
+                                            headers={"X-Request-Id": "access-bad"})
+            check(st_ok == 200 and st_bad == 400, "access_log %s: the requests are answered" % mode,
+                  (st_ok, st_bad))
+            d.stop()
+            log = d.stderr()
+            if mode == "off":
+                check("access-ok" not in log and "access-bad" not in log and "/infer" not in log,
+                      "access_log off (the default): no line per request", log[-1500:])
+            elif mode == "errors":
+                m = re.search(r"^<5>.*\[access-bad\] POST /v2/models/%s/infer 400 [0-9.]+ms (\d+)B "
+                              r"model=%s version=1: (.*)$" % (MODEL, MODEL), log, re.M)
+                check(m and int(m.group(1)) == len(bad_body) and "input 'input'" in m.group(2),
+                      "access_log errors: a 400 at notice with the response's bytes and its reason",
+                      log[-1500:])
+                check("access-ok" not in log, "access_log errors: no line for a 200", log[-1500:])
+            else:
+                objs = [json.loads(l) for l in log.splitlines() if l.startswith("{")]
+                ok = [o for o in objs if o.get("request_id") == "access-ok"]
+                check(len(ok) == 1 and ok[0].get("status") == 200 and ok[0].get("model") == MODEL
+                      and ok[0].get("version") == 1 and ok[0].get("bytes") == len(ok_body)
+                      and ok[0].get("method") == "POST" and isinstance(ok[0].get("duration_ms"), float)
+                      and ok[0]["level"] == "info",
+                      "access_log all, json: status, model, version, bytes, duration_ms as fields", ok)
+                b = [o for o in objs if o.get("request_id") == "access-bad"]
+                check(len(b) == 1 and b[0].get("status") == 400 and "input 'input'" in b[0].get("reason", ""),
+                      "access_log all, json: a 400's reason as a field", b)
+        finally:
+            d.close()
 
 
 def test_shutdown():
@@ -574,7 +618,7 @@ def main():
         print("RNND_BIN=%s is not an executable" % BIN)
         return 1
     t0 = time.time()
-    d = Daemon("--max_body_bytes=%d" % BODY_CAP, "--log_level=info")
+    d = Daemon("--max_body_bytes=%d" % BODY_CAP, "--log_level=info", "--access_log=all")
     try:
         run_test(test_routes, d)
         run_test(test_limits, d)
@@ -592,6 +636,7 @@ def main():
     run_test(test_command_line)
     run_test(test_broken_repository)
     run_test(test_json_log)
+    run_test(test_access_log)
     run_test(test_shutdown)
     run_test(test_socket_activation)
     print("test_http: %d passed, %d failed (%.1f s)" % (rnndtest.passed, rnndtest.failed, time.time() - t0))

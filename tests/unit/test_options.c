@@ -102,6 +102,7 @@ START_TEST(test_table_rows)
                 "max_json_depth",
                 "per_connection_memory",
                 "log_level",
+                "access_log",
                 "log_format",
                 "backend",
                 "cpu_threads",

@@ -132,8 +132,13 @@ static unsigned pin_model(struct rnnd_http_request *r, struct rnnd_route_req *q,
                           const char *version_text)
 {
         q->model = rnnd_models_pin(rnnd_server_models(q->srv), q->name);
-        if (q->model == NULL)
-                return (unsigned)rnnd_http_fail(r, RNND_ENOTFOUND, "unknown model '%s'", q->name);
+        if (q->model == NULL) /* a model copied in since the last load is not seen yet */
+                return (unsigned)rnnd_http_fail(
+                        r, RNND_ENOTFOUND,
+                        "unknown model '%s' (a model put into the repository since the last load "
+                        "is served after a reload: SIGHUP, POST /v2/repository/models/%s/load, or "
+                        "repository_poll_interval)",
+                        q->name, q->name);
         if (!resolve_version(q, version_text))
                 return (unsigned)rnnd_http_fail(r, RNND_ENOTFOUND,
                                                 "unknown version '%s' of model '%s'", version_text,

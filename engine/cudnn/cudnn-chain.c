@@ -1,9 +1,10 @@
 /*
- * cudnn-chain.c: a chain of blocks (config "blocks", DESIGN.md §3) on one
- * GPU: a plan per block, each over the block's view of the model, so that
- * each block is one cuDNN RNN descriptor, as Keras and TensorFlow run such a
- * model on a GPU.  The plans of a block on one GPU share its weights and its
- * algorithm choice as any model's do (cudnn-cache.c, keyed by the view).
+ * cudnn-chain.c: the cuDNN backend's ops table, and a chain of blocks
+ * (config "blocks", DESIGN.md §3) on one GPU.  A model of one block is one
+ * plan (cudnn.c); a chain is a plan per block, each over the block's view
+ * of the model, so that each block is one cuDNN RNN descriptor, as Keras
+ * and TensorFlow run such a model on a GPU.  The plans of a block on one GPU share its weights and
+ * its algorithm choice as any model's do (cudnn-cache.c, keyed by the view).
  *
  * A batch runs block by block.  Block k's plan stages only what is its own
  * (lengths, indexes, its part of each sequence's h0/c0), copies block k -
@@ -19,6 +20,7 @@
 #include "alloc.h"
 #include "backend.h"
 #include "cudnn/cudnn-int.h"
+#include "cudnn/cudnn.h"
 
 struct chain {
         uint32_t n;            /* blocks; immutable */
@@ -168,3 +170,55 @@ void rnnd__cudnn_chain_describe(const struct plan *p, struct rnnd_backend_desc *
                                        bd.algo);
         }
 }
+
+/* The ops: a plan of one block, or a chain's first block holding the others. */
+
+static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
+                      rnnd_error_t *reterr)
+{
+        return m->n_blocks > 1 ? rnnd__cudnn_chain_open(m, opts, (struct plan **)ret, reterr)
+                               : rnnd__cudnn_plan_open(m, opts, (struct plan **)ret, reterr);
+}
+
+static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
+{
+        struct plan *p = plan;
+
+        return p->chain != NULL ? rnnd__cudnn_chain_run(p, b, reterr)
+                                : rnnd__cudnn_plan_run(p, b, NULL, reterr);
+}
+
+static void cudnn_close(void *plan)
+{
+        struct plan *p = plan;
+
+        if (p != NULL && p->chain != NULL)
+                rnnd__cudnn_chain_close(p);
+        else
+                rnnd__cudnn_plan_close(p);
+}
+
+static void cudnn_describe(const void *plan, struct rnnd_backend_desc *d)
+{
+        const struct plan *p = plan;
+
+        if (p != NULL && p->chain != NULL)
+                rnnd__cudnn_chain_describe(p, d);
+        else
+                rnnd__cudnn_plan_describe(p, d);
+}
+
+static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
+{
+        return cfg->n_blocks > 1 ? rnnd__cudnn_chain_qualifies(cfg, why, cap)
+                                 : rnnd__cudnn_plan_qualifies(cfg, why, cap);
+}
+
+const struct rnnd_backend_ops rnnd_cudnn_backend = {
+        .name = "cudnn",
+        .open = cudnn_open,
+        .run = cudnn_run,
+        .close = cudnn_close,
+        .describe = cudnn_describe,
+        .qualifies = cudnn_qualifies,
+};

@@ -1,6 +1,7 @@
 /*
- * cudnn.c: the cuDNN backend, an rnnd_backend_ops computing DESIGN.md §4 on
- * one GPU: open, run, describe, close.  Beside it, by job: cudnn-status.c
+ * cudnn.c: the cuDNN backend's plans, computing DESIGN.md §4 on one GPU:
+ * open, run, describe, close (cudnn-chain.c holds the ops table, which runs
+ * a chain of blocks as a plan per block).  Beside it, by job: cudnn-status.c
  * (errors and faults), cudnn-info.c (what the machine has), cudnn-weights.c
  * (descriptors and weight spaces), cudnn-probe.c (the algorithm), cudnn-cache.c
  * (what the plans of a model on a GPU share) and layout.c (a batch's layout).
@@ -623,55 +624,3 @@ int rnnd__cudnn_inject_fault(void *plan, int kind)
         cudaSetDevice(p->device);
         return rnnd__cuda_fault(p->stream) == cudaSuccess ? 0 : RNND_EGPU;
 }
-
-/* The ops: a plan of one block, or a chain's first block holding the others. */
-
-static int cudnn_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
-                      rnnd_error_t *reterr)
-{
-        return m->n_blocks > 1 ? rnnd__cudnn_chain_open(m, opts, (struct plan **)ret, reterr)
-                               : rnnd__cudnn_plan_open(m, opts, (struct plan **)ret, reterr);
-}
-
-static int cudnn_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
-{
-        struct plan *p = plan;
-
-        return p->chain != NULL ? rnnd__cudnn_chain_run(p, b, reterr)
-                                : rnnd__cudnn_plan_run(p, b, NULL, reterr);
-}
-
-static void cudnn_close(void *plan)
-{
-        struct plan *p = plan;
-
-        if (p != NULL && p->chain != NULL)
-                rnnd__cudnn_chain_close(p);
-        else
-                rnnd__cudnn_plan_close(p);
-}
-
-static void cudnn_describe(const void *plan, struct rnnd_backend_desc *d)
-{
-        const struct plan *p = plan;
-
-        if (p != NULL && p->chain != NULL)
-                rnnd__cudnn_chain_describe(p, d);
-        else
-                rnnd__cudnn_plan_describe(p, d);
-}
-
-static bool cudnn_qualifies(const struct rnnd_model_config *cfg, char *why, size_t cap)
-{
-        return cfg->n_blocks > 1 ? rnnd__cudnn_chain_qualifies(cfg, why, cap)
-                                 : rnnd__cudnn_plan_qualifies(cfg, why, cap);
-}
-
-const struct rnnd_backend_ops rnnd_cudnn_backend = {
-        .name = "cudnn",
-        .open = cudnn_open,
-        .run = cudnn_run,
-        .close = cudnn_close,
-        .describe = cudnn_describe,
-        .qualifies = cudnn_qualifies,
-};

@@ -166,6 +166,9 @@ def test_routes(d):
         check(st == 404 and error_body(b) and what in b["error"], "GET %s is 404 (%s)" % (path, what), (st, b))
     st, h, b = d.json("POST", "/v2/models/no_such_model/infer", body="{}")
     check(st == 404 and error_body(b), "infer on an unknown model is 404", (st, b))
+    msg = b.get("error", "") if isinstance(b, dict) else ""
+    check("POST /v2/repository/models/no_such_model/load" in msg and "SIGHUP" in msg,
+          "the 404 says how a model copied in since is loaded", b)
 
     # 405 with Allow.
     for method, path, allow in (("POST", "/v2/health/live", "GET, HEAD"), ("DELETE", "/v2", "GET, HEAD"),

@@ -175,8 +175,11 @@ def test_errors(d):
         check(requests_total(d, DIGITS, 400) - bad0 == 1,
               "%s: one request sent, not a run of them" % what, requests_total(d, DIGITS, 400) - bad0)
     rc, rep, err = load(d, "--model=no_such_model", "--requests=5")
-    check(rc == 2 and err.strip() == ('rnnd-load: GET http://127.0.0.1:%d/v2/models/no_such_model: '
-                                      'HTTP 404: {"error":"unknown model \'no_such_model\'"}' % d.port),
+    check(rc == 2 and err.strip().startswith(
+        'rnnd-load: GET http://127.0.0.1:%d/v2/models/no_such_model: HTTP 404: {"error":"unknown '
+        'model \'no_such_model\' (a model put into the repository since the last load is served '
+        'after a reload: SIGHUP, POST /v2/repository/models/no_such_model/load, or '
+        'repository_poll_interval)"}' % d.port),
           "an unknown model is a setup error (exit 2) with the server's answer", (rc, err[-300:]))
     for bad in (["--concurrency=0"], ["--mode=open", "--model=m"], ["--bogus=1"], ["stray"]):
         p = subprocess.run([LOAD] + bad, capture_output=True, text=True, timeout=30)

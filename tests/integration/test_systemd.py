@@ -327,7 +327,8 @@ def test_drain_under_load():
     body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [4, 4000, 8],
                                    "data": [0.01] * (4 * 4000 * 8)}], "outputs": [{"name": "h_n"}]}).encode()
     for timeout, want_503, model, clients in ((30, False, "digits_lstm", 24), (1, True, "wide", 48)):
-        d = rnndtest.Daemon("--shutdown_timeout=%d" % timeout, repo=repo)
+        # access_log all: the log's lines name the requests the daemon saw
+        d = rnndtest.Daemon("--shutdown_timeout=%d" % timeout, "--access_log=all", repo=repo)
         results = {}
         lock = threading.Lock()
 

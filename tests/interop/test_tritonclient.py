@@ -191,7 +191,8 @@ def test_health_and_metadata(c, goldens):
         cfg = c.get_model_config(n)
         opt = {k[len("optional_input."):]: v.get("string_value", "").split(" ", 1)
                for k, v in cfg.get("parameters", {}).items() if k.startswith("optional_input.")}
-        want_opt = {"lengths", "h0"} | ({"c0"} if g.cfg["cell"] == "lstm" else set())
+        lstm = any(b.get("cell") == "lstm" for b in g.cfg.get("blocks", [g.cfg]))  # a chain's too
+        want_opt = {"lengths", "h0"} | ({"c0"} if lstm else set())
         check(set(opt) == want_opt, "%s: config parameters name the optional inputs" % n, sorted(opt))
         for key in ("lengths", "h0", "c0"):
             if key in opt and key in g.t:

@@ -15,6 +15,8 @@ a plot whose results are missing is skipped.  OUT gets PNGs:
                        of clients, batching on (the rule), on with a fixed delay, and off
   padding.png          an LSTM 256x2 with lengths 1..512: server throughput and padding
                        efficiency by number of clients, batching on and off
+  server.png           digits_lstm: rnnd and MLServer (server.json, server_bench.py
+                       --json), throughput and p99 by number of clients
 
 Needs matplotlib (run.sh installs it beside torch); the PNGs carry no date or version, so
 a rerun changes them only where the figures changed.
@@ -163,6 +165,25 @@ def padding(res, out):
     save(fig, out, "padding.png", res["header"])
 
 
+def server(res, out):
+    rows = res["server_bench"]
+    c = [r["clients"] for r in rows]
+    fig, (a1, a2) = plt.subplots(1, 2)
+    for key, label, color in (("rnnd", "rnnd", "C0"), ("mlserver", "MLServer + onnxruntime", "C1")):
+        a1.plot(c, [r[key]["throughput"] for r in rows], "o-", color=color, label=label)
+        a2.plot(c, [r[key]["latency_ms"]["p99"] for r in rows], "o-", color=color, label=label)
+    for ax, what in ((a1, "requests/s"), (a2, "p99 latency (ms)")):
+        log_x(ax, c)
+        log_y(ax)
+        ax.yaxis.set_minor_formatter(NullFormatter())  # three decades: majors only
+        ax.set_xlabel("clients (closed loop, one image each)")
+        ax.set_ylabel(what)
+        ax.legend()
+    a1.set_title("digits_lstm: rnnd and MLServer, throughput")
+    a2.set_title("digits_lstm: rnnd and MLServer, p99")
+    save(fig, out, "server.png", res.get("header", ["tests/bench/server_bench.py"]))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -182,6 +203,10 @@ def main():
         batching(res, out)
         padding(res, out)
         done += 3
+    path = os.path.join(results, "server.json")
+    if os.path.exists(path):
+        server(json.load(open(path)), out)
+        done += 1
     if not done:
         print("plots: no results in %s" % results, file=sys.stderr)
         return 1

@@ -10,6 +10,8 @@
 # load part only (`make bench-load`); RNND_BENCH=engine the engine part only;
 # RNND_BENCH=json only rnnd-json-bench (`make bench-json`: a KServe request's
 # JSON parse and render on the demo model), which `make bench` runs first.
+# RNND_BENCH=server runs tests/bench/server_bench.py alone (`make bench-server`:
+# rnnd against MLServer on the same model, in a venv of its own).
 # tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #
 # Both parts also write their results as JSON to BUILD/bench-results/, and
@@ -61,6 +63,23 @@ json_bench() {
 }
 if [ "$part" = json ]; then
   json_bench
+  exit
+fi
+# rnnd against MLServer (`make bench-server`, not in `make bench`): its own venv,
+# .venv-mlserver (mlserver, onnxruntime, onnx, matplotlib; uvloop < 0.22, which
+# MLServer 1.7's workers need), made the first time.
+if [ "$part" = server ]; then
+  mv=$root/.venv-mlserver
+  if ! "$mv/bin/python" -c 'import mlserver, onnxruntime, onnx, matplotlib' 2>/dev/null; then
+    echo "run.sh: installing mlserver, onnxruntime, onnx and matplotlib into $mv" >&2
+    [ -x "$mv/bin/python" ] || python3 -m venv "$mv"
+    "$mv/bin/python" -m pip install mlserver onnxruntime onnx matplotlib 'uvloop<0.22' >&2
+  fi
+  [ -f "$build/build.ninja" ] || meson setup "$build" >&2
+  ninja -C "$build" >&2
+  "$mv/bin/python" "$root/tests/bench/server_bench.py" --build "$build" \
+    --mlserver "$mv/bin/mlserver" --json "$results/server.json" "$@"
+  plot "$mv/bin/python"
   exit
 fi
 if [ "$part" = all ]; then

@@ -3,7 +3,9 @@
 # Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
 # tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
 # --seconds S, --rounds R, --out FILE, --cells C,..., --batches B,...,
-# --threads N,...) go to the script.  Then it runs
+# --threads N,...) go to the script.  Then tests/bench/engine_vs_ort.py: the
+# engine against ONNX Runtime and PyTorch over its matrix of shapes (--quick
+# alone is passed on).  Then it runs
 # tests/bench/load_bench.py: rnnd under rnnd-load for every scenario of
 # tests/bench/scenarios.json (--quick makes it short too).  Stdout is the
 # markdown report, everything else goes to stderr.  RNND_BENCH=load runs the
@@ -14,7 +16,8 @@
 #
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
 # the repository root, created with `python3 -m venv` and `pip install torch
-# numpy safetensors` when it cannot import torch (a download of a few GB).
+# numpy safetensors onnx onnxruntime` when it cannot import torch (a download
+# of a few GB).
 set -eu
 build=${1:-build}
 if [ $# -gt 0 ]; then shift; fi
@@ -49,8 +52,8 @@ fi
 
 if [ -n "${RNND_BENCH_PYTHON:-}" ]; then
   py=$RNND_BENCH_PYTHON
-  if ! "$py" -c 'import torch, numpy, safetensors' 2>/dev/null; then
-    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy and safetensors" >&2
+  if ! "$py" -c 'import torch, numpy, safetensors, onnx, onnxruntime' 2>/dev/null; then
+    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy, safetensors, onnx and onnxruntime" >&2
     exit 1
   fi
 else
@@ -61,12 +64,12 @@ else
       echo "run.sh: creating $venv (python3 -m venv)" >&2
       python3 -m venv "$venv"
     fi
-    echo "run.sh: installing torch, numpy and safetensors into $venv (a large download)" >&2
-    "$py" -m pip install torch numpy safetensors >&2
+    echo "run.sh: installing torch, numpy, safetensors, onnx and onnxruntime into $venv (a large download)" >&2
+    "$py" -m pip install torch numpy safetensors onnx onnxruntime >&2
   fi
-  if ! "$py" -c 'import numpy, safetensors' 2>/dev/null; then
-    echo "run.sh: installing numpy and safetensors into $venv" >&2
-    "$py" -m pip install numpy safetensors >&2
+  if ! "$py" -c 'import numpy, safetensors, onnx, onnxruntime' 2>/dev/null; then
+    echo "run.sh: installing numpy, safetensors, onnx and onnxruntime into $venv" >&2
+    "$py" -m pip install numpy safetensors onnx onnxruntime >&2
   fi
 fi
 
@@ -77,6 +80,11 @@ RNND_BENCH_COMMAND="sh tests/bench/run.sh $build${*:+ $*}"
 export RNND_BENCH_COMMAND
 "$py" "$root/tests/bench/engine_vs_torch.py" \
   --bench "$build/tests/bench/rnnd-engine-bench" "$@"
+echo
+quick=""
+for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+"$py" "$root/tests/bench/engine_vs_ort.py" \
+  --bench "$build/tests/bench/rnnd-engine-bench" $quick
 [ "$part" = engine ] && exit 0
 echo
 load_bench "$@"

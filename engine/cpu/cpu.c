@@ -51,10 +51,10 @@
 #define CHUNK_STEPS_MAX 32u
 
 /*
- * Batches of at least this many sequences run an LSTM's input projection
- * inside the step kernel (sliced_part()).
+ * Batches of at least this many sequences run the input projection inside a
+ * fused step kernel (sliced_part()).
  */
-#define LSTM_FUSE_X_ROWS 4u
+#define FUSE_X_ROWS 4u
 
 /*
  * Batches of at least this many sequences per thread are split across the
@@ -65,12 +65,19 @@
  */
 #define SPLIT_ROWS 16u
 
-/* One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(). */
+/*
+ * One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(),
+ * or with W_ih and the biases for a fused step.
+ */
 struct packed {
         const float *rec;  /* W_hh [G*H, H'] (GRU reset-before: its r,z rows [2H, H]) */
         const float *rec2; /* GRU reset-before: W_hh's n rows [H, H]; LSTM: W_hr [H', H] */
         uint32_t lstm_lu;  /* nonzero: rec is W_ih, W_hh and the biases for
                             * rnnd__cpu_lstm_step(), in panels of this many units */
+        uint32_t step_lu;  /* nonzero: rec is packed for rnnd__cpu_step() of kind, in
+                            * panels of this many units (GRU reset-before: rec for
+                            * GRU_RZ, rec2 for GRU_N) */
+        enum rnnd__cpu_kind kind;
 };
 
 /*
@@ -134,7 +141,7 @@ static void cpu_close(void *plan);
  * rnnd__cpu_gemm_packed() and rnnd__cpu_lstm_row().  Returns the panel width,
  * or 0.
  */
-static uint32_t fused_lstm_width(void)
+static uint32_t fused_width(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
         if (__builtin_cpu_supports("avx512f"))
@@ -149,12 +156,40 @@ static uint32_t fused_lstm(const rnnd_model_t *m)
 {
         if (m->cfg.cell != RNND_CELL_LSTM || m->cfg.proj_size != 0)
                 return 0;
-        return fused_lstm_width();
+        return fused_width();
 }
 
-static const char *fused_lstm_name(uint32_t lu)
+/*
+ * GRUs (either reset) and RNNs run rnnd__cpu_step() where the LSTM runs its
+ * fused step: the panel width, or 0.  Sets *kind to the kind of the first
+ * pass.
+ */
+static uint32_t fused_cell(const rnnd_model_t *m, enum rnnd__cpu_kind *kind)
 {
-        return lu == 16 ? "fused-lstm-step (AVX-512)" : "fused-lstm-step (AVX2)";
+        switch (m->cfg.cell) {
+        case RNND_CELL_GRU:
+                *kind = m->cfg.gru_linear_before_reset ? RNND_CPU_GRU : RNND_CPU_GRU_RZ;
+                break;
+        case RNND_CELL_RNN_TANH:
+                *kind = RNND_CPU_TANH;
+                break;
+        case RNND_CELL_RNN_RELU:
+                *kind = RNND_CPU_RELU;
+                break;
+        default:
+                return 0;
+        }
+        return fused_width();
+}
+
+/* The name describe() gives the fused step of a cell with panels of lu units. */
+static void fused_name(rnnd_cell_t cell, uint32_t lu, char *buf, size_t size)
+{
+        snprintf(buf, size, "fused-%s-step (%s)",
+                 cell == RNND_CELL_LSTM  ? "lstm"
+                 : cell == RNND_CELL_GRU ? "gru"
+                                         : "rnn",
+                 lu == 16 ? "AVX-512" : "AVX2");
 }
 
 /*
@@ -180,53 +215,81 @@ static void packed_shapes(const rnnd_model_t *m, uint32_t *n1, uint32_t *k1, uin
         }
 }
 
-/* Floats of layer-direction lw's first packed matrix. */
-static size_t packed_size1(const rnnd_model_t *m, const struct rnnd_layer_weights *lw)
+/* Floats of layer-direction lw's two packed matrices (*s2 = 0 when there is one). */
+static size_t packed_sizes(const rnnd_model_t *m, const struct rnnd_layer_weights *lw, size_t *s2)
 {
         const uint32_t lu = fused_lstm(m);
+        enum rnnd__cpu_kind kind;
+        const uint32_t su = fused_cell(m, &kind);
         uint32_t n1, k1, n2, k2;
 
         packed_shapes(m, &n1, &k1, &n2, &k2);
-        return lu != 0 ? rnnd__cpu_lstm_packed_size(lu, k1, lw->in, k1)
-                       : rnnd__cpu_packed_size(n1, k1);
+        *s2 = 0;
+        if (lu != 0)
+                return rnnd__cpu_lstm_packed_size(lu, k1, lw->in, k1);
+        if (su != 0) {
+                if (kind == RNND_CPU_GRU_RZ)
+                        *s2 = rnnd__cpu_step_packed_size(RNND_CPU_GRU_N, su, k1, lw->in, k1);
+                return rnnd__cpu_step_packed_size(kind, su, k1, lw->in, k1);
+        }
+        *s2 = n2 ? rnnd__cpu_packed_size(n2, k2) : 0;
+        return rnnd__cpu_packed_size(n1, k1);
+}
+
+/* Packs layer-direction ld's weights at at, which has packed_sizes() floats. */
+static void pack_layer(const rnnd_model_t *m, unsigned ld, struct packed *pw, float *at)
+{
+        const struct rnnd_layer_weights *lw = &m->layers[ld];
+        const uint32_t H = m->cfg.hidden_size;
+        uint32_t n1, k1, n2, k2;
+        size_t s2;
+
+        packed_shapes(m, &n1, &k1, &n2, &k2);
+        pw->rec = at;
+        pw->rec2 = at + packed_sizes(m, lw, &s2);
+        pw->lstm_lu = fused_lstm(m);
+        pw->step_lu = fused_cell(m, &pw->kind);
+        if (pw->lstm_lu != 0) {
+                rnnd__cpu_lstm_pack(pw->lstm_lu, k1, lw->in, lw->w_ih, k1, lw->w_hh, lw->b_ih,
+                                    lw->b_hh, at);
+        } else if (pw->step_lu != 0) {
+                rnnd__cpu_step_pack(pw->kind, pw->step_lu, H, lw->in, lw->w_ih, H, lw->w_hh,
+                                    lw->b_ih, lw->b_hh, at);
+                if (pw->kind == RNND_CPU_GRU_RZ) /* the n gate's rows and biases */
+                        rnnd__cpu_step_pack(RNND_CPU_GRU_N, pw->step_lu, H, lw->in,
+                                            lw->w_ih + (size_t)2 * H * lw->in, H,
+                                            lw->w_hh + (size_t)2 * H * H, lw->b_ih + 2 * H,
+                                            lw->b_hh + 2 * H, (float *)pw->rec2);
+        } else {
+                rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
+                if (lw->w_hr != NULL)
+                        rnnd__cpu_pack(n2, k2, lw->w_hr, k2, (float *)pw->rec2);
+                else if (n2 != 0) /* GRU reset-before: the n rows of W_hh */
+                        rnnd__cpu_pack(n2, k2, lw->w_hh + (size_t)2 * n2 * k2, k2,
+                                       (float *)pw->rec2);
+        }
 }
 
 static int pack_weights(struct cpu_plan *p)
 {
         const rnnd_model_t *m = p->m;
         const unsigned n = m->cfg.num_layers * m->dirs;
-        uint32_t n1, k1, n2, k2;
-        size_t s1 = 0, s2;
+        size_t total = 0, s1, s2;
         float *at;
 
-        packed_shapes(m, &n1, &k1, &n2, &k2);
-        for (unsigned ld = 0; ld < n; ld++)
-                s1 += packed_size1(m, &m->layers[ld]);
-        s2 = n2 ? rnnd__cpu_packed_size(n2, k2) : 0;
+        for (unsigned ld = 0; ld < n; ld++) {
+                s1 = packed_sizes(m, &m->layers[ld], &s2);
+                total += s1 + s2;
+        }
         p->pw = rnnd_calloc(n, sizeof(*p->pw));
-        p->pbuf = rnnd_mallocarray(s1 + s2 * n, sizeof(float));
+        p->pbuf = rnnd_mallocarray(total, sizeof(float));
         if (p->pw == NULL || p->pbuf == NULL)
                 return RNND_ENOMEM;
         at = p->pbuf;
         for (unsigned ld = 0; ld < n; ld++) {
-                const struct rnnd_layer_weights *lw = &m->layers[ld];
-
-                p->pw[ld].rec = at;
-                p->pw[ld].lstm_lu = fused_lstm(m);
-                if (p->pw[ld].lstm_lu != 0)
-                        rnnd__cpu_lstm_pack(p->pw[ld].lstm_lu, k1, lw->in, lw->w_ih, k1, lw->w_hh,
-                                            lw->b_ih, lw->b_hh, at);
-                else
-                        rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
-                at += packed_size1(m, lw);
-                if (n2 == 0)
-                        continue;
-                if (lw->w_hr != NULL)
-                        rnnd__cpu_pack(n2, k2, lw->w_hr, k2, at);
-                else /* GRU reset-before: the n rows of W_hh */
-                        rnnd__cpu_pack(n2, k2, lw->w_hh + (size_t)2 * n2 * k2, k2, at);
-                p->pw[ld].rec2 = at;
-                at += s2;
+                pack_layer(m, ld, &p->pw[ld], at);
+                s1 = packed_sizes(m, &m->layers[ld], &s2);
+                at += s1 + s2;
         }
         return 0;
 }
@@ -235,16 +298,18 @@ static int pack_weights(struct cpu_plan *p)
  * Cells whose step needs one full-width product per step can be sliced by
  * hidden unit: each slice's gates depend only on its own columns.  An LSTM
  * with a projection, or a GRU with the reset before R_n, needs a second
- * product over the whole first result, and runs on one thread.
+ * product over the whole first result, and runs on one thread; but the fused
+ * step of the latter is sliced, its slices meeting between its two passes.
  */
 static bool sliceable(const rnnd_model_t *m)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
+        enum rnnd__cpu_kind kind;
 
         if (cfg->cell == RNND_CELL_LSTM)
                 return cfg->proj_size == 0;
-        if (cfg->cell == RNND_CELL_GRU)
-                return cfg->gru_linear_before_reset;
+        if (cfg->cell == RNND_CELL_GRU) /* reset-before: its fused step's two passes */
+                return cfg->gru_linear_before_reset || fused_cell(m, &kind) != 0;
         return true;
 }
 
@@ -323,12 +388,13 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
         snprintf(d->backend, sizeof(d->backend), "cpu");
         snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->n_threads : 1,
                  p != NULL && p->n_threads > 1 ? "s" : "");
-        /* Which kernel runs the recurrence (fused_lstm()); without a plan, those it has here. */
-        if (p != NULL && p->pw[0].lstm_lu != 0)
-                snprintf(d->algo, sizeof(d->algo), "%s", fused_lstm_name(p->pw[0].lstm_lu));
-        else if (p == NULL && fused_lstm_width() != 0)
-                snprintf(d->algo, sizeof(d->algo), "packed-gemm, %s",
-                         fused_lstm_name(fused_lstm_width()));
+        /* Which kernel runs the recurrence; without a plan, those it has here. */
+        if (p != NULL && (p->pw[0].lstm_lu != 0 || p->pw[0].step_lu != 0))
+                fused_name(p->m->cfg.cell, p->pw[0].lstm_lu | p->pw[0].step_lu, d->algo,
+                           sizeof(d->algo));
+        else if (p == NULL && fused_width() != 0)
+                snprintf(d->algo, sizeof(d->algo), "packed-gemm, fused steps (%s)",
+                         fused_width() == 16 ? "AVX-512" : "AVX2");
         else
                 snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
@@ -636,12 +702,81 @@ static void sliced_project(const struct sliced *sc, unsigned s, uint32_t r0, uin
 }
 
 /*
+ * The arguments of a fused step kernel for step t of a sliced direction:
+ * reads x (fuse_x) or the chunk's W x, and the state hc; writes hn and y.
+ */
+static struct rnnd__cpu_step step_args(const struct sliced *sc, uint32_t r0, uint32_t t,
+                                       const float *hc, float *hn, bool fuse_x)
+{
+        const rnnd_model_t *m = sc->p->m;
+        const struct pack *pk = sc->pk;
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        const uint32_t H = m->cfg.hidden_size, in = m->layers[sliced_ld(sc)].in;
+        const uint32_t gh = m->gates * H, ow = m->dirs * H;
+
+        return (struct rnnd__cpu_step){
+                .kind = pw->lstm_lu != 0 ? RNND_CPU_LSTM : pw->kind,
+                .lu = pw->lstm_lu != 0 ? pw->lstm_lu : pw->step_lu,
+                .M = pk->nt[t],
+                .H = H,
+                .KX = in,
+                .K = H,
+                .P = pw->rec,
+                .X = fuse_x ? sc->w->in + (size_t)pk->offs[t] * in : NULL,
+                .ldxin = in,
+                .xg = fuse_x ? NULL : sc->w->xg + (size_t)(pk->offs[t] - r0) * gh,
+                .ldx = gh,
+                .A = hc,
+                .lda = H,
+                .hold = hc,
+                .ldo = H,
+                .c = sc->w->c,
+                .z = sc->w->hg,
+                .h = hn,
+                .ldh = H,
+                .y = sc->w->out + (size_t)pk->offs[t] * ow + (size_t)sc->d * H,
+                .ldy = ow,
+        };
+}
+
+/*
+ * Step t of a GRU or RNN on its fused kernel, units [j0, j1) (see
+ * sliced_step()).  A GRU with the reset before R_n takes two passes: r*h and
+ * z of the slice into w->tmp and w->hg, then, once every slice has written
+ * its part (the participants meet), n over the whole of r*h.
+ */
+static void fused_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32_t r0, uint32_t t,
+                       const float *hc, float *hn, bool fuse_x, unsigned *sense)
+{
+        struct rnnd__cpu_step st = step_args(sc, r0, t, hc, hn, fuse_x);
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        float *y = st.y;
+
+        if (pw->kind != RNND_CPU_GRU_RZ) {
+                rnnd__cpu_step(&st, j0, j1);
+                return;
+        }
+        st.h = sc->w->tmp;
+        st.y = NULL;
+        rnnd__cpu_step(&st, j0, j1);
+        if (sc->slices > 1)
+                rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
+        st.kind = RNND_CPU_GRU_N;
+        st.P = pw->rec2;
+        st.xg = st.xg != NULL ? st.xg + 2 * st.H : NULL;
+        st.A = sc->w->tmp;
+        st.h = hn;
+        st.y = y;
+        rnnd__cpu_step(&st, j0, j1);
+}
+
+/*
  * Step t of hidden units [j0, j1) of every gate: reads the state hc, writes
  * the new state hn and the step's outputs.  The chunk's rows start at r0;
  * fuse_x: the LSTM kernel does the input projection itself.
  */
 static void sliced_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32_t r0, uint32_t t,
-                        const float *hc, float *hn, bool fuse_x)
+                        const float *hc, float *hn, bool fuse_x, unsigned *sense)
 {
         const struct pack *pk = sc->pk;
         struct work *w = sc->w;
@@ -649,34 +784,20 @@ static void sliced_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint3
         const unsigned ld = sliced_ld(sc), d = sc->d;
         const struct rnnd_layer_weights *lw = &m->layers[ld];
         const struct packed *pw = &sc->p->pw[ld];
-        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
+        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H;
         const uint32_t ow = m->dirs * H, nt = pk->nt[t], width = j1 - j0;
         const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
         const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
         float *hg = w->hg + j0;
 
         if (pw->lstm_lu != 0) {
-                struct rnnd__cpu_lstm_step ls = {
-                        .lu = pw->lstm_lu,
-                        .M = nt,
-                        .H = H,
-                        .KX = in,
-                        .K = H,
-                        .P = pw->rec,
-                        .X = fuse_x ? w->in + (size_t)pk->offs[t] * in : NULL,
-                        .ldxin = in,
-                        .xg = fuse_x ? NULL : w->xg + (size_t)(pk->offs[t] - r0) * gh,
-                        .ldx = gh,
-                        .A = hc,
-                        .lda = H,
-                        .c = w->c,
-                        .h = hn,
-                        .ldh = H,
-                        .y = w->out + (size_t)pk->offs[t] * ow + (size_t)d * H,
-                        .ldy = ow,
-                };
+                const struct rnnd__cpu_step ls = step_args(sc, r0, t, hc, hn, fuse_x);
 
                 rnnd__cpu_lstm_step(&ls, j0, j1);
+                return;
+        }
+        if (pw->step_lu != 0) {
+                fused_step(sc, j0, j1, r0, t, hc, hn, fuse_x, sense);
                 return;
         }
         if (width == H)
@@ -717,11 +838,11 @@ static void sliced_part(void *arg, unsigned s)
         float *hb[2] = {w->h, w->h2};
         unsigned sense = 0, k = 0;
         /*
-         * An LSTM computes the input projection inside its step kernel once
+         * A fused step computes the input projection inside its kernel once
          * there are rows enough to reuse each weight panel: no gate inputs go
          * through memory, and no weights are repacked per chunk.
          */
-        const bool fuse_x = pw->lstm_lu != 0 && pk->n >= LSTM_FUSE_X_ROWS;
+        const bool fuse_x = (pw->lstm_lu != 0 || pw->step_lu != 0) && pk->n >= FUSE_X_ROWS;
 
         if (s >= n_sl) /* a team member beyond the slices: nothing to do */
                 return;
@@ -735,7 +856,7 @@ static void sliced_part(void *arg, unsigned s)
                 for (uint32_t kk = 0; kk < t1 - t0; kk++, k++) {
                         uint32_t t = d == 0 ? t0 + kk : t1 - 1 - kk;
 
-                        sliced_step(sc, j0, j1, r0, t, hb[k & 1], hb[(k + 1) & 1], fuse_x);
+                        sliced_step(sc, j0, j1, r0, t, hb[k & 1], hb[(k + 1) & 1], fuse_x, &sense);
                         if (n_sl > 1)
                                 rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, &sense);
                 }

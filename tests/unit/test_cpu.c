@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "backend.h"
@@ -189,6 +191,48 @@ START_TEST(test_batches)
 END_TEST
 
 /*
+ * No golden has a reset-before GRU of 48 units (three panels, so that its
+ * step is sliced): the weights of gru_h48_l2_bi_ragged_h0 as one, loaded from
+ * a directory of this test's own.
+ */
+#define RBR_H48 "gru_h48 as reset-before"
+
+static rnnd_model_t *load_rbr_h48(void)
+{
+        char dir[] = "/tmp/rnnd-test-rbr-XXXXXX", path[4096], src[4096];
+        struct rnnd_model_config cfg;
+        rnnd_error_t err = {0};
+        rnnd_model_t *m = NULL;
+        FILE *f;
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"cell\": \"gru\", \"input_size\": 5, \"hidden_size\": 48, \"num_layers\": 2, "
+              "\"bidirectional\": true, \"gru_linear_before_reset\": false, "
+              "\"weights\": {\"prefix\": \"rnn.\"}}\n",
+              f);
+        ck_assert_int_eq(fclose(f), 0);
+        snprintf(path, sizeof(path), "%s/1", dir);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+        snprintf(path, sizeof(path), "%s/1/model.safetensors", dir);
+        snprintf(src, sizeof(src), "%s/golden/models/gru_h48_l2_bi_ragged_h0/1/model.safetensors",
+                 rnnd_test_dir());
+        ck_assert_int_eq(symlink(src, path), 0);
+        ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
+        ck_assert_msg(rnnd_model_load(dir, "rbr", 1, &cfg, &m, &err) == 0, "%s", err.msg);
+        ck_assert(!m->cfg.gru_linear_before_reset);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/1", dir);
+        rmdir(path);
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        unlink(path);
+        rmdir(dir);
+        return m;
+}
+
+/*
  * A batch gives the same numbers on one engine thread as on two or three,
  * its initial states included, and nothing is written past a length.  With
  * 9 long ragged sequences (many input-projection chunks) the recurrence is
@@ -212,12 +256,16 @@ static const struct {
         {"gru_rbr_l2_bi_ragged_noh0", 3, 52, 50},
         {"rnn_tanh_l3_bi_ragged_h0", 2, 40, 50},
         {"lstm_proj_l3_bi_ragged_h0", 2, 9, 50},
+        /* The reset-before GRU's fused step, sliced: its passes meet between them. */
+        {RBR_H48, 2, 9, 300},
+        {RBR_H48, 3, 9, 120},
 };
 
 START_TEST(test_threads_agree)
 {
         const char *const model = agree_cases[_i].model;
-        rnnd_model_t *m = rnnd_test_load_golden(model);
+        rnnd_model_t *m =
+                strcmp(model, RBR_H48) == 0 ? load_rbr_h48() : rnnd_test_load_golden(model);
         const unsigned threads = agree_cases[_i].threads;
         const uint32_t N = agree_cases[_i].n, T = agree_cases[_i].T, I = m->cfg.input_size;
         const uint32_t ow = m->dirs * m->out_size;
@@ -362,23 +410,23 @@ static double check_step(uint32_t lu, bool fuse_x, uint32_t H, uint32_t KX, uint
         float *c = malloc(sizeof(float) * M * H), *c0 = malloc(sizeof(float) * M * H);
         float *h = calloc((size_t)M * ldh, sizeof(float));
         float *y = calloc((size_t)M * ldy, sizeof(float));
-        struct rnnd__cpu_lstm_step st = {.lu = lu,
-                                         .M = M,
-                                         .H = H,
-                                         .KX = KX,
-                                         .K = H,
-                                         .P = P,
-                                         .X = fuse_x ? X : NULL,
-                                         .ldxin = KX,
-                                         .xg = fuse_x ? NULL : xg,
-                                         .ldx = G,
-                                         .A = A,
-                                         .lda = lda,
-                                         .c = c,
-                                         .h = h,
-                                         .y = y,
-                                         .ldh = ldh,
-                                         .ldy = ldy};
+        struct rnnd__cpu_step st = {.lu = lu,
+                                    .M = M,
+                                    .H = H,
+                                    .KX = KX,
+                                    .K = H,
+                                    .P = P,
+                                    .X = fuse_x ? X : NULL,
+                                    .ldxin = KX,
+                                    .xg = fuse_x ? NULL : xg,
+                                    .ldx = G,
+                                    .A = A,
+                                    .lda = lda,
+                                    .c = c,
+                                    .h = h,
+                                    .y = y,
+                                    .ldh = ldh,
+                                    .ldy = ldy};
         double worst = 0;
 
         for (uint32_t i = 0; i < G * KX; i++)
@@ -481,34 +529,300 @@ START_TEST(test_lstm_step)
 }
 END_TEST
 
+/*
+ * The fused GRU and RNN steps against a double-precision step, as the LSTM's
+ * above: every panel width this CPU can run (16 with AVX-512, 8 with AVX2 and
+ * FMA; these kernels have no plain-vector form), every row count up to 14
+ * (blocks of 6, 4, 2 and 1 rows, 8 and 9 as 4 + 4 (+ 1), a lone row over
+ * groups of panels) and 203 (several groups of rows), x and h long enough
+ * for several chunks of k, widths that leave a partial panel or a partial group,
+ * the input projection fused or given as xg, all units at once or split at
+ * RNND_CPU_NR, strides wider than the rows, and nothing written past them.
+ * The GRU with the reset before R_n runs as its two passes, GRU_RZ over all
+ * units and then GRU_N.
+ */
+enum step_cell { CELL_GRU, CELL_GRU_RBR, CELL_TANH, CELL_RELU };
+
+static bool can_run_lu(uint32_t lu)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (lu == 16)
+                return __builtin_cpu_supports("avx512f");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+        return true;
+#endif
+}
+
+/* Gate g's pre-activation parts of unit u: W_g x + b_ig (xi) and R_g hv + b_hg (hh). */
+static void ref_gate(uint32_t H, uint32_t KX, const float *Wi, const float *Wh, const float *bi,
+                     const float *bh, const float *x, const double *hv, uint32_t g, uint32_t u,
+                     double *xi, double *hh)
+{
+        const uint32_t j = g * H + u;
+
+        *xi = bi[j];
+        *hh = bh[j];
+        for (uint32_t k = 0; k < KX; k++)
+                *xi += (double)Wi[j * KX + k] * x[k];
+        for (uint32_t k = 0; k < H; k++)
+                *hh += (double)Wh[j * H + k] * hv[k];
+}
+
+/* The new state of one row, in double precision: out[0..H). */
+static void ref_row(enum step_cell cell, uint32_t H, uint32_t KX, const float *Wi, const float *Wh,
+                    const float *bi, const float *bh, const float *x, const float *h, double *out)
+{
+        double *hv = malloc(sizeof(double) * H), *rh = malloc(sizeof(double) * H);
+
+        for (uint32_t k = 0; k < H; k++)
+                hv[k] = h[k];
+        if (cell == CELL_GRU_RBR)
+                for (uint32_t u = 0; u < H; u++) {
+                        double xi, hh;
+
+                        ref_gate(H, KX, Wi, Wh, bi, bh, x, hv, 0, u, &xi, &hh);
+                        rh[u] = sig(xi + hh) * hv[u];
+                }
+        for (uint32_t u = 0; u < H; u++) {
+                double xi, hh, r, z, n;
+
+                if (cell == CELL_TANH || cell == CELL_RELU) {
+                        ref_gate(H, KX, Wi, Wh, bi, bh, x, hv, 0, u, &xi, &hh);
+                        out[u] = cell == CELL_TANH ? tanh(xi + hh) : fmax(xi + hh, 0.0);
+                        continue;
+                }
+                ref_gate(H, KX, Wi, Wh, bi, bh, x, hv, 0, u, &xi, &hh);
+                r = sig(xi + hh);
+                ref_gate(H, KX, Wi, Wh, bi, bh, x, hv, 1, u, &xi, &hh);
+                z = sig(xi + hh);
+                ref_gate(H, KX, Wi, Wh, bi, bh, x, cell == CELL_GRU ? hv : rh, 2, u, &xi, &hh);
+                n = cell == CELL_GRU ? tanh(xi + r * hh) : tanh(xi + hh);
+                out[u] = (1.0 - z) * n + z * hv[u];
+        }
+        free(hv);
+        free(rh);
+}
+
+/* The buffers of one step check. */
+struct step_case {
+        uint32_t G, H, KX, M, lda, ldh, ldy;
+        float *Wi, *Wh, *bi, *bh, *X, *xg, *A, *h, *y, *rh, *z, *P, *P2;
+};
+
+static void step_case_init(struct step_case *c, enum step_cell cell, uint32_t H, uint32_t KX,
+                           uint32_t M, unsigned *seed)
+{
+        c->G = cell == CELL_TANH || cell == CELL_RELU ? 1 : 3;
+        c->H = H;
+        c->KX = KX;
+        c->M = M;
+        c->lda = H + 3;
+        c->ldh = H + 1;
+        c->ldy = 2 * H;
+        c->Wi = malloc(sizeof(float) * c->G * H * KX);
+        c->Wh = malloc(sizeof(float) * c->G * H * H);
+        c->bi = malloc(sizeof(float) * c->G * H);
+        c->bh = malloc(sizeof(float) * c->G * H);
+        c->X = malloc(sizeof(float) * M * KX);
+        c->xg = malloc(sizeof(float) * M * c->G * H);
+        c->A = malloc(sizeof(float) * M * c->lda);
+        c->h = calloc((size_t)M * c->ldh, sizeof(float));
+        c->y = calloc((size_t)M * c->ldy, sizeof(float));
+        c->rh = calloc((size_t)M * H, sizeof(float));
+        c->z = calloc((size_t)M * H, sizeof(float));
+        for (uint32_t i = 0; i < c->G * H * KX; i++)
+                c->Wi[i] = 0.5f * frand(seed);
+        for (uint32_t i = 0; i < c->G * H * H; i++)
+                c->Wh[i] = 0.5f * frand(seed);
+        for (uint32_t i = 0; i < c->G * H; i++) {
+                c->bi[i] = frand(seed);
+                c->bh[i] = frand(seed);
+        }
+        for (uint32_t i = 0; i < M * KX; i++)
+                c->X[i] = frand(seed);
+        for (uint32_t i = 0; i < M * c->lda; i++)
+                c->A[i] = frand(seed);
+        for (uint32_t r = 0; r < M; r++)
+                for (uint32_t j = 0; j < c->G * H; j++) {
+                        float v = 0;
+
+                        for (uint32_t k = 0; k < KX; k++)
+                                v += c->Wi[j * KX + k] * c->X[r * KX + k];
+                        c->xg[r * c->G * H + j] = v;
+                }
+}
+
+static void step_case_done(struct step_case *c)
+{
+        float *all[] = {c->Wi, c->Wh, c->bi, c->bh, c->X, c->xg, c->A,
+                        c->h,  c->y,  c->rh, c->z,  c->P, c->P2};
+
+        for (size_t i = 0; i < RNND_ELEMENTSOF(all); i++)
+                free(all[i]);
+}
+
+/* Runs pass s over [0, H), or [0, RNND_CPU_NR) and [RNND_CPU_NR, H) when split. */
+static void run_pass(const struct rnnd__cpu_step *s, bool split)
+{
+        if (split && s->H > RNND_CPU_NR) {
+                rnnd__cpu_step(s, 0, RNND_CPU_NR);
+                rnnd__cpu_step(s, RNND_CPU_NR, s->H);
+        } else {
+                rnnd__cpu_step(s, 0, s->H);
+        }
+}
+
+/* Packs and runs the fused step of cell on c (lu, fuse_x, split). */
+static void run_fused(enum step_cell cell, uint32_t lu, bool fuse_x, bool split,
+                      struct step_case *c)
+{
+        const uint32_t H = c->H, KX = c->KX, gh = c->G * H;
+        const enum rnnd__cpu_kind kinds[] = {RNND_CPU_GRU, RNND_CPU_GRU_RZ, RNND_CPU_TANH,
+                                             RNND_CPU_RELU};
+        struct rnnd__cpu_step s = {.kind = kinds[cell],
+                                   .lu = lu,
+                                   .M = c->M,
+                                   .H = H,
+                                   .KX = KX,
+                                   .K = H,
+                                   .X = fuse_x ? c->X : NULL,
+                                   .ldxin = KX,
+                                   .xg = fuse_x ? NULL : c->xg,
+                                   .ldx = gh,
+                                   .A = c->A,
+                                   .lda = c->lda,
+                                   .hold = c->A,
+                                   .ldo = c->lda,
+                                   .z = c->z,
+                                   .h = c->h,
+                                   .y = c->y,
+                                   .ldh = c->ldh,
+                                   .ldy = c->ldy};
+
+        c->P = malloc(sizeof(float) * rnnd__cpu_step_packed_size(s.kind, lu, H, KX, H));
+        rnnd__cpu_step_pack(s.kind, lu, H, KX, c->Wi, H, c->Wh, c->bi, c->bh, c->P);
+        s.P = c->P;
+        if (cell != CELL_GRU_RBR) {
+                run_pass(&s, split);
+                return;
+        }
+        /* Reset before: r*h and z over every unit, then n over r*h. */
+        s.h = c->rh;
+        s.ldh = H;
+        s.y = NULL;
+        run_pass(&s, split);
+        c->P2 = malloc(sizeof(float) * rnnd__cpu_step_packed_size(RNND_CPU_GRU_N, lu, H, KX, H));
+        rnnd__cpu_step_pack(RNND_CPU_GRU_N, lu, H, KX, c->Wi + (size_t)2 * H * KX, H,
+                            c->Wh + (size_t)2 * H * H, c->bi + 2 * H, c->bh + 2 * H, c->P2);
+        s.kind = RNND_CPU_GRU_N;
+        s.P = c->P2;
+        s.xg = fuse_x ? NULL : c->xg + 2 * H;
+        s.A = c->rh;
+        s.lda = H;
+        s.h = c->h;
+        s.ldh = c->ldh;
+        s.y = c->y;
+        run_pass(&s, split);
+}
+
+/* One step of M rows, H units, input width KX; returns the largest error. */
+static double check_cell_step(enum step_cell cell, uint32_t lu, bool fuse_x, uint32_t H,
+                              uint32_t KX, uint32_t M, bool split, unsigned *seed)
+{
+        struct step_case c = {0};
+        double *want = malloc(sizeof(double) * H), worst = 0;
+
+        step_case_init(&c, cell, H, KX, M, seed);
+        run_fused(cell, lu, fuse_x, split, &c);
+        for (uint32_t r = 0; r < M; r++) {
+                ref_row(cell, H, KX, c.Wi, c.Wh, c.bi, c.bh, c.X + r * KX, c.A + r * c.lda, want);
+                for (uint32_t u = 0; u < H; u++) {
+                        double e = fabs(c.h[r * c.ldh + u] - want[u]);
+
+                        ck_assert_msg(c.h[r * c.ldh + u] == c.y[r * c.ldy + u],
+                                      "cell %d lu %u H %u M %u: y != h", cell, lu, H, M);
+                        ck_assert_msg(e < 2e-5,
+                                      "cell %d lu %u H %u KX %u M %u fuse_x %d split %d row %u "
+                                      "unit %u: error %g",
+                                      cell, lu, H, KX, M, fuse_x, split, r, u, e);
+                        worst = fmax(worst, e);
+                }
+                /* Nothing written past the rows' widths. */
+                for (uint32_t u = H; u < c.ldh; u++)
+                        ck_assert_float_eq(c.h[r * c.ldh + u], 0.0f);
+                for (uint32_t u = H; u < c.ldy; u++)
+                        ck_assert_float_eq(c.y[r * c.ldy + u], 0.0f);
+        }
+        free(want);
+        step_case_done(&c);
+        return worst;
+}
+
+START_TEST(test_cell_step)
+{
+        static const uint32_t Hs[] = {5, 8, 13, 16, 24, 37, 64, 136}, KXs[] = {3, 8};
+        const enum step_cell cell = (enum step_cell)(_i / 4);
+        const uint32_t lu = step_lus[_i / 2 % 2];
+        const bool fuse_x = _i % 2 == 0;
+        unsigned seed = 11u + (unsigned)_i;
+        double worst = 0;
+
+        if (!can_run_lu(lu))
+                return;
+        for (size_t hi = 0; hi < RNND_ELEMENTSOF(Hs); hi++)
+                for (size_t ki = 0; ki < RNND_ELEMENTSOF(KXs); ki++)
+                        for (uint32_t M = 1; M <= 14; M++)
+                                for (int split = 0; split < 2; split++)
+                                        worst = fmax(worst,
+                                                     check_cell_step(cell, lu, fuse_x, Hs[hi],
+                                                                     KXs[ki], M, split, &seed));
+        fprintf(stderr, "test_cell_step: cell %d, lu %u, fuse_x %d: worst error %.3g\n", cell, lu,
+                fuse_x, worst);
+}
+END_TEST
+
+/*
+ * describe() names the kernel that runs each cell's recurrence: the fused
+ * step and the vector unit it uses where the CPU has one (an LSTM with a
+ * projection always takes the packed GEMM), and why a GRU with the reset
+ * before R_n is not on cuDNN.
+ */
+static const struct {
+        const char *model;
+        const char *fused; /* the cell's fused step, or NULL */
+        bool rbr;
+} describe_cases[] = {
+        {"gru_rbr_l1_uni_ragged_h0", "gru", true},  {"lstm_h48_l2_bi_ragged_h0", "lstm", false},
+        {"gru_h48_l2_bi_ragged_h0", "gru", false},  {"rnn_tanh_l3_bi_ragged_h0", "rnn", false},
+        {"lstm_proj_l3_bi_ragged_h0", NULL, false},
+};
+
 START_TEST(test_describe)
 {
-        rnnd_model_t *m = rnnd_test_load_golden("gru_rbr_l1_uni_ragged_h0");
+        rnnd_model_t *m = rnnd_test_load_golden(describe_cases[_i].model);
+        const char *unit = NULL;
         struct rnnd_backend_desc d;
         rnnd_error_t err = {0};
+        char want[64] = "packed-gemm";
         void *plan;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (__builtin_cpu_supports("avx512f"))
+                unit = "AVX-512";
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+                unit = "AVX2";
+#endif
+        if (unit != NULL && describe_cases[_i].fused != NULL)
+                snprintf(want, sizeof(want), "fused-%s-step (%s)", describe_cases[_i].fused, unit);
         ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
         rnnd_cpu_backend.describe(plan, &d);
         ck_assert_str_eq(d.backend, "cpu");
-        ck_assert_str_eq(d.algo, "packed-gemm");
-        ck_assert_ptr_nonnull(strstr(d.why_not_cudnn, "gru_linear_before_reset=false"));
-        rnnd_cpu_backend.close(plan);
-        rnnd_model_unref(m);
-
-        /* An LSTM without a projection names the fused step and the vector unit it uses. */
-        m = rnnd_test_load_golden("lstm_h48_l2_bi_ragged_h0");
-        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
-        rnnd_cpu_backend.describe(plan, &d);
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (__builtin_cpu_supports("avx512f"))
-                ck_assert_str_eq(d.algo, "fused-lstm-step (AVX-512)");
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-                ck_assert_str_eq(d.algo, "fused-lstm-step (AVX2)");
+        ck_assert_str_eq(d.algo, want);
+        if (describe_cases[_i].rbr)
+                ck_assert_ptr_nonnull(strstr(d.why_not_cudnn, "gru_linear_before_reset=false"));
         else
-#endif
-                ck_assert_str_eq(d.algo, "packed-gemm");
-        ck_assert_str_eq(d.why_not_cudnn, "");
+                ck_assert_str_eq(d.why_not_cudnn, "");
         rnnd_cpu_backend.close(plan);
         rnnd_model_unref(m);
 }
@@ -528,8 +842,9 @@ static Suite *cpu_suite(void)
         suite_add_tcase(s, tc);
         tc = tcase_create("batches");
         tcase_add_test(tc, test_batches);
-        tcase_add_test(tc, test_describe);
+        tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
+        tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_threads_agree, 0, RNND_ELEMENTSOF(agree_cases));
         suite_add_tcase(s, tc);
         tc = tcase_create("oom");

@@ -146,6 +146,14 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
  */
 void rnnd__cpu_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1);
 
+/*
+ * The input projection of any kind, LSTM included, from its packed weights:
+ * writes xg[M, G*H] = X W_ih^T of the kind's G gates (no bias), all units,
+ * row stride ldx, through s->xg (which must be writable and not alias X).
+ * Reads lu, kind, M, H, KX, K, P, X and ldxin.
+ */
+void rnnd__cpu_project(const struct rnnd__cpu_step *s);
+
 /* Vectorisable float sigmoid and tanh (max abs error ~1e-7), over n values. */
 void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y);
 void rnnd__cpu_tanh(uint32_t n, const float *x, float *y);

@@ -676,29 +676,60 @@ static unsigned sliced_ld(const struct sliced *sc)
 }
 
 /*
- * The chunk's input projection of rows [r0, r0 + rows), split by rows: one
- * call per participant packs its own rows once (column slices would repack
- * every row once per gate).  Then all meet, since each needs its columns of
- * every row.
+ * xg[0, n) = rows [r, r + n) of the layer input x W_ih^T: by the fused step's
+ * own packed weights where it has them (OpenBLAS picks its kernels by CPU
+ * model, and took SSE3 ones on a newer Xeon it did not know), else OpenBLAS.
+ */
+static void project(const struct sliced *sc, uint32_t r, uint32_t n, float *xg)
+{
+        const rnnd_model_t *m = sc->p->m;
+        const struct rnnd_layer_weights *lw = &m->layers[sliced_ld(sc)];
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        const uint32_t H = m->cfg.hidden_size, gh = m->gates * H, in = lw->in;
+        struct rnnd__cpu_step st = {
+                .kind = pw->lstm_lu != 0 ? RNND_CPU_LSTM : pw->kind,
+                .lu = pw->lstm_lu | pw->step_lu,
+                .M = n,
+                .H = H,
+                .KX = in,
+                .K = H,
+                .P = pw->rec,
+                .X = sc->w->in + (size_t)r * in,
+                .ldxin = in,
+                .xg = xg,
+                .ldx = gh,
+        };
+
+        if (n == 0)
+                return;
+        if (st.lu == 0) {
+                gemm_nt(n, gh, in, st.X, in, lw->w_ih, in, 0.0f, xg, gh);
+                return;
+        }
+        rnnd__cpu_project(&st);
+        if (pw->kind == RNND_CPU_GRU_RZ && pw->lstm_lu == 0) { /* and the n gate */
+                st.kind = RNND_CPU_GRU_N;
+                st.P = pw->rec2;
+                st.xg = xg + 2 * H;
+                rnnd__cpu_project(&st);
+        }
+}
+
+/*
+ * The chunk's input projection of rows [r0, r0 + rows), split by rows, each
+ * participant's once.  Then all meet, since each needs its columns of every
+ * row.
  */
 static void sliced_project(const struct sliced *sc, unsigned s, uint32_t r0, uint32_t rows,
                            unsigned *sense)
 {
-        const rnnd_model_t *m = sc->p->m;
-        const struct rnnd_layer_weights *lw = &m->layers[sliced_ld(sc)];
-        const uint32_t gh = m->gates * m->cfg.hidden_size, in = lw->in;
-        struct work *w = sc->w;
+        const uint32_t gh = sc->p->m->gates * sc->p->m->cfg.hidden_size;
         const unsigned n_sl = sc->slices;
+        const uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
 
-        if (n_sl == 1) {
-                gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f, w->xg, gh);
-        } else {
-                uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
-
-                gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in, 0.0f,
-                        w->xg + (size_t)a * gh, gh);
+        project(sc, r0 + a, e - a, sc->w->xg + (size_t)a * gh);
+        if (n_sl > 1)
                 rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
-        }
 }
 
 /*

@@ -35,13 +35,13 @@
 /* Gate rows of a kind in the packed weights. */
 static ALWAYS_INLINE size_t kind_gates(enum rnnd__cpu_kind k)
 {
-        return k == RNND_CPU_GRU ? 3 : k == RNND_CPU_GRU_RZ ? 2 : 1;
+        return k == RNND_CPU_LSTM ? 4 : k == RNND_CPU_GRU ? 3 : k == RNND_CPU_GRU_RZ ? 2 : 1;
 }
 
 /* Accumulators per row and panel; also the bias vectors per panel. */
 static ALWAYS_INLINE size_t kind_slots(enum rnnd__cpu_kind k)
 {
-        return k == RNND_CPU_GRU ? 4 : k == RNND_CPU_GRU_RZ ? 2 : 1;
+        return k == RNND_CPU_LSTM || k == RNND_CPU_GRU ? 4 : k == RNND_CPU_GRU_RZ ? 2 : 1;
 }
 
 /* The slot that gate g of W_ih (hpart false) or W_hh (true) adds into. */
@@ -166,12 +166,15 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         for (size_t q = 0; q < np; q++) {                                          \
                                 const V *w = (const V *)(p + q * ps + k * G * LU);                 \
                                 V w0 = w[0], w1 = G > 1 ? w[1] : w0, w2 = G > 2 ? w[2] : w0;       \
+                                V w3 = G > 3 ? w[3] : w0;                                          \
                                                                                                    \
                                 HOLD_REGS(w0);                                                     \
                                 if (G > 1)                                                         \
                                         HOLD_REGS(w1);                                             \
                                 if (G > 2)                                                         \
                                         HOLD_REGS(w2);                                             \
+                                if (G > 3)                                                         \
+                                        HOLD_REGS(w3);                                             \
                                 for (size_t r = 0; r < mr; r++) {                                  \
                                         V ar = a[r * lda + k] - (V){0};                            \
                                                                                                    \
@@ -180,6 +183,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                                 s[r * np + q][1] += w1 * ar;                       \
                                         if (G > 2)                                                 \
                                                 s[r * np + q][s2] += w2 * ar;                      \
+                                        if (G > 3)                                                 \
+                                                s[r * np + q][3] += w3 * ar;                       \
                                         KEEP(ar);                                                  \
                                 }                                                                  \
                                 KEEP(w0);                                                          \
@@ -187,6 +192,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                         KEEP(w1);                                                  \
                                 if (G > 2)                                                         \
                                         KEEP(w2);                                                  \
+                                if (G > 3)                                                         \
+                                        KEEP(w3);                                                  \
                         }                                                                          \
         }                                                                                          \
         static ALWAYS_INLINE ATTR void cells##LU(const struct rnnd__cpu_step *st, size_t mr,       \
@@ -246,21 +253,23 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
         /*                                                                                         \
          * The sums of k in [c0, c1) of the concatenated x and A (x's KX first, when X is          \
          * given), added to the partial sums at part (the biases when c0 is the first k);          \
-         * after the last k, W x too when it is given, and the gate math.                          \
+         * after the last k, W x too when it is given, and the gate math.  proj: x alone, no       \
+         * bias, and the sums stored to xg (rnnd__cpu_project()).                                  \
          */                                                                                        \
         static ALWAYS_INLINE ATTR void block##LU(                                                  \
-                const struct rnnd__cpu_step *st, enum rnnd__cpu_kind kind, size_t mr, size_t np,   \
-                size_t m, size_t u, size_t n, size_t c0, size_t c1, float *part)                   \
+                const struct rnnd__cpu_step *st, enum rnnd__cpu_kind kind, bool proj, size_t mr,   \
+                size_t np, size_t m, size_t u, size_t n, size_t c0, size_t c1, float *part)        \
         {                                                                                          \
                 const size_t S = kind_slots(kind), G = kind_gates(kind), KX = st->KX;              \
                 const size_t ps = panel_stride(kind, LU, KX, st->K);                               \
                 const float *p = st->P + u / LU * ps;                                              \
-                const bool first = c0 == (st->X != NULL ? 0 : KX), last = c1 == KX + st->K;        \
+                const bool first = c0 == (st->X != NULL ? 0 : KX);                                 \
+                const bool last = c1 == KX + (proj ? 0 : st->K);                                   \
                 V s[BLOCK_MAX][SLOTS_MAX];                                                         \
                                                                                                    \
                 for (size_t i = 0; i < mr * np; i++)                                               \
                         for (size_t j = 0; j < SLOTS_MAX; j++)                                     \
-                                s[i][j] = j >= S  ? (V){0}                                         \
+                                s[i][j] = j >= S || (first && proj) ? (V){0}                       \
                                           : first ? ((const V *)(p + i % np * ps))[j]              \
                                                   : ld##LU(part + (i * S + j) * LU, LU);           \
                 if (c0 < KX) /* X is given */                                                      \
@@ -272,6 +281,17 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                                                                                    \
                         sum##LU(kind, true, mr, np, c1 - KX - h0, st->A + m * st->lda + h0,        \
                                 st->lda, p + (S + G * (KX + h0)) * LU, ps, s);                     \
+                }                                                                                  \
+                if (last && proj) {                                                                \
+                        for (size_t i = 0; i < mr * np; i++) {                                     \
+                                const size_t q = i % np, uq = u + q * LU;                          \
+                                const size_t nq = n - q * LU < LU ? n - q * LU : LU;               \
+                                float *x = (float *)st->xg + (m + i / np) * st->ldx + uq;          \
+                                                                                                   \
+                                for (size_t g = 0; g < G; g++)                                     \
+                                        st##LU(x + g * st->H, s[i][g], nq);                        \
+                        }                                                                          \
+                        return;                                                                    \
                 }                                                                                  \
                 if (last && st->X == NULL)                                                         \
                         for (size_t i = 0; i < mr * np; i++) {                                     \
@@ -292,16 +312,20 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
         }                                                                                          \
         /* Rows [m, m + mr) over units [u, j1): groups of np panels, then single ones. */          \
         static ALWAYS_INLINE ATTR void rows##LU(const struct rnnd__cpu_step *st,                   \
-                                                enum rnnd__cpu_kind kind, size_t mr, size_t np,    \
-                                                size_t m, size_t u, size_t j1)                     \
+                                                enum rnnd__cpu_kind kind, bool proj, size_t mr,    \
+                                                size_t np, size_t m, size_t u, size_t j1)          \
         {                                                                                          \
-                const size_t c0 = st->X != NULL ? 0 : st->KX, c1 = st->KX + st->K;                 \
+                const size_t c0 = st->X != NULL ? 0 : st->KX;                                      \
+                const size_t c1 = st->KX + (proj ? 0 : st->K);                                     \
                 float part[BLOCK_MAX * SLOTS_MAX * LU];                                            \
                                                                                                    \
+                /* Read by no block (c0 is the first k), but GCC cannot tell. */                   \
+                memset(part, 0, mr *np *kind_slots(kind) * LU * sizeof(float));                    \
                 for (; u + np * LU <= j1; u += np * LU)                                            \
-                        block##LU(st, kind, mr, np, m, u, np *LU, c0, c1, part);                   \
+                        block##LU(st, kind, proj, mr, np, m, u, np *LU, c0, c1, part);             \
                 for (; u < j1; u += LU)                                                            \
-                        block##LU(st, kind, mr, 1, m, u, j1 - u < LU ? j1 - u : LU, c0, c1, part); \
+                        block##LU(st, kind, proj, mr, 1, m, u, j1 - u < LU ? j1 - u : LU, c0, c1,  \
+                                  part);                                                           \
         }                                                                                          \
         /*                                                                                         \
          * Every row over g panels from unit u, n units in all: by groups of rows whose partial    \
@@ -310,11 +334,12 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
          * of the group's rows adding one chunk before the next.                                   \
          */                                                                                        \
         static ALWAYS_INLINE ATTR void sweep##LU(const struct rnnd__cpu_step *st,                  \
-                                                 enum rnnd__cpu_kind kind, size_t g, size_t u,     \
-                                                 size_t n)                                         \
+                                                 enum rnnd__cpu_kind kind, bool proj, size_t g,    \
+                                                 size_t u, size_t n)                               \
         {                                                                                          \
                 const size_t M = st->M, S = kind_slots(kind), rows = PART_FLOATS / (g * S * LU);   \
-                const size_t kb = st->X != NULL ? 0 : st->KX, ke = st->KX + st->K;                 \
+                const size_t kb = st->X != NULL ? 0 : st->KX;                                      \
+                const size_t ke = st->KX + (proj ? 0 : st->K);                                     \
                 const size_t kc = L1_WEIGHTS / (g * kind_gates(kind) * LU * sizeof(float));        \
                 float part[PART_FLOATS];                                                           \
                                                                                                    \
@@ -330,51 +355,54 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                 /* as 4 + 4 (+ 1). */                                              \
                                 for (; LU == 16 && m1 - m >= 6 && m1 - m != 8 && m1 - m != 9;      \
                                      m += 6, pt += 6 * g * S * LU)                                 \
-                                        block##LU(st, kind, 6, g, m, u, n, c0, c1, pt);            \
+                                        block##LU(st, kind, proj, 6, g, m, u, n, c0, c1, pt);      \
                                 for (; LU == 16 && m1 - m >= 4; m += 4, pt += 4 * g * S * LU)      \
-                                        block##LU(st, kind, 4, g, m, u, n, c0, c1, pt);            \
+                                        block##LU(st, kind, proj, 4, g, m, u, n, c0, c1, pt);      \
                                 for (; m1 - m >= 2; m += 2, pt += 2 * g * S * LU)                  \
-                                        block##LU(st, kind, 2, g, m, u, n, c0, c1, pt);            \
+                                        block##LU(st, kind, proj, 2, g, m, u, n, c0, c1, pt);      \
                                 for (; m < m1; m++, pt += g * S * LU)                              \
-                                        block##LU(st, kind, 1, g, m, u, n, c0, c1, pt);            \
+                                        block##LU(st, kind, proj, 1, g, m, u, n, c0, c1, pt);      \
                         }                                                                          \
                 }                                                                                  \
         }                                                                                          \
         static ALWAYS_INLINE ATTR void run##LU(const struct rnnd__cpu_step *st,                    \
-                                               enum rnnd__cpu_kind kind, size_t j0, size_t j1)     \
+                                               enum rnnd__cpu_kind kind, bool proj, size_t j0,     \
+                                               size_t j1)                                          \
         {                                                                                          \
                 const size_t np = group_of(kind, LU == 16 ? 6 : 2, LU);                            \
                 size_t u = j0;                                                                     \
                                                                                                    \
                 if (st->M == 1) {                                                                  \
-                        rows##LU(st, kind, 1, group_of(kind, 1, LU), 0, j0, j1);                   \
+                        rows##LU(st, kind, proj, 1, group_of(kind, 1, LU), 0, j0, j1);             \
                         return;                                                                    \
                 }                                                                                  \
                 for (; u + np * LU <= j1; u += np * LU)                                            \
-                        sweep##LU(st, kind, np, u, np *LU);                                        \
+                        sweep##LU(st, kind, proj, np, u, np *LU);                                  \
                 for (; u < j1; u += LU)                                                            \
-                        sweep##LU(st, kind, 1, u, j1 - u < LU ? j1 - u : LU);                      \
+                        sweep##LU(st, kind, proj, 1, u, j1 - u < LU ? j1 - u : LU);                \
         }                                                                                          \
-        static ALWAYS_INLINE ATTR void step##LU(const struct rnnd__cpu_step *st, size_t j0,        \
-                                                size_t j1)                                         \
+        static ALWAYS_INLINE ATTR void step##LU(const struct rnnd__cpu_step *st, bool proj,        \
+                                                size_t j0, size_t j1)                              \
         {                                                                                          \
                 switch (st->kind) {                                                                \
+                case RNND_CPU_LSTM: /* its steps are gates.c's; its projection is here */          \
+                        if (proj)                                                                  \
+                                run##LU(st, RNND_CPU_LSTM, true, j0, j1);                          \
+                        break;                                                                     \
                 case RNND_CPU_GRU:                                                                 \
-                        run##LU(st, RNND_CPU_GRU, j0, j1);                                         \
+                        run##LU(st, RNND_CPU_GRU, proj, j0, j1);                                   \
                         break;                                                                     \
                 case RNND_CPU_GRU_RZ:                                                              \
-                        run##LU(st, RNND_CPU_GRU_RZ, j0, j1);                                      \
+                        run##LU(st, RNND_CPU_GRU_RZ, proj, j0, j1);                                \
                         break;                                                                     \
                 case RNND_CPU_GRU_N:                                                               \
-                        run##LU(st, RNND_CPU_GRU_N, j0, j1);                                       \
+                        run##LU(st, RNND_CPU_GRU_N, proj, j0, j1);                                 \
                         break;                                                                     \
                 case RNND_CPU_TANH:                                                                \
-                        run##LU(st, RNND_CPU_TANH, j0, j1);                                        \
+                        run##LU(st, RNND_CPU_TANH, proj, j0, j1);                                  \
                         break;                                                                     \
                 case RNND_CPU_RELU:                                                                \
-                        run##LU(st, RNND_CPU_RELU, j0, j1);                                        \
-                        break;                                                                     \
-                default:                                                                           \
+                        run##LU(st, RNND_CPU_RELU, proj, j0, j1);                                  \
                         break;                                                                     \
                 }                                                                                  \
         }
@@ -394,22 +422,30 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
 STEP_KERNEL(8, v8, v8i, KEEP_X, AVX2_ONLY)
 STEP_KERNEL(16, v16, v16i, KEEP_V, AVX512_ONLY)
 
-static AVX2_ONLY __attribute__((noinline)) void step_avx2(const struct rnnd__cpu_step *s,
+static AVX2_ONLY __attribute__((noinline)) void step_avx2(const struct rnnd__cpu_step *s, bool proj,
                                                           uint32_t j0, uint32_t j1)
 {
-        step8(s, j0, j1);
+        step8(s, proj, j0, j1);
 }
 
 static AVX512_ONLY __attribute__((noinline)) void step_avx512(const struct rnnd__cpu_step *s,
-                                                              uint32_t j0, uint32_t j1)
+                                                              bool proj, uint32_t j0, uint32_t j1)
 {
-        step16(s, j0, j1);
+        step16(s, proj, j0, j1);
 }
 
 void rnnd__cpu_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1)
 {
         if (s->lu == 8)
-                step_avx2(s, j0, j1);
+                step_avx2(s, false, j0, j1);
         else
-                step_avx512(s, j0, j1);
+                step_avx512(s, false, j0, j1);
+}
+
+void rnnd__cpu_project(const struct rnnd__cpu_step *s)
+{
+        if (s->lu == 8)
+                step_avx2(s, true, 0, s->H);
+        else
+                step_avx512(s, true, 0, s->H);
 }

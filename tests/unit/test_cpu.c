@@ -783,6 +783,103 @@ START_TEST(test_cell_step)
 END_TEST
 
 /*
+ * The input projection from a fused step's packed weights, for every kind
+ * (the LSTM's packing included) and panel width the CPU runs: xg = X W_ih^T
+ * of the kind's gates, no bias, against double precision (relative to the
+ * terms' magnitude: x is up to 300 wide), for row counts
+ * that take every block and x wide enough for several chunks of k; nothing
+ * written past the gates' columns.
+ */
+static const enum rnnd__cpu_kind project_kinds[] = {RNND_CPU_LSTM, RNND_CPU_GRU, RNND_CPU_GRU_RZ,
+                                                    RNND_CPU_GRU_N, RNND_CPU_TANH};
+
+static double check_project(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint32_t KX,
+                            uint32_t M, unsigned *seed)
+{
+        const uint32_t G = kind == RNND_CPU_LSTM     ? 4
+                           : kind == RNND_CPU_GRU    ? 3
+                           : kind == RNND_CPU_GRU_RZ ? 2
+                                                     : 1;
+        const uint32_t ld = G * H + 5;
+        float *Wi = malloc(sizeof(float) * G * H * KX), *Wh = calloc((size_t)G * H * H, 4);
+        float *b = calloc((size_t)G * H, sizeof(float)), *X = malloc(sizeof(float) * M * KX);
+        float *xg = malloc(sizeof(float) * M * ld);
+        float *P = malloc(sizeof(float) *
+                          (kind == RNND_CPU_LSTM ? rnnd__cpu_lstm_packed_size(lu, H, KX, H)
+                                                 : rnnd__cpu_step_packed_size(kind, lu, H, KX, H)));
+        struct rnnd__cpu_step st = {.kind = kind,
+                                    .lu = lu,
+                                    .M = M,
+                                    .H = H,
+                                    .KX = KX,
+                                    .K = H,
+                                    .P = P,
+                                    .X = X,
+                                    .ldxin = KX,
+                                    .xg = xg,
+                                    .ldx = ld};
+        double worst = 0;
+
+        for (uint32_t i = 0; i < G * H * KX; i++)
+                Wi[i] = 0.5f * frand(seed);
+        for (uint32_t i = 0; i < G * H; i++) /* packed, and left out of xg */
+                b[i] = frand(seed);
+        for (uint32_t i = 0; i < M * KX; i++)
+                X[i] = frand(seed);
+        for (uint32_t i = 0; i < M * ld; i++)
+                xg[i] = NAN;
+        if (kind == RNND_CPU_LSTM)
+                rnnd__cpu_lstm_pack(lu, H, KX, Wi, H, Wh, b, b, P);
+        else
+                rnnd__cpu_step_pack(kind, lu, H, KX, Wi, H, Wh, b, b, P);
+        rnnd__cpu_project(&st);
+        for (uint32_t r = 0; r < M; r++) {
+                for (uint32_t j = 0; j < G * H; j++) {
+                        double want = 0, mag = 0, e;
+
+                        for (uint32_t k = 0; k < KX; k++) {
+                                want += (double)Wi[j * KX + k] * X[r * KX + k];
+                                mag += fabs((double)Wi[j * KX + k] * X[r * KX + k]);
+                        }
+                        /* fp32 sums of KX terms: within a few ulp of their magnitude */
+                        e = fabs(xg[r * ld + j] - want) / (1.0 + mag);
+                        ck_assert_msg(e < 1e-6, "kind %d lu %u H %u KX %u M %u row %u col %u: %g",
+                                      kind, lu, H, KX, M, r, j, e);
+                        worst = fmax(worst, e);
+                }
+                for (uint32_t j = G * H; j < ld; j++)
+                        ck_assert_msg(isnan(xg[r * ld + j]), "written past the gates");
+        }
+        free(Wi);
+        free(Wh);
+        free(b);
+        free(X);
+        free(xg);
+        free(P);
+        return worst;
+}
+
+START_TEST(test_project)
+{
+        static const uint32_t Hs[] = {5, 37, 136}, KXs[] = {3, 300},
+                              Ms[] = {1, 2, 5, 8, 9, 13, 203};
+        const enum rnnd__cpu_kind kind = project_kinds[_i / 2];
+        const uint32_t lu = step_lus[_i % 2];
+        unsigned seed = 5u + (unsigned)_i;
+        double worst = 0;
+
+        if (!can_run_lu(lu))
+                return;
+        for (size_t hi = 0; hi < RNND_ELEMENTSOF(Hs); hi++)
+                for (size_t ki = 0; ki < RNND_ELEMENTSOF(KXs); ki++)
+                        for (size_t mi = 0; mi < RNND_ELEMENTSOF(Ms); mi++)
+                                worst = fmax(worst, check_project(kind, lu, Hs[hi], KXs[ki], Ms[mi],
+                                                                  &seed));
+        fprintf(stderr, "test_project: kind %d, lu %u: worst error %.3g\n", kind, lu, worst);
+}
+END_TEST
+
+/*
  * describe() names the kernel that runs each cell's recurrence: the fused
  * step and the vector unit it uses where the CPU has one (an LSTM with a
  * projection always takes the packed GEMM), and why a GRU with the reset
@@ -845,6 +942,7 @@ static Suite *cpu_suite(void)
         tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
+        tcase_add_loop_test(tc, test_project, 0, 2 * RNND_ELEMENTSOF(project_kinds));
         tcase_add_loop_test(tc, test_threads_agree, 0, RNND_ELEMENTSOF(agree_cases));
         suite_add_tcase(s, tc);
         tc = tcase_create("oom");

@@ -56,6 +56,7 @@ struct rnnd_backend_desc {
         char math[32];           /* "fp32", "FMA", "TENSOR_OP" */
         char versions[96];       /* library versions */
         char why_not_cudnn[256]; /* "" when on cuDNN */
+        char threading[160];     /* CPU: how batches use the plan's threads, by size; or "" */
 };
 
 struct rnnd_instance_opts {

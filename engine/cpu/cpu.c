@@ -19,14 +19,17 @@
  * embedding gather and the scatter of outputs back to each sequence's own
  * buffers work on the same rows.
  *
- * Threads (a plan of cpu_threads > 1): a batch of at least SPLIT_ROWS
- * sequences per thread is dealt out by sequence, longest first to the thread
- * with the fewest steps, and each thread runs its share as a batch of its own
- * (run_split()).  The threads never wait for each other until the end, so a
- * ragged tail or a thread the OS preempts delays only its own rows.  A
- * smaller batch of a sliceable cell has each step sliced by hidden unit
- * instead (sliced_part()), the threads meeting once per step; other cells
- * run a small batch on one thread.
+ * Threads (a plan of cpu_threads > 1; threads_plan() decides per model, by
+ * batch size): a batch of at least SPLIT_ROWS sequences per thread is dealt
+ * out by sequence, longest first to the thread with the fewest steps, and
+ * each thread runs its share as a batch of its own (run_split()).  The
+ * threads never wait for each other until the end, so a ragged tail or a
+ * thread the OS preempts delays only its own rows.  A smaller batch of a
+ * bidirectional model runs each layer's directions side by side
+ * (side_part()), meeting once per layer; of a unidirectional one, each step
+ * is sliced by hidden unit (sliced_part()), the threads meeting once per
+ * step, where each thread's share of a step pays for that (SLICE_MIN_FMAS),
+ * and otherwise it runs on one thread.
  *
  * Scratch memory belongs to the plan's lanes (one per thread), grows to the
  * largest batch each has run, and is bounded by max_batch_size x
@@ -66,6 +69,15 @@
 #define SPLIT_ROWS 16u
 
 /*
+ * A smaller batch is sliced by hidden unit only when each thread's share of
+ * a step is at least this many multiply-adds (some microseconds): below it
+ * the threads' meeting once per step costs more than the share saves (an
+ * LSTM of 64 units at batch 1 ran at 65k sequences/s on one thread and 20k
+ * on two, issue 28).
+ */
+#define SLICE_MIN_FMAS 131072u
+
+/*
  * One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(),
  * or with W_ih and the biases for a fused step.
  */
@@ -99,15 +111,29 @@ struct lane {
 };
 
 struct cpu_plan {
-        rnnd_model_t *m;    /* a reference; immutable after open */
-        struct packed *pw;  /* [num_layers * dirs]; immutable after open */
-        float *pbuf;        /* owns what pw points to */
-        unsigned n_threads; /* the worker and its team's helpers; immutable */
-        unsigned slices;    /* of them, those that slice a step by hidden unit; immutable */
-        rnnd_team_t *team;  /* helpers when n_threads > 1; worker thread only */
-        struct lane *lanes; /* [n_threads]; lane i used by thread i only */
-        uint32_t *sorted;   /* a split run's sequence order, [sortcap]; worker thread only */
+        rnnd_model_t *m;     /* a reference; immutable after open */
+        struct packed *pw;   /* [num_layers * dirs]; immutable after open */
+        float *pbuf;         /* owns what pw points to */
+        unsigned n_threads;  /* the worker and its team's helpers; immutable */
+        unsigned slices;     /* of them, those that slice a step by hidden unit; immutable */
+        uint32_t split_rows; /* batches of this many sequences or more are split by
+                              * sequence; immutable (threads_plan()) */
+        uint32_t slice_rows; /* smaller ones of this many or more are sliced by hidden
+                              * unit (never when >= split_rows); immutable */
+        bool side;           /* smaller ones run a bidirectional layer's directions side
+                              * by side; immutable */
+        rnnd_team_t *team;   /* helpers when n_threads > 1; worker thread only */
+        struct lane *lanes;  /* [n_threads]; lane i used by thread i only */
+        uint32_t *sorted;    /* a split run's sequence order, [sortcap]; worker thread only */
         size_t sortcap;
+};
+
+/* How a batch runs on the plan's threads (threads_plan(), cpu_run()). */
+enum mode {
+        MODE_ONE,    /* on the worker alone */
+        MODE_SLICED, /* each step sliced by hidden unit across the team */
+        MODE_SIDE,   /* a bidirectional layer's two directions side by side */
+        MODE_SPLIT,  /* the sequences dealt out to the team, a batch each */
 };
 
 /* The packed layout of one batch. */
@@ -324,6 +350,72 @@ static unsigned slice_count(const rnnd_model_t *m, unsigned threads)
         return threads < panels ? threads : panels;
 }
 
+/*
+ * Decides, for this model and each batch size, how a batch uses the plan's
+ * threads (batch_mode()): from split_rows sequences up, dealt out by
+ * sequence; below, a bidirectional model's directions side by side (they
+ * meet once per layer), else each step sliced by hidden unit where each
+ * thread's share of it pays for the meeting, else one thread.
+ */
+static void threads_plan(struct cpu_plan *p)
+{
+        const rnnd_model_t *m = p->m;
+        const uint64_t H = m->cfg.hidden_size;
+        const uint64_t per_row = m->gates * H * (m->out_size + m->layers[0].in);
+        uint64_t rows;
+
+        p->split_rows = p->n_threads > 1 ? SPLIT_ROWS * p->n_threads : UINT32_MAX;
+        p->side = p->n_threads > 1 && m->dirs == 2;
+        p->slice_rows = UINT32_MAX;
+        if (p->slices > 1 && !p->side) {
+                rows = ((uint64_t)SLICE_MIN_FMAS * p->slices + per_row - 1) / per_row;
+                if (rows < p->split_rows)
+                        p->slice_rows = rows < 1 ? 1 : (uint32_t)rows;
+        }
+}
+
+/* How a batch of n sequences runs (threads_plan()). */
+static enum mode batch_mode(const struct cpu_plan *p, uint32_t n)
+{
+        if (n >= p->split_rows)
+                return MODE_SPLIT;
+        if (p->side)
+                return MODE_SIDE;
+        return n >= p->slice_rows ? MODE_SLICED : MODE_ONE;
+}
+
+/* Says what threads_plan() decided, as describe() gives it. */
+static void threads_text(const struct cpu_plan *p, char *buf, size_t size)
+{
+        static const char *const how[] = {"one thread", "hidden units sliced over %u threads",
+                                          "the two directions side by side",
+                                          "sequences split over %u threads"};
+        size_t at = 0;
+        uint32_t from = 1;
+
+        if (p->n_threads == 1) {
+                snprintf(buf, size, "one thread");
+                return;
+        }
+        buf[0] = '\0';
+        while (from != UINT32_MAX && at < size) {
+                enum mode md = batch_mode(p, from);
+                uint32_t to = md == MODE_SPLIT                                  ? UINT32_MAX
+                              : md == MODE_ONE && p->slice_rows < p->split_rows ? p->slice_rows
+                                                                                : p->split_rows;
+                char what[64];
+
+                snprintf(what, sizeof(what), how[md], p->n_threads);
+                if (to == UINT32_MAX)
+                        at += (size_t)snprintf(buf + at, size - at, "%sbatch %u+: %s",
+                                               at ? "; " : "", from, what);
+                else
+                        at += (size_t)snprintf(buf + at, size - at, "%sbatch %u-%u: %s",
+                                               at ? "; " : "", from, to - 1, what);
+                from = to;
+        }
+}
+
 static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
                     rnnd_error_t *reterr)
 {
@@ -343,6 +435,7 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
         openblas_set_num_threads(1);
         p->n_threads = opts != NULL && opts->threads > 1 ? opts->threads : 1;
         p->slices = slice_count(m, p->n_threads);
+        threads_plan(p);
         p->lanes = rnnd_calloc(p->n_threads, sizeof(*p->lanes));
         if (p->lanes == NULL) {
                 cpu_close(p);
@@ -398,6 +491,8 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
         else
                 snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
+        if (p != NULL)
+                threads_text(p, d->threading, sizeof(d->threading));
         /* OpenBLAS's own text starts with its name (0.3.21: "OpenBLAS 0.3.21 ..."). */
         snprintf(d->versions, sizeof(d->versions), "%s%s",
                  strncmp(openblas_get_config(), "OpenBLAS", 8) == 0 ? "" : "OpenBLAS ",
@@ -465,9 +560,13 @@ static uint32_t chunk_steps(const struct pack *pk)
         return s < 1 ? 1 : s > CHUNK_STEPS_MAX ? CHUNK_STEPS_MAX : s;
 }
 
-/* Grows a lane's scratch to hold the buffers of this batch and carves them. */
+/*
+ * Grows a lane's scratch to hold the buffers of this batch and carves them
+ * into w[0]; side: w[1] too, the same but for its own state and gate
+ * buffers, for a layer's second direction run beside the first.
+ */
 static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk, uint64_t S,
-                   struct work *w, rnnd_error_t *reterr)
+                   bool side, struct work w[2], rnnd_error_t *reterr)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         const size_t n = pk->n, H = cfg->hidden_size, P = m->out_size, D = m->dirs;
@@ -476,10 +575,26 @@ static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk
         size_t chunk_rows = (size_t)chunk_steps(pk) * n < S ? (size_t)chunk_steps(pk) * n : S;
         size_t units = cfg->head.present ? cfg->head.units : 0;
         size_t head_rows = cfg->head.apply == RNND_HEAD_ALL ? S : n;
-        const size_t sizes[] = {S * in_w, S * in_w,  chunk_rows * gh,   n * gh, n * P, n * H,
-                                n * H,    n * D * P, head_rows * units, n * P};
-        float **const dst[] = {&w->in, &w->out, &w->xg,   &w->hg,   &w->h,
-                               &w->c,  &w->tmp, &w->feat, &w->head, &w->h2};
+        const size_t two = side ? 1 : 0;
+        const size_t sizes[] = {S * in_w,
+                                S * in_w,
+                                chunk_rows * gh,
+                                n * gh,
+                                n * P,
+                                n * H,
+                                n * H,
+                                n * D * P,
+                                head_rows * units,
+                                n * P,
+                                two * chunk_rows * gh,
+                                two * n * gh,
+                                two * n * P,
+                                two * n * H,
+                                two * n * H,
+                                two * n * P};
+        float **const dst[] = {&w[0].in,  &w[0].out,  &w[0].xg,   &w[0].hg, &w[0].h,  &w[0].c,
+                               &w[0].tmp, &w[0].feat, &w[0].head, &w[0].h2, &w[1].xg, &w[1].hg,
+                               &w[1].h,   &w[1].c,    &w[1].tmp,  &w[1].h2};
         const int nbuf = (int)(sizeof(sizes) / sizeof(sizes[0]));
         size_t total = 0;
 
@@ -499,6 +614,10 @@ static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk
                 *dst[i] = ln->scratch + total;
                 total += (sizes[i] + 15) & ~(size_t)15;
         }
+        w[1].in = w[0].in;
+        w[1].out = w[0].out;
+        w[1].feat = w[0].feat;
+        w[1].head = w[0].head;
         return 0;
 }
 
@@ -986,18 +1105,53 @@ static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                                        U * sizeof(float));
 }
 
+/* One layer of a batch, for its directions. */
+struct layer_run {
+        struct cpu_plan *p;
+        const struct rnnd_batch *b;
+        const struct pack *pk;
+        unsigned l;
+        struct work *w; /* [2]: direction d's buffers are w[d] (w[0] unless side by side) */
+        bool side;
+};
+
+/* Runs direction d of the layer, sliced across the team when slices > 1. */
+static void layer_direction(const struct layer_run *lr, unsigned d, unsigned slices)
+{
+        const rnnd_model_t *m = lr->p->m;
+        const uint32_t P = m->out_size, D = m->dirs, ld = lr->l * D + d;
+        struct work *w = &lr->w[lr->side ? d : 0];
+
+        load_state(m, lr->b, lr->pk, ld, w);
+        run_direction(lr->p, lr->b, lr->pk, lr->l, d, w, slices);
+        store_state(m, lr->b, lr->pk, ld, w);
+        if (lr->l == m->cfg.num_layers - 1)
+                for (uint32_t i = 0; i < lr->pk->n; i++)
+                        memcpy(w->feat + ((size_t)i * D + d) * P, w->h + (size_t)i * P,
+                               P * sizeof(float));
+}
+
 /*
- * Runs batch b of S steps on lane ln, its recurrence sliced across the
- * plan's team when slices > 1 (lane 0 only).
+ * Team member i's part of a layer run side by side: direction i.  The
+ * directions share only the layer's input (read) and output (disjoint
+ * columns), so they meet once per layer, at its end.
  */
+static void side_part(void *arg, unsigned i)
+{
+        if (i < 2)
+                layer_direction(arg, i, 1);
+}
+
+/* Runs batch b of S steps on lane ln, as mode says (lane 0 unless MODE_ONE). */
 static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batch *b, uint64_t S,
-                     unsigned slices, rnnd_error_t *reterr)
+                     enum mode mode, rnnd_error_t *reterr)
 {
         const rnnd_model_t *m = p->m;
         const struct rnnd_model_config *cfg = &m->cfg;
-        const uint32_t P = m->out_size, D = m->dirs, L = cfg->num_layers;
+        const uint32_t L = cfg->num_layers;
+        const bool side = mode == MODE_SIDE && m->dirs == 2;
         struct pack pk = {0};
-        struct work w;
+        struct work w[2];
         uint32_t T = 0;
         int r;
 
@@ -1007,35 +1161,33 @@ static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batc
         if (r < 0)
                 return r;
         pack_batch(b, &pk);
-        r = reserve(m, ln, &pk, S, &w, reterr);
+        r = reserve(m, ln, &pk, S, side, w, reterr);
         if (r < 0)
                 return r;
 
-        gather_input(m, b, &pk, w.in);
+        gather_input(m, b, &pk, w[0].in);
         for (uint32_t l = 0; l < L; l++) {
-                for (uint32_t d = 0; d < D; d++) {
-                        load_state(m, b, &pk, l * D + d, &w);
-                        run_direction(p, b, &pk, l, d, &w, slices);
-                        store_state(m, b, &pk, l * D + d, &w);
-                        if (l == L - 1)
-                                for (uint32_t i = 0; i < pk.n; i++)
-                                        memcpy(w.feat + ((size_t)i * D + d) * P,
-                                               w.h + (size_t)i * P, P * sizeof(float));
-                }
-                if (l + 1 < L) {
-                        float *t = w.in;
+                struct layer_run lr = {p, b, &pk, l, w, side};
 
-                        w.in = w.out;
-                        w.out = t;
+                if (side)
+                        rnnd_team_run(p->team, side_part, &lr);
+                else
+                        for (uint32_t d = 0; d < m->dirs; d++)
+                                layer_direction(&lr, d, mode == MODE_SLICED ? p->slices : 1);
+                if (l + 1 < L) {
+                        float *t = w[0].in;
+
+                        w[0].in = w[1].in = w[0].out;
+                        w[0].out = w[1].out = t;
                 }
         }
         if (cfg->head.present) {
                 if (cfg->head.apply == RNND_HEAD_ALL)
-                        apply_head(m, (uint32_t)S, w.out, w.head);
+                        apply_head(m, (uint32_t)S, w[0].out, w[0].head);
                 else
-                        apply_head(m, pk.n, w.feat, w.head);
+                        apply_head(m, pk.n, w[0].feat, w[0].head);
         }
-        scatter_outputs(m, b, &pk, &w);
+        scatter_outputs(m, b, &pk, &w[0]);
         return 0;
 }
 
@@ -1046,7 +1198,7 @@ static void split_part(void *arg, unsigned i)
         struct lane *ln = &p->lanes[i];
         const struct rnnd_batch sub = {ln->seqs, ln->n};
 
-        ln->rc = sub.n > 0 ? run_batch(p, ln, &sub, ln->steps, 1, &ln->err) : 0;
+        ln->rc = sub.n > 0 ? run_batch(p, ln, &sub, ln->steps, MODE_ONE, &ln->err) : 0;
 }
 
 /*
@@ -1104,14 +1256,16 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         struct cpu_plan *p = plan;
         uint64_t S = 0;
         uint32_t longest;
+        enum mode mode;
         int r;
 
         r = rnnd_batch_check(p->m, b, &S, &longest, reterr);
         if (r < 0)
                 return r;
-        if (p->n_threads > 1 && b->n >= SPLIT_ROWS * p->n_threads)
+        mode = batch_mode(p, b->n);
+        if (mode == MODE_SPLIT)
                 return run_split(p, b, reterr);
-        return run_batch(p, &p->lanes[0], b, S, p->slices, reterr);
+        return run_batch(p, &p->lanes[0], b, S, mode, reterr);
 }
 
 const struct rnnd_backend_ops rnnd_cpu_backend = {

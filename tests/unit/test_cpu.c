@@ -191,38 +191,95 @@ START_TEST(test_batches)
 END_TEST
 
 /*
- * No golden has a reset-before GRU of 48 units (three panels, so that its
- * step is sliced): the weights of gru_h48_l2_bi_ragged_h0 as one, loaded from
- * a directory of this test's own.
+ * Models of any size, which no golden has: a random model written as a
+ * repository entry would be (config.json, 1/model.safetensors with
+ * PyTorch's names under "rnn."), loaded and the directory removed.  spec is
+ * "CELL H I LAYERS DIRS LBR" ("gru 48 5 2 2 0": a reset-before GRU of 48 units,
+ * input 5, 2 layers, bidirectional).
  */
-#define RBR_H48 "gru_h48 as reset-before"
-
-static rnnd_model_t *load_rbr_h48(void)
+static void put_tensor(FILE *hdr, FILE *data, size_t *off, const char *name, uint32_t rows,
+                       uint32_t cols, unsigned *seed)
 {
-        char dir[] = "/tmp/rnnd-test-rbr-XXXXXX", path[4096], src[4096];
+        const size_t n = (size_t)rows * (cols ? cols : 1);
+
+        if (cols)
+                fprintf(hdr,
+                        "%s\"rnn.%s\":{\"dtype\":\"F32\",\"shape\":[%u,%u],"
+                        "\"data_offsets\":[%zu,%zu]}",
+                        *off ? "," : "", name, rows, cols, *off, *off + n * 4);
+        else
+                fprintf(hdr,
+                        "%s\"rnn.%s\":{\"dtype\":\"F32\",\"shape\":[%u],"
+                        "\"data_offsets\":[%zu,%zu]}",
+                        *off ? "," : "", name, rows, *off, *off + n * 4);
+        for (size_t i = 0; i < n; i++) {
+                float v = 0.3f * frand(seed);
+
+                ck_assert_int_eq(fwrite(&v, 4, 1, data), 1);
+        }
+        *off += n * 4;
+}
+
+static rnnd_model_t *load_random(const char *spec)
+{
+        char cell[16], dir[] = "/tmp/rnnd-test-model-XXXXXX", path[4200], *hbuf = NULL,
+                       *dbuf = NULL;
+        unsigned H, I, L, D, lbr, seed = 3;
+        size_t hlen = 0, dlen = 0, off = 0;
         struct rnnd_model_config cfg;
         rnnd_error_t err = {0};
         rnnd_model_t *m = NULL;
-        FILE *f;
+        FILE *f, *hdr = open_memstream(&hbuf, &hlen), *data = open_memstream(&dbuf, &dlen);
 
+        ck_assert_int_eq(sscanf(spec, "%15s %u %u %u %u %u", cell, &H, &I, &L, &D, &lbr), 6);
         ck_assert_ptr_nonnull(mkdtemp(dir));
         snprintf(path, sizeof(path), "%s/config.json", dir);
         f = fopen(path, "w");
         ck_assert_ptr_nonnull(f);
-        fputs("{\"cell\": \"gru\", \"input_size\": 5, \"hidden_size\": 48, \"num_layers\": 2, "
-              "\"bidirectional\": true, \"gru_linear_before_reset\": false, "
-              "\"weights\": {\"prefix\": \"rnn.\"}}\n",
-              f);
+        fprintf(f,
+                "{\"cell\": \"%s\", \"input_size\": %u, \"hidden_size\": %u, \"num_layers\": %u, "
+                "\"bidirectional\": %s, %s\"weights\": {\"prefix\": \"rnn.\"}}\n",
+                cell, I, H, L, D == 2 ? "true" : "false",
+                lbr ? "" : "\"gru_linear_before_reset\": false, ");
         ck_assert_int_eq(fclose(f), 0);
+        fputc('{', hdr);
+        for (unsigned l = 0; l < L; l++)
+                for (unsigned d = 0; d < D; d++) {
+                        const uint32_t g = strcmp(cell, "lstm") == 0  ? 4
+                                           : strcmp(cell, "gru") == 0 ? 3
+                                                                      : 1;
+                        char n[4][64];
+                        const char *sfx = d ? "_reverse" : "";
+
+                        snprintf(n[0], sizeof(n[0]), "weight_ih_l%u%s", l, sfx);
+                        snprintf(n[1], sizeof(n[1]), "weight_hh_l%u%s", l, sfx);
+                        snprintf(n[2], sizeof(n[2]), "bias_ih_l%u%s", l, sfx);
+                        snprintf(n[3], sizeof(n[3]), "bias_hh_l%u%s", l, sfx);
+                        put_tensor(hdr, data, &off, n[0], g * H, l ? D * H : I, &seed);
+                        put_tensor(hdr, data, &off, n[1], g * H, H, &seed);
+                        put_tensor(hdr, data, &off, n[2], g * H, 0, &seed);
+                        put_tensor(hdr, data, &off, n[3], g * H, 0, &seed);
+                }
+        fputc('}', hdr);
+        ck_assert_int_eq(fclose(hdr), 0);
+        ck_assert_int_eq(fclose(data), 0);
         snprintf(path, sizeof(path), "%s/1", dir);
         ck_assert_int_eq(mkdir(path, 0700), 0);
         snprintf(path, sizeof(path), "%s/1/model.safetensors", dir);
-        snprintf(src, sizeof(src), "%s/golden/models/gru_h48_l2_bi_ragged_h0/1/model.safetensors",
-                 rnnd_test_dir());
-        ck_assert_int_eq(symlink(src, path), 0);
+        f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        {
+                uint64_t n = hlen;
+
+                ck_assert_int_eq(fwrite(&n, 8, 1, f), 1);
+                ck_assert_int_eq(fwrite(hbuf, 1, hlen, f), hlen);
+                ck_assert_int_eq(fwrite(dbuf, 1, dlen, f), dlen);
+        }
+        ck_assert_int_eq(fclose(f), 0);
+        free(hbuf);
+        free(dbuf);
         ck_assert_msg(rnnd_repository_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
-        ck_assert_msg(rnnd_model_load(dir, "rbr", 1, &cfg, &m, &err) == 0, "%s", err.msg);
-        ck_assert(!m->cfg.gru_linear_before_reset);
+        ck_assert_msg(rnnd_model_load(dir, "random", 1, &cfg, &m, &err) == 0, "%s", err.msg);
         unlink(path);
         snprintf(path, sizeof(path), "%s/1", dir);
         rmdir(path);
@@ -256,16 +313,20 @@ static const struct {
         {"gru_rbr_l2_bi_ragged_noh0", 3, 52, 50},
         {"rnn_tanh_l3_bi_ragged_h0", 2, 40, 50},
         {"lstm_proj_l3_bi_ragged_h0", 2, 9, 50},
-        /* The reset-before GRU's fused step, sliced: its passes meet between them. */
-        {RBR_H48, 2, 9, 300},
-        {RBR_H48, 3, 9, 120},
+        /* Random models of sizes that take each mode (their threading texts below). */
+        {"random:gru 48 5 2 2 0", 2, 9, 300},  /* reset-before, directions side by side */
+        {"random:gru 64 8 2 1 0", 2, 20, 120}, /* reset-before, sliced: passes meet */
+        {"random:gru 64 8 2 1 0", 3, 30, 120}, /* 3 threads, uneven slices of 4 panels */
+        {"random:lstm 64 8 2 1 1", 2, 20, 120},
+        {"random:rnn_tanh 128 8 1 1 1", 2, 20, 120},
+        {"random:lstm 64 8 1 2 1", 3, 9, 120}, /* side by side, a third thread idle */
 };
 
 START_TEST(test_threads_agree)
 {
         const char *const model = agree_cases[_i].model;
-        rnnd_model_t *m =
-                strcmp(model, RBR_H48) == 0 ? load_rbr_h48() : rnnd_test_load_golden(model);
+        rnnd_model_t *m = strncmp(model, "random:", 7) == 0 ? load_random(model + 7)
+                                                            : rnnd_test_load_golden(model);
         const unsigned threads = agree_cases[_i].threads;
         const uint32_t N = agree_cases[_i].n, T = agree_cases[_i].T, I = m->cfg.input_size;
         const uint32_t ow = m->dirs * m->out_size;
@@ -342,6 +403,48 @@ START_TEST(test_threads_agree)
         free(x);
         free(h0);
         free(c0);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
+ * The plan decides how each batch size uses its threads by the model, and
+ * describe() says so: a second thread only where it pays (a small model at
+ * batch 1 stays on one), a bidirectional model's directions side by side, a
+ * step sliced by hidden unit once each thread's share of it is large enough
+ * (ceil(131072 x slices / (gates x H x (H + input))) sequences), and large
+ * batches split by sequence from 16 per thread.
+ */
+static const struct {
+        const char *spec;
+        unsigned threads;
+        const char *want;
+} threading_cases[] = {
+        {"lstm 64 8 1 1 1", 1, "one thread"},
+        {"lstm 16 8 1 1 1", 2, "batch 1-31: one thread; batch 32+: sequences split over 2 threads"},
+        {"gru 64 8 2 1 0", 2,
+         "batch 1-18: one thread; batch 19-31: hidden units sliced over 2 threads; batch 32+: "
+         "sequences split over 2 threads"},
+        {"gru 512 40 1 1 1", 2,
+         "batch 1-31: hidden units sliced over 2 threads; batch 32+: sequences split over 2 "
+         "threads"},
+        {"lstm 64 8 1 2 1", 3,
+         "batch 1-47: the two directions side by side; batch 48+: sequences split over 3 "
+         "threads"},
+};
+
+START_TEST(test_threading)
+{
+        rnnd_model_t *m = load_random(threading_cases[_i].spec);
+        struct rnnd_instance_opts o = {-1, threading_cases[_i].threads};
+        struct rnnd_backend_desc d;
+        rnnd_error_t err = {0};
+        void *plan;
+
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, &o, &plan, &err), 0);
+        rnnd_cpu_backend.describe(plan, &d);
+        ck_assert_str_eq(d.threading, threading_cases[_i].want);
+        rnnd_cpu_backend.close(plan);
         rnnd_model_unref(m);
 }
 END_TEST
@@ -943,6 +1046,7 @@ static Suite *cpu_suite(void)
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_project, 0, 2 * RNND_ELEMENTSOF(project_kinds));
+        tcase_add_loop_test(tc, test_threading, 0, RNND_ELEMENTSOF(threading_cases));
         tcase_add_loop_test(tc, test_threads_agree, 0, RNND_ELEMENTSOF(agree_cases));
         suite_add_tcase(s, tc);
         tc = tcase_create("oom");

@@ -436,6 +436,17 @@ KERNEL void rnnd__cpu_lstm_step(const struct rnnd__cpu_step *s, uint32_t j0, uin
 {
         const size_t M = s->M;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+        /*
+         * A lone row of 16-unit panels (a one-sequence batch) runs step.c's
+         * kernel, whose groups of 4 panels keep 16 sums in flight where a
+         * block below keeps 4 (issue 28: 10% at hidden 256).
+         */
+        if (s->lu == 16 && M == 1 && __builtin_cpu_supports("avx512f")) {
+                rnnd__cpu_step(s, j0, j1);
+                return;
+        }
+#endif
         if (s->lu == 8) {
                 lstm_step8(s, j0, j1);
                 return;

@@ -54,11 +54,13 @@ static ALWAYS_INLINE size_t slot_of(enum rnnd__cpu_kind k, bool hpart, size_t g)
  * Panels per group of a block of mr rows: as many as the registers allow (a
  * power of two, 8 at most), each panel taking mr x slots accumulators and a
  * register per gate for its weights, and one more for the row's x or h:
- * 32 with AVX-512, 16 with AVX2.
+ * 32 with AVX-512, 16 with AVX2.  A lone row reads each weight once, from
+ * memory into its multiply-add, and takes up to 28 (or 14) accumulators.
  */
 static ALWAYS_INLINE size_t group_of(enum rnnd__cpu_kind k, size_t mr, size_t lu)
 {
-        size_t v = (lu == 16 ? 31 : 15) / (mr * kind_slots(k) + kind_gates(k));
+        size_t v = mr == 1 ? (lu == 16 ? 28 : 14) / kind_slots(k)
+                           : (lu == 16 ? 31 : 15) / (mr * kind_slots(k) + kind_gates(k));
 
         return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
 }
@@ -168,13 +170,15 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                 V w0 = w[0], w1 = G > 1 ? w[1] : w0, w2 = G > 2 ? w[2] : w0;       \
                                 V w3 = G > 3 ? w[3] : w0;                                          \
                                                                                                    \
-                                HOLD_REGS(w0);                                                     \
-                                if (G > 1)                                                         \
-                                        HOLD_REGS(w1);                                             \
-                                if (G > 2)                                                         \
-                                        HOLD_REGS(w2);                                             \
-                                if (G > 3)                                                         \
-                                        HOLD_REGS(w3);                                             \
+                                if (mr > 1) {                                                      \
+                                        HOLD_REGS(w0);                                             \
+                                        if (G > 1)                                                 \
+                                                HOLD_REGS(w1);                                     \
+                                        if (G > 2)                                                 \
+                                                HOLD_REGS(w2);                                     \
+                                        if (G > 3)                                                 \
+                                                HOLD_REGS(w3);                                     \
+                                }                                                                  \
                                 for (size_t r = 0; r < mr; r++) {                                  \
                                         V ar = a[r * lda + k] - (V){0};                            \
                                                                                                    \
@@ -187,13 +191,15 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                                 s[r * np + q][3] += w3 * ar;                       \
                                         KEEP(ar);                                                  \
                                 }                                                                  \
-                                KEEP(w0);                                                          \
-                                if (G > 1)                                                         \
-                                        KEEP(w1);                                                  \
-                                if (G > 2)                                                         \
-                                        KEEP(w2);                                                  \
-                                if (G > 3)                                                         \
-                                        KEEP(w3);                                                  \
+                                if (mr > 1) {                                                      \
+                                        KEEP(w0);                                                  \
+                                        if (G > 1)                                                 \
+                                                KEEP(w1);                                          \
+                                        if (G > 2)                                                 \
+                                                KEEP(w2);                                          \
+                                        if (G > 3)                                                 \
+                                                KEEP(w3);                                          \
+                                }                                                                  \
                         }                                                                          \
         }                                                                                          \
         static ALWAYS_INLINE ATTR void cells##LU(const struct rnnd__cpu_step *st, size_t mr,       \
@@ -212,6 +218,11 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         memcpy(g, acc + i * kind_slots(kind) * LU, kind_slots(kind) * sizeof(V));  \
                                                                                                    \
                         switch (kind) {                                                            \
+                        case RNND_CPU_LSTM: /* t: the new cell, o: h */                            \
+                                tv = sigmoid_##LU(g[1]) * ld##LU(st->c + r * st->H + uq, nq) +     \
+                                     sigmoid_##LU(g[0]) * tanh_##LU(g[2]);                         \
+                                ov = sigmoid_##LU(g[3]) * tanh_##LU(tv);                           \
+                                break;                                                             \
                         case RNND_CPU_GRU:                                                         \
                                 tv = sigmoid_##LU(g[0]);                                           \
                                 ov = tanh_##LU(g[2] + tv * g[3]);                                  \
@@ -231,8 +242,6 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         case RNND_CPU_RELU:                                                        \
                                 ov = (V)((VI)g[0] & (g[0] > 0.0f));                                \
                                 break;                                                             \
-                        default: /* RNND_CPU_LSTM is gates.c's */                                  \
-                                break;                                                             \
                         }                                                                          \
                         o[i] = ov;                                                                 \
                         t[i] = tv;                                                                 \
@@ -245,6 +254,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                 o[i] += t[i] * (ld##LU(st->hold + r * st->ldo + uq, nq) - o[i]);   \
                         if (kind == RNND_CPU_GRU_RZ)                                               \
                                 st##LU(st->z + r * st->H + uq, t[i], nq);                          \
+                        if (kind == RNND_CPU_LSTM)                                                 \
+                                st##LU(st->c + r * st->H + uq, t[i], nq);                          \
                         st##LU(st->h + r * st->ldh + uq, o[i], nq);                                \
                         if (st->y != NULL)                                                         \
                                 st##LU(st->y + r * st->ldy + uq, o[i], nq);                        \
@@ -385,9 +396,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                                 size_t j0, size_t j1)                              \
         {                                                                                          \
                 switch (st->kind) {                                                                \
-                case RNND_CPU_LSTM: /* its steps are gates.c's; its projection is here */          \
-                        if (proj)                                                                  \
-                                run##LU(st, RNND_CPU_LSTM, true, j0, j1);                          \
+                case RNND_CPU_LSTM:                                                                \
+                        run##LU(st, RNND_CPU_LSTM, proj, j0, j1);                                  \
                         break;                                                                     \
                 case RNND_CPU_GRU:                                                                 \
                         run##LU(st, RNND_CPU_GRU, proj, j0, j1);                                   \

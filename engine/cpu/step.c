@@ -52,17 +52,23 @@ static ALWAYS_INLINE size_t slot_of(enum rnnd__cpu_kind k, bool hpart, size_t g)
 
 /*
  * Panels per group of a block of mr rows: as many as the registers allow (a
- * power of two, 8 at most), each panel taking mr x slots accumulators and a
+ * power of two, 8 at most), each panel taking mr x gates accumulators and a
  * register per gate for its weights, and one more for the row's x or h:
  * 32 with AVX-512, 16 with AVX2.  A lone row reads each weight once, from
  * memory into its multiply-add, and takes up to 28 (or 14) accumulators.
  */
 static ALWAYS_INLINE size_t group_of(enum rnnd__cpu_kind k, size_t mr, size_t lu)
 {
-        size_t v = mr == 1 ? (lu == 16 ? 28 : 14) / kind_slots(k)
-                           : (lu == 16 ? 31 : 15) / (mr * kind_slots(k) + kind_gates(k));
+        size_t v = mr == 1 ? (lu == 16 ? 28 : 14) / kind_gates(k)
+                           : (lu == 16 ? 31 : 15) / (mr * kind_gates(k) + kind_gates(k));
 
         return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
+}
+
+/* Rows of the largest block: 24 (or 8) accumulators over the top group. */
+static ALWAYS_INLINE size_t top_rows(enum rnnd__cpu_kind k, size_t lu)
+{
+        return lu == 8 ? 2 : k == RNND_CPU_GRU ? 8 : 6;
 }
 
 static size_t panel_stride(enum rnnd__cpu_kind k, size_t lu, size_t KX, size_t K)
@@ -138,8 +144,7 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
  * STEP_KERNEL(LU, V, VI, KEEP, ATTR) stamps the kernel for panels of LU units
  * held in vectors V of LU floats:
  * ld/st: n <= LU floats into or out of a vector (zeros past n);
- * sum: s[r np + q][slot] += a[r, 0..K) x panel q's rows, for W_ih (hpart
- *   false) or W_hh;
+ * sum: s[r np + q][gate] += a[r, 0..K) x panel q's rows of W_ih or W_hh;
  * cells: the gate math of a block from its sums, and its stores;
  * block: rows [m, m + mr) x panels from unit u, n units in all (more than
  *   (np - 1) LU);
@@ -157,50 +162,33 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
         {                                                                                          \
                 memcpy(p, &v, (n == LU ? LU : n) * sizeof(float));                                 \
         }                                                                                          \
-        static ALWAYS_INLINE ATTR void sum##LU(enum rnnd__cpu_kind kind, bool hpart, size_t mr,    \
-                                               size_t np, size_t K, const float *a, size_t lda,    \
+        static ALWAYS_INLINE ATTR void sum##LU(enum rnnd__cpu_kind kind, size_t mr, size_t np,     \
+                                               size_t K, const float *a, size_t lda,               \
                                                const float *p, size_t ps, V(*s)[SLOTS_MAX])        \
         {                                                                                          \
-                const size_t G = kind_gates(kind), s0 = slot_of(kind, hpart, 0),                   \
-                             s2 = slot_of(kind, hpart, 2);                                         \
+                const size_t G = kind_gates(kind);                                                 \
                                                                                                    \
-                for (size_t k = 0; k < K; k++)                                                     \
-                        for (size_t q = 0; q < np; q++) {                                          \
-                                const V *w = (const V *)(p + q * ps + k * G * LU);                 \
-                                V w0 = w[0], w1 = G > 1 ? w[1] : w0, w2 = G > 2 ? w[2] : w0;       \
-                                V w3 = G > 3 ? w[3] : w0;                                          \
+                for (size_t k = 0; k < K; k++) {                                                   \
+                        V w[8][SLOTS_MAX];                                                         \
                                                                                                    \
-                                if (mr > 1) {                                                      \
-                                        HOLD_REGS(w0);                                             \
-                                        if (G > 1)                                                 \
-                                                HOLD_REGS(w1);                                     \
-                                        if (G > 2)                                                 \
-                                                HOLD_REGS(w2);                                     \
-                                        if (G > 3)                                                 \
-                                                HOLD_REGS(w3);                                     \
+                        for (size_t q = 0; q < np; q++)                                            \
+                                for (size_t g = 0; g < G; g++) {                                   \
+                                        w[q][g] = ((const V *)(p + q * ps + k * G * LU))[g];       \
+                                        if (mr > 1)                                                \
+                                                HOLD_REGS(w[q][g]);                                \
                                 }                                                                  \
-                                for (size_t r = 0; r < mr; r++) {                                  \
-                                        V ar = a[r * lda + k] - (V){0};                            \
+                        for (size_t r = 0; r < mr; r++) {                                          \
+                                V ar = a[r * lda + k] - (V){0};                                    \
                                                                                                    \
-                                        s[r * np + q][s0] += w0 * ar;                              \
-                                        if (G > 1)                                                 \
-                                                s[r * np + q][1] += w1 * ar;                       \
-                                        if (G > 2)                                                 \
-                                                s[r * np + q][s2] += w2 * ar;                      \
-                                        if (G > 3)                                                 \
-                                                s[r * np + q][3] += w3 * ar;                       \
-                                        KEEP(ar);                                                  \
-                                }                                                                  \
-                                if (mr > 1) {                                                      \
-                                        KEEP(w0);                                                  \
-                                        if (G > 1)                                                 \
-                                                KEEP(w1);                                          \
-                                        if (G > 2)                                                 \
-                                                KEEP(w2);                                          \
-                                        if (G > 3)                                                 \
-                                                KEEP(w3);                                          \
-                                }                                                                  \
+                                for (size_t q = 0; q < np; q++)                                    \
+                                        for (size_t g = 0; g < G; g++)                             \
+                                                s[r * np + q][g] += w[q][g] * ar;                  \
+                                KEEP(ar);                                                          \
                         }                                                                          \
+                        for (size_t q = 0; mr > 1 && q < np; q++)                                  \
+                                for (size_t g = 0; g < G; g++)                                     \
+                                        KEEP(w[q][g]);                                             \
+                }                                                                                  \
         }                                                                                          \
         static ALWAYS_INLINE ATTR void cells##LU(const struct rnnd__cpu_step *st, size_t mr,       \
                                                  size_t np, size_t m, size_t u, size_t n,          \
@@ -263,9 +251,11 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
         }                                                                                          \
         /*                                                                                         \
          * The sums of k in [c0, c1) of the concatenated x and A (x's KX first, when X is          \
-         * given), added to the partial sums at part (the biases when c0 is the first k);          \
-         * after the last k, W x too when it is given, and the gate math.  proj: x alone, no       \
-         * bias, and the sums stored to xg (rnnd__cpu_project()).                                  \
+         * given; the range within one of them), added to the partial sums of the slots its        \
+         * gates feed, at part (where the first range stores the biases first); after the last     \
+         * k, W x too when it is given, and the gate math.  proj: x alone, no bias, and the sums   \
+         * stored to xg (rnnd__cpu_project()).  Only the range's gates take registers (a GRU's     \
+         * 3 of its 4 slots), so a GRU block has 8 rows.                                           \
          */                                                                                        \
         static ALWAYS_INLINE ATTR void block##LU(                                                  \
                 const struct rnnd__cpu_step *st, enum rnnd__cpu_kind kind, bool proj, size_t mr,   \
@@ -274,69 +264,90 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                 const size_t S = kind_slots(kind), G = kind_gates(kind), KX = st->KX;              \
                 const size_t ps = panel_stride(kind, LU, KX, st->K);                               \
                 const float *p = st->P + u / LU * ps;                                              \
-                const bool first = c0 == (st->X != NULL ? 0 : KX);                                 \
+                const bool hpart = c0 >= KX, first = c0 == (st->X != NULL ? 0 : KX);               \
                 const bool last = c1 == KX + (proj ? 0 : st->K);                                   \
                 V s[BLOCK_MAX][SLOTS_MAX];                                                         \
                                                                                                    \
+                if (first && !proj)                                                                \
+                        for (size_t i = 0; i < mr * np; i++)                                       \
+                                for (size_t j = 0; j < S; j++)                                     \
+                                        st##LU(part + (i * S + j) * LU,                            \
+                                               ((const V *)(p + i % np * ps))[j], LU);             \
                 for (size_t i = 0; i < mr * np; i++)                                               \
-                        for (size_t j = 0; j < SLOTS_MAX; j++)                                     \
-                                s[i][j] = j >= S || (first && proj) ? (V){0}                       \
-                                          : first ? ((const V *)(p + i % np * ps))[j]              \
-                                                  : ld##LU(part + (i * S + j) * LU, LU);           \
-                if (c0 < KX) /* X is given */                                                      \
-                        sum##LU(kind, false, mr, np, (c1 < KX ? c1 : KX) - c0,                     \
-                                st->X + m * st->ldxin + c0, st->ldxin, p + (S + G * c0) * LU, ps,  \
-                                s);                                                                \
-                if (c1 > KX) {                                                                     \
-                        const size_t h0 = c0 > KX ? c0 - KX : 0;                                   \
+                        for (size_t g = 0; g < SLOTS_MAX; g++)                                     \
+                                s[i][g] = g >= G || (first && proj)                                \
+                                                  ? (V){0}                                         \
+                                                  : ld##LU(part + (i * S +                         \
+                                                                   slot_of(kind, hpart, g)) *      \
+                                                                           LU,                     \
+                                                           LU);                                    \
+                if (hpart)                                                                         \
+                        sum##LU(kind, mr, np, c1 - c0, st->A + m * st->lda + (c0 - KX), st->lda,   \
+                                p + (S + G * c0) * LU, ps, s);                                     \
+                else                                                                               \
+                        sum##LU(kind, mr, np, c1 - c0, st->X + m * st->ldxin + c0, st->ldxin,      \
+                                p + (S + G * c0) * LU, ps, s);                                     \
+                for (size_t i = 0; i < mr * np; i++) {                                             \
+                        const size_t q = i % np, uq = u + q * LU;                                  \
+                        const size_t nq = n - q * LU < LU ? n - q * LU : LU;                       \
+                        float *xo = (float *)st->xg + (m + i / np) * st->ldx + uq;                 \
                                                                                                    \
-                        sum##LU(kind, true, mr, np, c1 - KX - h0, st->A + m * st->lda + h0,        \
-                                st->lda, p + (S + G * (KX + h0)) * LU, ps, s);                     \
-                }                                                                                  \
-                if (last && proj) {                                                                \
-                        for (size_t i = 0; i < mr * np; i++) {                                     \
-                                const size_t q = i % np, uq = u + q * LU;                          \
-                                const size_t nq = n - q * LU < LU ? n - q * LU : LU;               \
-                                float *x = (float *)st->xg + (m + i / np) * st->ldx + uq;          \
+                        for (size_t g = 0; g < G; g++) {                                           \
+                                float *at = part + (i * S + slot_of(kind, hpart, g)) * LU;         \
                                                                                                    \
-                                for (size_t g = 0; g < G; g++)                                     \
-                                        st##LU(x + g * st->H, s[i][g], nq);                        \
+                                if (last && proj)                                                  \
+                                        st##LU(xo + g * st->H, s[i][g], nq);                       \
+                                else                                                               \
+                                        st##LU(at, s[i][g], LU);                                   \
                         }                                                                          \
-                        return;                                                                    \
                 }                                                                                  \
-                if (last && st->X == NULL)                                                         \
+                if (!last || proj)                                                                 \
+                        return;                                                                    \
+                if (st->X == NULL) /* W x, given, into the x slots */                              \
                         for (size_t i = 0; i < mr * np; i++) {                                     \
                                 const size_t q = i % np, uq = u + q * LU;                          \
                                 const size_t nq = n - q * LU < LU ? n - q * LU : LU;               \
                                 const float *x = st->xg + (m + i / np) * st->ldx + uq;             \
                                                                                                    \
-                                for (size_t g = 0; g < G; g++)                                     \
-                                        s[i][g] += ld##LU(x + g * st->H, nq);                      \
+                                for (size_t g = 0; g < G; g++) {                                   \
+                                        float *at = part + (i * S + g) * LU;                       \
+                                                                                                   \
+                                        st##LU(at, ld##LU(at, LU) + ld##LU(x + g * st->H, nq),     \
+                                               LU);                                                \
+                                }                                                                  \
                         }                                                                          \
-                /* The sums go through memory, the gate math too, as in the LSTM kernel: */        \
-                /* on registers, GCC's allocation of the loops above fell apart.         */        \
-                for (size_t i = 0; i < mr * np; i++)                                               \
-                        for (size_t j = 0; j < S; j++)                                             \
-                                st##LU(part + (i * S + j) * LU, s[i][j], LU);                      \
-                if (last)                                                                          \
-                        cells##LU(st, mr, np, m, u, n, part);                                      \
+                cells##LU(st, mr, np, m, u, n, part);                                              \
+        }                                                                                          \
+        /* The next range of k from c0: a chunk of at most kc, never across x and A. */            \
+        static ALWAYS_INLINE size_t chunk_end##LU(const struct rnnd__cpu_step *st, bool proj,      \
+                                                  size_t c0, size_t kc)                            \
+        {                                                                                          \
+                const size_t lim = c0 < st->KX ? st->KX : st->KX + (proj ? 0 : st->K);             \
+                                                                                                   \
+                return lim - c0 < kc ? lim : c0 + kc;                                              \
         }                                                                                          \
         /* Rows [m, m + mr) over units [u, j1): groups of np panels, then single ones. */          \
         static ALWAYS_INLINE ATTR void rows##LU(const struct rnnd__cpu_step *st,                   \
                                                 enum rnnd__cpu_kind kind, bool proj, size_t mr,    \
                                                 size_t np, size_t m, size_t u, size_t j1)          \
         {                                                                                          \
-                const size_t c0 = st->X != NULL ? 0 : st->KX;                                      \
-                const size_t c1 = st->KX + (proj ? 0 : st->K);                                     \
+                const size_t kb = st->X != NULL ? 0 : st->KX;                                      \
+                const size_t ke = st->KX + (proj ? 0 : st->K);                                     \
                 float part[BLOCK_MAX * SLOTS_MAX * LU];                                            \
                                                                                                    \
-                /* Read by no block (c0 is the first k), but GCC cannot tell. */                   \
-                memset(part, 0, mr *np *kind_slots(kind) * LU * sizeof(float));                    \
-                for (; u + np * LU <= j1; u += np * LU)                                            \
-                        block##LU(st, kind, proj, mr, np, m, u, np *LU, c0, c1, part);             \
-                for (; u < j1; u += LU)                                                            \
-                        block##LU(st, kind, proj, mr, 1, m, u, j1 - u < LU ? j1 - u : LU, c0, c1,  \
-                                  part);                                                           \
+                while (u < j1) {                                                                   \
+                        const size_t g = j1 - u >= np * LU ? np : 1;                               \
+                        const size_t n = g > 1 ? g * LU : j1 - u < LU ? j1 - u : LU;               \
+                                                                                                   \
+                        for (size_t c0 = kb, c1; c0 < ke; c0 = c1) {                               \
+                                c1 = chunk_end##LU(st, proj, c0, SIZE_MAX);                        \
+                                if (g > 1)                                                         \
+                                        block##LU(st, kind, proj, mr, np, m, u, n, c0, c1, part);  \
+                                else                                                               \
+                                        block##LU(st, kind, proj, mr, 1, m, u, n, c0, c1, part);   \
+                        }                                                                          \
+                        u += g * LU;                                                               \
+                }                                                                                  \
         }                                                                                          \
         /*                                                                                         \
          * Every row over g panels from unit u, n units in all: by groups of rows whose partial    \
@@ -352,19 +363,22 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                 const size_t kb = st->X != NULL ? 0 : st->KX;                                      \
                 const size_t ke = st->KX + (proj ? 0 : st->K);                                     \
                 const size_t kc = L1_WEIGHTS / (g * kind_gates(kind) * LU * sizeof(float));        \
+                const size_t top = top_rows(kind, LU);                                             \
                 float part[PART_FLOATS];                                                           \
                                                                                                    \
                 for (size_t m0 = 0; m0 < M; m0 += rows) {                                          \
                         const size_t m1 = M - m0 < rows ? M : m0 + rows;                           \
                                                                                                    \
-                        for (size_t c0 = kb; c0 < ke; c0 += kc) {                                  \
-                                const size_t c1 = ke - c0 < kc ? ke : c0 + kc;                     \
+                        for (size_t c0 = kb, c1; c0 < ke; c0 = c1) {                               \
                                 size_t m = m0;                                                     \
                                 float *pt = part;                                                  \
                                                                                                    \
-                                /* Blocks of 6 rows (AVX-512), then 4, 2 and 1; 8 and 9 */         \
-                                /* as 4 + 4 (+ 1). */                                              \
-                                for (; LU == 16 && m1 - m >= 6 && m1 - m != 8 && m1 - m != 9;      \
+                                c1 = chunk_end##LU(st, proj, c0, kc);                              \
+                                /* Blocks of 8 or 6 rows (AVX-512), then 4, 2 and 1; */            \
+                                /* 8 and 9 as 4 + 4 (+ 1) where 6 is the largest. */               \
+                                for (; top == 8 && m1 - m >= 8; m += 8, pt += 8 * g * S * LU)      \
+                                        block##LU(st, kind, proj, 8, g, m, u, n, c0, c1, pt);      \
+                                for (; top == 6 && m1 - m >= 6 && m1 - m != 8 && m1 - m != 9;      \
                                      m += 6, pt += 6 * g * S * LU)                                 \
                                         block##LU(st, kind, proj, 6, g, m, u, n, c0, c1, pt);      \
                                 for (; LU == 16 && m1 - m >= 4; m += 4, pt += 4 * g * S * LU)      \
@@ -380,7 +394,7 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                                enum rnnd__cpu_kind kind, bool proj, size_t j0,     \
                                                size_t j1)                                          \
         {                                                                                          \
-                const size_t np = group_of(kind, LU == 16 ? 6 : 2, LU);                            \
+                const size_t np = group_of(kind, top_rows(kind, LU), LU);                          \
                 size_t u = j0;                                                                     \
                                                                                                    \
                 if (st->M == 1) {                                                                  \

@@ -1090,7 +1090,7 @@ static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                         const struct rnnd_seq *q = &b->seqs[pk->order[i]];
                         size_t row = pk->offs[t] + i;
 
-                        if (q->y != NULL)
+                        if (q->y != NULL && q->y != w->out) /* run_batch() wrote it in place */
                                 memcpy(q->y + (size_t)t * ow, w->out + row * ow,
                                        ow * sizeof(float));
                         if (head_all && q->scores != NULL)
@@ -1150,8 +1150,10 @@ static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batc
         const struct rnnd_model_config *cfg = &m->cfg;
         const uint32_t L = cfg->num_layers;
         const bool side = mode == MODE_SIDE && m->dirs == 2;
+        const struct rnnd_seq *q1 = b->n == 1 && m->embedding == NULL ? &b->seqs[0] : NULL;
         struct pack pk = {0};
         struct work w[2];
+        float *spare;
         uint32_t T = 0;
         int r;
 
@@ -1164,18 +1166,29 @@ static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batc
         r = reserve(m, ln, &pk, S, side, w, reterr);
         if (r < 0)
                 return r;
+        spare = w[0].in;
 
-        gather_input(m, b, &pk, w[0].in);
+        /*
+         * One sequence of x: its packed rows are its own x and y, so layer 0
+         * reads x where it is (never writing there) and the top layer writes
+         * y in place: no gather, no scatter of y.
+         */
+        if (q1 != NULL)
+                w[0].in = w[1].in = (float *)q1->x;
+        else
+                gather_input(m, b, &pk, w[0].in);
         for (uint32_t l = 0; l < L; l++) {
                 struct layer_run lr = {p, b, &pk, l, w, side};
 
+                if (q1 != NULL && q1->y != NULL && l == L - 1)
+                        w[0].out = w[1].out = q1->y;
                 if (side)
                         rnnd_team_run(p->team, side_part, &lr);
                 else
                         for (uint32_t d = 0; d < m->dirs; d++)
                                 layer_direction(&lr, d, mode == MODE_SLICED ? p->slices : 1);
                 if (l + 1 < L) {
-                        float *t = w[0].in;
+                        float *t = q1 != NULL && l == 0 ? spare : w[0].in;
 
                         w[0].in = w[1].in = w[0].out;
                         w[0].out = w[1].out = t;

@@ -449,6 +449,46 @@ START_TEST(test_threading)
 }
 END_TEST
 
+/*
+ * A batch of one sequence reads its x in place and writes y in place (no
+ * gather, no scatter): x is left as it was, however many layers ping-pong,
+ * and y is what the same sequence gets in a batch of three.
+ */
+START_TEST(test_single)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("lstm_l3_bi_ragged_h0");
+        const uint32_t T = 30, I = m->cfg.input_size, ow = m->dirs * m->out_size;
+        static float x[3][30 * 16], x0[30 * 16], y1[30 * 16 + 1], y3[3][30 * 16 + 1];
+        struct rnnd_seq seqs[3];
+        struct rnnd_batch b = {seqs, 3};
+        rnnd_error_t err = {0};
+        unsigned seed = 21;
+        void *plan;
+
+        ck_assert_uint_le(I, 16);
+        ck_assert_uint_le(ow, 16);
+        for (uint32_t i = 0; i < 3; i++)
+                for (uint32_t k = 0; k < T * I; k++)
+                        x[i][k] = frand(&seed);
+        memcpy(x0, x[0], sizeof(x0));
+        for (uint32_t k = 0; k < RNND_ELEMENTSOF(y1); k++)
+                y1[k] = NAN;
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+        for (uint32_t i = 0; i < 3; i++)
+                seqs[i] = (struct rnnd_seq){.len = T - 7 * i, .x = x[i], .y = y3[i]};
+        ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+        seqs[0].y = y1;
+        b.n = 1;
+        ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+        ck_assert_int_eq(memcmp(x0, x[0], sizeof(x0)), 0);
+        for (uint32_t k = 0; k < T * ow; k++)
+                ck_assert_float_eq_tol(y1[k], y3[0][k], 1e-6f);
+        ck_assert(isnan(y1[T * ow]));
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 /* Failing every allocation in turn gives ENOMEM, never a crash or a leak. */
 START_TEST(test_oom)
 {
@@ -1042,6 +1082,7 @@ static Suite *cpu_suite(void)
         suite_add_tcase(s, tc);
         tc = tcase_create("batches");
         tcase_add_test(tc, test_batches);
+        tcase_add_test(tc, test_single);
         tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));

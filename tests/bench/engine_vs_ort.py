@@ -23,7 +23,7 @@ For every row, with the machine quiet (as engine_vs_torch.py waits for it):
      inference_mode): each 3 warm-up runs, then runs until --seconds and 5 runs,
      median per batch; each keeps its fastest median.
 The FMA peak is measured first with rnnd-fma-peak (built beside
-rnnd-engine-bench) for each thread count: the share of peak of a row is its
+rnnd-engine-bench) for each thread count, the best of 3 runs: the share of peak of a row is its
 useful fp32 flops (2 per multiply-add of x W_ih^T and h W_hh^T, gates not
 counted) per second over that peak.
 
@@ -35,7 +35,7 @@ Exits 1 if an answer was wrong.
 
 Usage:
     .venv-bench/bin/python tests/bench/engine_vs_ort.py --bench BUILD/tests/bench/rnnd-engine-bench
-        [--quick] [--seconds S] [--rounds R] [--only I,J,...] [--out FILE]
+        [--quick] [--seconds S] [--rounds R] [--only I,J,...] [--wait S] [--out FILE]
 Needs torch, onnx, onnxruntime, numpy and safetensors (run.sh's .venv-bench).
 """
 
@@ -179,11 +179,18 @@ def make_input(spec, batch):
     return rng.uniform(-1.0, 1.0, (batch, spec[5], spec[1])).astype(np.float32)
 
 
-def fma_peak(bench, threads):
+def fma_peak(bench, threads, wait_s):
+    """The best of 3 runs of rnnd-fma-peak, each after the machine went quiet."""
     tool = os.path.join(os.path.dirname(bench), "rnnd-fma-peak")
-    p = subprocess.run([tool, "--threads", str(threads), "--json"], capture_output=True,
-                       text=True, check=True)
-    return json.loads(p.stdout)
+    best = None
+    for _ in range(3):
+        wait_quiet(wait_s, QUIET_CORES)
+        p = subprocess.run([tool, "--threads", str(threads), "--json"], capture_output=True,
+                           text=True, check=True)
+        got = json.loads(p.stdout)
+        if best is None or got["gflops"] > best["gflops"]:
+            best = got
+    return best
 
 
 def check(bench, module, sess, mdir, spec, batch, threads, tmp):
@@ -281,6 +288,9 @@ def parse_args():
     ap.add_argument("--seconds", type=float, help="minimum timed seconds per measurement (1)")
     ap.add_argument("--rounds", type=int, help="alternated rounds per row, fastest kept (2)")
     ap.add_argument("--only", help="comma-separated row numbers of the matrix (1-based)")
+    ap.add_argument("--wait", type=float,
+                    help="seconds to wait for a quiet machine before each measurement "
+                         "(60; 10 with --quick)")
     ap.add_argument("--out", help="also write the markdown report to this file")
     args = ap.parse_args()
     args.seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 1.0)
@@ -360,11 +370,10 @@ def main():
     bench = os.path.abspath(args.bench)
     if not os.access(bench, os.X_OK):
         sys.exit(f"engine_vs_ort: {bench} is not an executable (build it first)")
-    wait_s = 10 if args.quick else 60
+    wait_s = args.wait if args.wait is not None else (10 if args.quick else 60)
     peaks = {}
     for t in sorted({MATRIX[i][2] for i in args.rows}):
-        wait_quiet(wait_s, QUIET_CORES)
-        peaks[t] = fma_peak(bench, t)
+        peaks[t] = fma_peak(bench, t, wait_s)
         log(f"FMA peak, {t} thread(s): {peaks[t]['gflops']:.1f} GFLOP/s ({peaks[t]['unit']})")
     command = shlex.join([sys.executable] + sys.argv)
     results, failed = [], 0

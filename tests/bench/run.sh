@@ -3,7 +3,9 @@
 # Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
 # tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
 # --seconds S, --rounds R, --out FILE, --cells C,..., --batches B,...,
-# --threads N,...) go to the script.  Then it runs
+# --threads N,...) go to the script.  Then tests/bench/engine_vs_ort.py: the
+# engine against ONNX Runtime and PyTorch over its matrix of shapes (--quick
+# alone is passed on).  Then it runs
 # tests/bench/load_bench.py: rnnd under rnnd-load for every scenario of
 # tests/bench/scenarios.json (--quick makes it short too).  Stdout is the
 # markdown report, everything else goes to stderr.  RNND_BENCH=load runs the
@@ -21,8 +23,8 @@
 #
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
 # the repository root, created with `python3 -m venv` and `pip install torch
-# numpy safetensors matplotlib` when it cannot import torch (a download of a
-# few GB).
+# numpy safetensors matplotlib onnx onnxruntime` when it cannot import torch (a
+# download of a few GB).
 set -eu
 build=${1:-build}
 if [ $# -gt 0 ]; then shift; fi
@@ -89,8 +91,8 @@ fi
 
 if [ -n "${RNND_BENCH_PYTHON:-}" ]; then
   py=$RNND_BENCH_PYTHON
-  if ! "$py" -c 'import torch, numpy, safetensors' 2>/dev/null; then
-    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy and safetensors" >&2
+  if ! "$py" -c 'import torch, numpy, safetensors, onnx, onnxruntime' 2>/dev/null; then
+    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy, safetensors, onnx and onnxruntime" >&2
     exit 1
   fi
 else
@@ -101,12 +103,12 @@ else
       echo "run.sh: creating $venv (python3 -m venv)" >&2
       python3 -m venv "$venv"
     fi
-    echo "run.sh: installing torch, numpy, safetensors and matplotlib into $venv (a large download)" >&2
-    "$py" -m pip install torch numpy safetensors matplotlib >&2
+    echo "run.sh: installing torch, numpy, safetensors, matplotlib, onnx and onnxruntime into $venv (a large download)" >&2
+    "$py" -m pip install torch numpy safetensors matplotlib onnx onnxruntime >&2
   fi
-  if ! "$py" -c 'import numpy, safetensors, matplotlib' 2>/dev/null; then
-    echo "run.sh: installing numpy, safetensors and matplotlib into $venv" >&2
-    "$py" -m pip install numpy safetensors matplotlib >&2
+  if ! "$py" -c 'import numpy, safetensors, matplotlib, onnx, onnxruntime' 2>/dev/null; then
+    echo "run.sh: installing numpy, safetensors, matplotlib, onnx and onnxruntime into $venv" >&2
+    "$py" -m pip install numpy safetensors matplotlib onnx onnxruntime >&2
   fi
 fi
 
@@ -118,6 +120,11 @@ export RNND_BENCH_COMMAND
 rm -f "$results/engine.json" "$results/load.json"
 "$py" "$root/tests/bench/engine_vs_torch.py" \
   --bench "$build/tests/bench/rnnd-engine-bench" --json "$results/engine.json" "$@"
+echo
+quick=""
+for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+"$py" "$root/tests/bench/engine_vs_ort.py" \
+  --bench "$build/tests/bench/rnnd-engine-bench" $quick
 if [ "$part" = engine ]; then
   plot "$py"
   exit 0

@@ -406,6 +406,15 @@ static double now(void)
         return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The CPU time of every thread of this process: what a run cost, however often it was preempted. */
+static double cpu_now(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *pa, const void *pb)
 {
         double a = *(const double *)pa, b = *(const double *)pb;
@@ -479,20 +488,49 @@ static int open_measured(const struct args *a, rnnd_model_t *m,
         return 0;
 }
 
-/* The median, fastest and mean of the timed runs. */
+/*
+ * The median, fastest and mean of the timed runs; and the median CPU time of
+ * a run (every thread's), which a busy machine's preemptions do not inflate.
+ */
 struct timing {
-        double median, best, mean;
+        double median, best, mean, median_cpu;
         size_t runs;
 };
+
+static double median_of(double *v, size_t n)
+{
+        qsort(v, n, sizeof(*v), cmp_double);
+        return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
 
 /*
  * Runs the batch WARMUP_RUNS times untimed (the first dumped when asked),
  * then timed until a->seconds and MIN_RUNS have passed.  0, or -1 with the
  * failure printed.
  */
+/* Room for one more run's two timings in *wall and *cpu; false when out of memory. */
+static bool grow_timings(double **wall, double **cpu, size_t n, size_t *cap)
+{
+        size_t want = *cap == 0 ? 64 : *cap * 2;
+        double *w, *c;
+
+        if (n < *cap)
+                return true;
+        w = rnnd_realloc(*wall, want * sizeof(**wall));
+        if (w == NULL)
+                return false;
+        *wall = w;
+        c = rnnd_realloc(*cpu, want * sizeof(**cpu));
+        if (c == NULL)
+                return false;
+        *cpu = c;
+        *cap = want;
+        return true;
+}
+
 static int time_runs(const struct args *a, void *plan, struct bench *b, struct timing *t)
 {
-        double *times = NULL, t_start, total = 0;
+        double *times = NULL, *cpus = NULL, t_start, total = 0;
         size_t n = 0, cap = 0;
         rnnd_error_t err = {0};
         int r = -1;
@@ -507,28 +545,23 @@ static int time_runs(const struct args *a, void *plan, struct bench *b, struct t
         }
         t_start = now();
         while (n < MIN_RUNS || now() - t_start < a->seconds) {
-                double t0;
+                double t0, c0;
 
-                if (n == cap) {
-                        double *nt;
-
-                        cap = cap == 0 ? 64 : cap * 2;
-                        nt = rnnd_realloc(times, cap * sizeof(*times));
-                        if (nt == NULL) {
-                                rnnd_error_set(&err, RNND_ENOMEM, "out of memory for timings");
-                                fail("timing", &err);
-                                goto out;
-                        }
-                        times = nt;
+                if (!grow_timings(&times, &cpus, n, &cap)) {
+                        rnnd_error_set(&err, RNND_ENOMEM, "out of memory for timings");
+                        fail("timing", &err);
+                        goto out;
                 }
+                c0 = cpu_now();
                 t0 = now();
                 if (a->ops->run(plan, &b->batch, &err) < 0)
                         goto fail_run;
                 times[n] = now() - t0;
+                cpus[n] = cpu_now() - c0;
                 total += times[n++];
         }
-        qsort(times, n, sizeof(*times), cmp_double);
-        t->median = n % 2 == 1 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2.0;
+        t->median_cpu = median_of(cpus, n);
+        t->median = median_of(times, n);
         t->best = times[0];
         t->mean = total / n;
         t->runs = n;
@@ -538,6 +571,7 @@ fail_run:
         fail("run", &err);
 out:
         rnnd_free(times);
+        rnnd_free(cpus);
         return r;
 }
 
@@ -554,11 +588,11 @@ static void report_json(const struct args *a, const char *name, const rnnd_model
                "\"num_layers\": %u, \"dirs\": %u, \"batch\": %u, \"steps\": %u, "
                "\"min_steps\": %u, "
                "\"threads\": %u, \"openblas_threads\": %d, \"runs\": %zu, "
-               "\"median_s\": %.9f, \"min_s\": %.9f, \"mean_s\": %.9f, "
+               "\"median_s\": %.9f, \"min_s\": %.9f, \"mean_s\": %.9f, \"median_cpu_s\": %.9f, "
                "\"seq_per_s\": %.3f, \"steps_per_s\": %.1f, \"backend\": \"",
                rnnd_cell_name(cfg->cell), cfg->input_size, cfg->hidden_size, cfg->num_layers,
                m->dirs, a->batch, a->steps, seq_len(a, 0), a->threads, openblas_get_num_threads(),
-               t->runs, t->median, t->best, t->mean, a->batch / t->median,
+               t->runs, t->median, t->best, t->mean, t->median_cpu, a->batch / t->median,
                (double)batch_steps(a) / t->median);
         json_str(desc->backend);
         printf("\", \"algo\": \"");
@@ -590,8 +624,8 @@ static void report_text(const struct args *a, const char *name, const rnnd_model
         printf("shape      batch %u x steps %u (%" PRIu64 " steps in all)\n", a->batch, a->steps,
                batch_steps(a));
         printf("runs       %zu timed (after %u warm-up)\n", t->runs, WARMUP_RUNS);
-        printf("median     %.3f ms per batch (min %.3f, mean %.3f)\n", t->median * 1e3,
-               t->best * 1e3, t->mean * 1e3);
+        printf("median     %.3f ms per batch (min %.3f, mean %.3f); CPU time %.3f ms\n",
+               t->median * 1e3, t->best * 1e3, t->mean * 1e3, t->median_cpu * 1e3);
         printf("throughput %.1f sequences/s, %.0f steps/s\n", a->batch / t->median,
                (double)batch_steps(a) / t->median);
         if (costs->measured)

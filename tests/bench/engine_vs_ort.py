@@ -36,6 +36,7 @@ Exits 1 if an answer was wrong.
 Usage:
     .venv-bench/bin/python tests/bench/engine_vs_ort.py --bench BUILD/tests/bench/rnnd-engine-bench
         [--quick] [--seconds S] [--rounds R] [--only I,J,...] [--wait S] [--out FILE]
+        [--json FILE]
 Needs torch, onnx, onnxruntime, numpy and safetensors (run.sh's .venv-bench).
 """
 
@@ -292,6 +293,8 @@ def parse_args():
                     help="seconds to wait for a quiet machine before each measurement "
                          "(60; 10 with --quick)")
     ap.add_argument("--out", help="also write the markdown report to this file")
+    ap.add_argument("--json", help="also write the rows as JSON to this file (plots.py draws "
+                                   "engine_vs_ort.png from it)")
     args = ap.parse_args()
     args.seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 1.0)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
@@ -307,6 +310,23 @@ def parse_args():
             ap.error(f"--only: rows are 1..{len(MATRIX)}")
     args.rows = rows
     return args
+
+
+def json_rows(results, peaks):
+    """The rows that were timed, for plots.py: seq/s of each engine and rnnd's ratios."""
+    rows = []
+    for i, spec, batch, threads, res in results:
+        if res is None:
+            continue
+        best, load, algo, _ = res
+        sps = {k: (batch / v if v < math.inf else None) for k, v in best.items()}
+        rows.append({"row": i + 1, "model": describe(spec), "batch": batch, "threads": threads,
+                     "seq_s": sps, "rnnd_vs_ort": sps["rnnd"] / sps["ort"],
+                     "rnnd_vs_torch": sps["rnnd"] / sps["torch"] if sps["torch"] else None,
+                     "rnnd_peak": useful_flops(spec, batch) / best["rnnd"] /
+                                  (peaks[threads]["gflops"] * 1e9),
+                     "kernel": algo, "load": load})
+    return rows
 
 
 def report(args, results, peaks, command):
@@ -410,6 +430,10 @@ def main():
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"header": text.splitlines()[:5], "rows": json_rows(results, peaks)}, f,
+                      indent=1)
     return 1 if failed else 0
 
 

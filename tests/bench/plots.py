@@ -3,11 +3,14 @@
 
     python tests/bench/plots.py BUILD/bench-results docs/bench
 
-RESULTS holds engine.json (engine_vs_torch.py --json) and load.json (load_bench.py --json);
+RESULTS holds engine.json (engine_vs_torch.py --json), ort.json (engine_vs_ort.py --json),
+load.json (load_bench.py --json) and server.json (server_bench.py --json);
 a plot whose results are missing is skipped.  OUT gets PNGs:
 
   engine_vs_torch.png  sequences/s against batch size, rnnd's CPU engine and PyTorch, per
                        cell and thread count
+  engine_vs_ort.png    rnnd's speed over ONNX Runtime's and PyTorch's, each row of the
+                       matrix of engine_vs_ort.py (ort.json, engine_vs_ort.py --json)
   latency_by_load.png  digits_lstm under an open loop (Poisson arrivals): p50 and p99
                        latency against the rate sent, with the batching rule and the fixed
                        delay
@@ -53,9 +56,9 @@ def log_y(ax):
     ax.yaxis.set_minor_formatter(PLAIN)
 
 
-def save(fig, out, name, header):
+def save(fig, out, name, header, left=0.0):
     fig.text(0.01, 0.005, "; ".join(header), fontsize=6.5, color="0.35", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(left, 0.04, 1, 1))
     path = os.path.join(out, name)
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
@@ -82,6 +85,33 @@ def engine(res, out):
         ax.set_title("%s, input 128, hidden 256, 2 layers, T = 100" % cell.upper())
         ax.legend()
     save(fig, out, "engine_vs_torch.png", [h.lstrip("- ") for h in res["header"][:4]])
+
+
+def engine_vs_ort(res, out):
+    """One bar pair per row: rnnd / ORT and rnnd / PyTorch (log scale, 1 = as fast)."""
+    rows = res["rows"]
+    labels = ["#%d %s; B %d, %d thr." % (r["row"], r["model"], r["batch"], r["threads"])
+              for r in rows]
+    y = list(range(len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.2))
+    # Bars from 1x: right for rnnd ahead, left for behind.
+    ax.barh([v - 0.2 for v in y], [r["rnnd_vs_ort"] - 1 for r in rows], 0.4, left=1,
+            color="C0", label="rnnd / ONNX Runtime")
+    ax.barh([v + 0.2 for v in y], [(r["rnnd_vs_torch"] or 1) - 1 for r in rows], 0.4, left=1,
+            color="C1", label="rnnd / PyTorch (none: the reset-before GRU)")
+    ax.axvline(1.0, color="0.2", linewidth=0.8)
+    ax.set_xscale("log")
+    times = FuncFormatter(lambda v, _: "{:g}x".format(v))
+    ax.xaxis.set_major_formatter(times)
+    ax.xaxis.set_minor_formatter(times)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("rnnd's sequences/s over the other's (right of 1x: rnnd faster)")
+    ax.set_title("The CPU engine against ONNX Runtime and PyTorch, same weights, same input",
+                 pad=20)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
+    save(fig, out, "engine_vs_ort.png", [h.lstrip("- ") for h in res["header"][:2]], left=0.02)
 
 
 def scenario(res, name):
@@ -195,6 +225,11 @@ def main():
     path = os.path.join(results, "engine.json")
     if os.path.exists(path):
         engine(json.load(open(path)), out)
+        done += 1
+    path = os.path.join(results, "ort.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            engine_vs_ort(json.load(f), out)
         done += 1
     path = os.path.join(results, "load.json")
     if os.path.exists(path):

@@ -53,7 +53,7 @@ load_bench() {
   python3 "$root/tests/bench/load_bench.py" --build "$build" $quick --json "$results/load.json"
 }
 if [ "$part" = load ]; then
-  rm -f "$results/engine.json"
+  rm -f "$results/engine.json" "$results/ort.json"
   load_bench "$@" || exit
   plot "${RNND_BENCH_PYTHON:-$root/.venv-bench/bin/python}"
   exit
@@ -117,14 +117,14 @@ ninja -C "$build" >&2
 
 RNND_BENCH_COMMAND="sh tests/bench/run.sh $build${*:+ $*}"
 export RNND_BENCH_COMMAND
-rm -f "$results/engine.json" "$results/load.json"
+rm -f "$results/engine.json" "$results/ort.json" "$results/load.json"
 "$py" "$root/tests/bench/engine_vs_torch.py" \
   --bench "$build/tests/bench/rnnd-engine-bench" --json "$results/engine.json" "$@"
 echo
 quick=""
 for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
 "$py" "$root/tests/bench/engine_vs_ort.py" \
-  --bench "$build/tests/bench/rnnd-engine-bench" $quick
+  --bench "$build/tests/bench/rnnd-engine-bench" --json "$results/ort.json" $quick
 if [ "$part" = engine ]; then
   plot "$py"
   exit 0

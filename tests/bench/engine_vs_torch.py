@@ -266,7 +266,9 @@ def fmt(v):
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
 
 
-def main():
+def parse_args():
+    """The command line, with defaults resolved: args gains seconds, rounds, cells,
+    batches, thread_counts, wait_s and bench (an absolute path)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", required=True, help="path to rnnd-engine-bench")
     ap.add_argument("--quick", action="store_true",
@@ -285,56 +287,73 @@ def main():
     ap.add_argument("--threads", default=",".join(map(str, THREADS)),
                     help="comma-separated thread counts (default: %(default)s)")
     args = ap.parse_args()
-    seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 2.0)
-    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
-    if rounds < 1 or seconds < 0:
+    args.seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 2.0)
+    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
+    if args.rounds < 1 or args.seconds < 0:
         ap.error("--rounds must be at least 1 and --seconds not negative")
-    cells = [c for c in args.cells.split(",") if c]
-    if not cells or any(c not in CELLS for c in cells):
+    args.cells = [c for c in args.cells.split(",") if c]
+    if not args.cells or any(c not in CELLS for c in args.cells):
         ap.error(f"--cells takes a list of {', '.join(CELLS)}")
     try:
-        batches = [int(v) for v in args.batches.split(",")]
-        thread_counts = [int(v) for v in args.threads.split(",")]
+        args.batches = [int(v) for v in args.batches.split(",")]
+        args.thread_counts = [int(v) for v in args.threads.split(",")]
     except ValueError:
         ap.error("--batches and --threads take comma-separated integers")
-    if min(batches + thread_counts) < 1:
+    if min(args.batches + args.thread_counts) < 1:
         ap.error("--batches and --threads must be at least 1")
-    wait_s = 10 if args.quick else 60
-    bench = os.path.abspath(args.bench)
-    if not os.access(bench, os.X_OK):
-        sys.exit(f"engine_vs_torch: {bench} is not an executable (build it first)")
+    args.wait_s = 10 if args.quick else 60
+    args.bench = os.path.abspath(args.bench)
+    if not os.access(args.bench, os.X_OK):
+        sys.exit(f"engine_vs_torch: {args.bench} is not an executable (build it first)")
+    return args
 
-    command = shlex.join([sys.executable] + sys.argv)
-    via = os.environ.get("RNND_BENCH_COMMAND")  # set by run.sh
+
+def run_configuration(args, module, mdir, cell, threads, batch, tmp):
+    """Checks then times one configuration: (its table row, rnnd's JSON object or None
+    when the answer was wrong)."""
+    err = check(args.bench, module, mdir, cell, batch, threads, tmp)
+    if not err <= TOLERANCE:
+        log(f"{cell} threads={threads} batch={batch}: WRONG ANSWER, "
+            f"max abs error {err:.3g} > {TOLERANCE:g}; not timed")
+        return (cell, threads, batch, None, None, None, err, None), None
+    r, t_med, t_runs, load = measure(args.bench, module, mdir, batch, threads,
+                                     args.seconds, args.rounds, args.wait_s)
+    t_sps = batch / t_med
+    log(f"{cell} threads={threads} batch={batch:3d}: max|dy| {err:.2e}  "
+        f"torch {t_med * 1e3:8.3f} ms ({t_runs} runs)  "
+        f"rnnd {r['median_s'] * 1e3:8.3f} ms ({r['runs']} runs)  "
+        f"ratio {r['seq_per_s'] / t_sps:.2f}  other load {load:.2f}")
+    return (cell, threads, batch, t_sps, r["seq_per_s"], r["steps_per_s"], err, load), r
+
+
+def run_all(args):
+    """Every configuration: (the table rows, how many gave a wrong answer, the BLAS rnnd
+    ran on or None)."""
     rows = []
     failed = 0
     blas = None
     with tempfile.TemporaryDirectory(prefix="rnnd-bench-") as tmp:
         repo = os.path.join(tmp, "models")
-        for cell in cells:
+        for cell in args.cells:
             module = build_module(cell)
             mdir = save_model(module, cell, repo)
-            for threads in thread_counts:
+            for threads in args.thread_counts:
                 torch.set_num_threads(threads)
-                for batch in batches:
-                    err = check(bench, module, mdir, cell, batch, threads, tmp)
-                    if not err <= TOLERANCE:
-                        log(f"{cell} threads={threads} batch={batch}: WRONG ANSWER, "
-                            f"max abs error {err:.3g} > {TOLERANCE:g}; not timed")
-                        rows.append((cell, threads, batch, None, None, None, err, None))
+                for batch in args.batches:
+                    row, r = run_configuration(args, module, mdir, cell, threads, batch, tmp)
+                    rows.append(row)
+                    if r is None:
                         failed += 1
-                        continue
-                    r, t_med, t_runs, load = measure(bench, module, mdir, batch, threads,
-                                                     seconds, rounds, wait_s)
-                    blas = r["openblas_config"]
-                    t_sps = batch / t_med
-                    log(f"{cell} threads={threads} batch={batch:3d}: max|dy| {err:.2e}  "
-                        f"torch {t_med * 1e3:8.3f} ms ({t_runs} runs)  "
-                        f"rnnd {r['median_s'] * 1e3:8.3f} ms ({r['runs']} runs)  "
-                        f"ratio {r['seq_per_s'] / t_sps:.2f}  other load {load:.2f}")
-                    rows.append((cell, threads, batch, t_sps, r["seq_per_s"],
-                                 r["steps_per_s"], err, load))
+                    else:
+                        blas = r["openblas_config"]
+    return rows, failed, blas
 
+
+def report(args, rows, blas):
+    """The markdown report's lines: the header (machine, versions, date, command, model),
+    then the table and its note."""
+    command = shlex.join([sys.executable] + sys.argv)
+    via = os.environ.get("RNND_BENCH_COMMAND")  # set by run.sh
     now = datetime.datetime.now(datetime.timezone.utc)
     out = []
     out.append(f"- Machine: {cpu_model()}, {os.cpu_count()} logical CPUs "
@@ -349,9 +368,9 @@ def main():
                f"- Command: `{command}`")
     out.append(f"- Model: input {INPUT_SIZE}, hidden {HIDDEN_SIZE}, {NUM_LAYERS} layers, "
                f"unidirectional, T = {STEPS}, fp32; outputs y and h_n (and c_n); "
-               f"time per batch = median of >= {MIN_RUNS} runs and >= {seconds:g} s after "
+               f"time per batch = median of >= {MIN_RUNS} runs and >= {args.seconds:g} s after "
                f"{WARMUP_RUNS} warm-up runs, rnnd and torch measured alternately "
-               f"{rounds} time(s), fastest median kept for each; rnnd's y checked against "
+               f"{args.rounds} time(s), fastest median kept for each; rnnd's y checked against "
                f"torch's (max abs error <= {TOLERANCE:g}) before timing")
     out.append("")
     out.append("| cell | threads | batch | torch seq/s | rnnd seq/s | rnnd/torch "
@@ -367,6 +386,13 @@ def main():
     out.append(f"other load: CPU cores used by other processes while the row was measured "
                f"(the worst round); a row at {QUIET_CORES:g} or above was measured on a busy "
                f"machine even after {ATTEMPTS} tries.")
+    return out
+
+
+def main():
+    args = parse_args()
+    rows, failed, blas = run_all(args)
+    out = report(args, rows, blas)
     text = "\n".join(out) + "\n"
     sys.stdout.write(text)
     if args.out:

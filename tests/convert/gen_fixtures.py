@@ -23,6 +23,7 @@ with an Embedding(mask_zero=True); the test compares only valid steps of `output
 apply-all head.  Weights are drawn from a NumPy Generator seeded with crc32(case name).
 """
 
+import functools
 import json
 import os
 import struct
@@ -312,23 +313,32 @@ def gen_tf2onnx(tf, keras, ref):
 # --------------------------------------------------------------------------
 
 
-def gen_torch():
-    import onnx
+def torch_ref():
+    import torch
+    return "torch %s (CPU)" % torch.__version__.split("+")[0]
+
+
+def ort_ref():
     import onnxruntime as ort
+    return "onnxruntime %s (CPU)" % ort.__version__
+
+
+def fill(module, rng):
+    """Every parameter U(-0.5, 0.5) (embeddings U(-1, 1)) from the case's Generator."""
+    import torch
+    with torch.no_grad():
+        for n, p in module.named_parameters():
+            s = 1.0 if "emb" in n else 0.5
+            p.copy_(torch.from_numpy(rng.uniform(-s, s, tuple(p.shape)).astype(np.float32)))
+
+
+@functools.lru_cache(maxsize=None)
+def torch_nets():
+    """(Net, ChainNet): the modules of the PyTorch cases, made once (torch is imported
+    only by the torch mode)."""
     import torch
     import torch.nn as nn
-    from onnx import TensorProto, helper, numpy_helper
     from torch.nn.utils.rnn import pack_padded_sequence
-
-    torch.set_num_threads(1)
-    tref = "torch %s (CPU)" % torch.__version__.split("+")[0]
-    oref = "onnxruntime %s (CPU)" % ort.__version__
-
-    def fill(module, rng):
-        with torch.no_grad():
-            for n, p in module.named_parameters():
-                s = 1.0 if "emb" in n else 0.5
-                p.copy_(torch.from_numpy(rng.uniform(-s, s, tuple(p.shape)).astype(np.float32)))
 
     class Net(nn.Module):
         def __init__(self, rnn, emb=False, units=UNITS, act=None, apply="last"):
@@ -355,77 +365,6 @@ def gen_torch():
                 s = self.fc(h[-1])
             return {"softmax": lambda v: torch.softmax(v, -1), "sigmoid": torch.sigmoid,
                     "tanh": torch.tanh, "relu": torch.relu, "none": lambda v: v}[self.act](s)
-
-    # torch.save(model) pickles a module-level class by name.
-    global Whole
-    Whole = type("Whole", (Net,), {"__module__": "__main__"})
-
-    # torch.onnx.export of nn modules: equal lengths (an export has no packed sequences).
-    exports = [
-        ("onnx_torch_lstm_l2_softmax", lambda: Net(nn.LSTM(IN, H, 2, batch_first=True),
-                                                   act="softmax"), False, "scores"),
-        ("onnx_torch_gru_bi_emb_sigmoid", lambda: Net(nn.GRU(EMB, H, 1, batch_first=True,
-                                                             bidirectional=True),
-                                                      emb=True, act="sigmoid"), True, "scores"),
-        ("onnx_torch_rnn_relu_seq", lambda: Net(nn.RNN(IN, H, 2, nonlinearity="relu",
-                                                       batch_first=True)), False, "output"),
-        ("onnx_torch_lstm_bi_all_tanh", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True,
-                                                            bidirectional=True),
-                                                    act="tanh", apply="all"), False, "scores"),
-        # A linear head: --head-activation may add the softmax the graph does not apply.
-        ("onnx_torch_gru_linear", lambda: Net(nn.GRU(IN, H, 1, batch_first=True), act="none"),
-         False, "scores"),
-    ]
-    def start(name, build, lengths, emb):
-        """The case's directory, its module with drawn weights, its inputs."""
-        rng = rng_for(name)
-        d = case_dir(name)
-        net = build().eval()
-        fill(net, rng)
-        io = inputs(rng, lengths, emb=emb, zero_pad=False)
-        return d, net, io, torch.from_numpy(io["tokens"] if emb else io["x"])
-
-    for name, build, emb, out in exports:
-        d, net, io, feed = start(name, build, EQUAL, emb)
-        path = os.path.join(d, "model.onnx")
-        torch.onnx.export(net, (feed,), path, input_names=["input"], output_names=["out"],
-                          dynamic_axes={"input": {0: "B"}}, opset_version=14, dynamo=False)
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        io[out] = sess.run(None, {"input": feed.numpy()})[0]
-        with torch.no_grad():
-            assert np.abs(net(feed).numpy() - io[out]).max() < 1e-5
-        finish(name, "model.onnx", io, oref + " of torch %s's torch.onnx.export" % tref,
-               "%s, lengths all %d" % (name, T))
-
-    # A state_dict and a TorchScript module, with ragged lengths (packed sequences).
-    for name, build, args, emb, kind in [
-        ("torch_sd_lstm_bi2_emb_softmax",
-         lambda: Net(nn.LSTM(EMB, H, 2, batch_first=True, bidirectional=True), emb=True,
-                     act="softmax"),
-         ["--prefix", "rnn.", "--embedding", "emb.weight", "--head-weight", "fc.weight",
-          "--head-bias", "fc.bias", "--head-activation", "softmax"], True, "state_dict"),
-        ("torch_script_gru_l2",
-         lambda: Net(nn.GRU(IN, H, 2, batch_first=True), act="sigmoid"),
-         ["--head-weight", "fc.weight", "--head-bias", "fc.bias", "--head-activation",
-          "sigmoid"], False, "script"),
-    ]:
-        d, net, io, feed = start(name, build, RAGGED, emb)
-        with torch.no_grad():
-            x = net.emb(feed) if emb else feed
-            packed = pack_padded_sequence(x, torch.from_numpy(io["lengths"]), batch_first=True,
-                                          enforce_sorted=False)
-            _, h = net.rnn(packed)
-            h = h[0] if isinstance(h, tuple) else h
-            last = torch.cat([h[-2], h[-1]], 1) if net.rnn.bidirectional else h[-1]
-            s = net.fc(last)
-            s = torch.softmax(s, -1) if net.act == "softmax" else torch.sigmoid(s)
-        io["scores"] = s.numpy()
-        if kind == "state_dict":
-            torch.save(net.state_dict(), os.path.join(d, "model.pt"))
-        else:
-            torch.jit.save(torch.jit.trace(net, (feed,)), os.path.join(d, "model.pt"))
-        finish(name, "model.pt", io, tref + " with pack_padded_sequence", "%s (%s), lengths %s"
-               % (name, kind, RAGGED), args=args)
 
     class ChainNet(nn.Module):
         """Recurrent modules one after the other (self.rnn_a, self.rnn_b, ...), as users
@@ -458,6 +397,112 @@ def gen_torch():
             return {"softmax": lambda v: torch.softmax(v, -1), "sigmoid": torch.sigmoid,
                     "none": lambda v: v}[self.act](s)
 
+    return Net, ChainNet
+
+
+def torch_start(name, build, lengths, emb):
+    """The case's directory, its module with drawn weights, its inputs and the tensor
+    fed to the module."""
+    import torch
+    rng = rng_for(name)
+    d = case_dir(name)
+    net = build().eval()
+    fill(net, rng)
+    io = inputs(rng, lengths, emb=emb, zero_pad=False)
+    return d, net, io, torch.from_numpy(io["tokens"] if emb else io["x"])
+
+
+def torch_onnx_export(name, d, net, io, feed, out):
+    """torch.onnx.export of net to d/model.onnx; io[out] is what onnxruntime computes
+    from it (checked against torch's own)."""
+    import onnxruntime as ort
+    import torch
+    path = os.path.join(d, "model.onnx")
+    torch.onnx.export(net, (feed,), path, input_names=["input"], output_names=["out"],
+                      dynamic_axes={"input": {0: "B"}}, opset_version=14, dynamo=False)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    io[out] = sess.run(None, {"input": feed.numpy()})[0]
+    with torch.no_grad():
+        assert np.abs(net(feed).numpy() - io[out]).max() < 1e-5
+    finish(name, "model.onnx", io, ort_ref() + " of torch %s's torch.onnx.export" % torch_ref(),
+           "%s, lengths all %d" % (name, T))
+
+
+def packed_scores(net, io, emb):
+    """The head's output (softmax, or sigmoid) on the last layer's final state, with
+    pack_padded_sequence over io's ragged lengths."""
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
+    with torch.no_grad():
+        feed = torch.from_numpy(io["tokens"] if emb else io["x"])
+        x = net.emb(feed) if emb else feed
+        packed = pack_padded_sequence(x, torch.from_numpy(io["lengths"]), batch_first=True,
+                                      enforce_sorted=False)
+        _, h = net.rnn(packed)
+        h = h[0] if isinstance(h, tuple) else h
+        last = torch.cat([h[-2], h[-1]], 1) if net.rnn.bidirectional else h[-1]
+        s = net.fc(last)
+        return (torch.softmax(s, -1) if net.act == "softmax" else torch.sigmoid(s)).numpy()
+
+
+def gen_torch_exports():
+    """torch.onnx.export of nn modules: equal lengths (an export has no packed sequences)."""
+    import torch.nn as nn
+    Net, _ = torch_nets()
+    exports = [
+        ("onnx_torch_lstm_l2_softmax", lambda: Net(nn.LSTM(IN, H, 2, batch_first=True),
+                                                   act="softmax"), False, "scores"),
+        ("onnx_torch_gru_bi_emb_sigmoid", lambda: Net(nn.GRU(EMB, H, 1, batch_first=True,
+                                                             bidirectional=True),
+                                                      emb=True, act="sigmoid"), True, "scores"),
+        ("onnx_torch_rnn_relu_seq", lambda: Net(nn.RNN(IN, H, 2, nonlinearity="relu",
+                                                       batch_first=True)), False, "output"),
+        ("onnx_torch_lstm_bi_all_tanh", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True,
+                                                            bidirectional=True),
+                                                    act="tanh", apply="all"), False, "scores"),
+        # A linear head: --head-activation may add the softmax the graph does not apply.
+        ("onnx_torch_gru_linear", lambda: Net(nn.GRU(IN, H, 1, batch_first=True), act="none"),
+         False, "scores"),
+    ]
+    for name, build, emb, out in exports:
+        d, net, io, feed = torch_start(name, build, EQUAL, emb)
+        torch_onnx_export(name, d, net, io, feed, out)
+
+
+def gen_torch_packed():
+    """A state_dict and a TorchScript module, with ragged lengths (packed sequences)."""
+    import torch
+    import torch.nn as nn
+    Net, _ = torch_nets()
+    for name, build, args, emb, kind in [
+        ("torch_sd_lstm_bi2_emb_softmax",
+         lambda: Net(nn.LSTM(EMB, H, 2, batch_first=True, bidirectional=True), emb=True,
+                     act="softmax"),
+         ["--prefix", "rnn.", "--embedding", "emb.weight", "--head-weight", "fc.weight",
+          "--head-bias", "fc.bias", "--head-activation", "softmax"], True, "state_dict"),
+        ("torch_script_gru_l2",
+         lambda: Net(nn.GRU(IN, H, 2, batch_first=True), act="sigmoid"),
+         ["--head-weight", "fc.weight", "--head-bias", "fc.bias", "--head-activation",
+          "sigmoid"], False, "script"),
+    ]:
+        d, net, io, feed = torch_start(name, build, RAGGED, emb)
+        io["scores"] = packed_scores(net, io, emb)
+        if kind == "state_dict":
+            torch.save(net.state_dict(), os.path.join(d, "model.pt"))
+        else:
+            torch.jit.save(torch.jit.trace(net, (feed,)), os.path.join(d, "model.pt"))
+        finish(name, "model.pt", io, torch_ref() + " with pack_padded_sequence",
+               "%s (%s), lengths %s" % (name, kind, RAGGED), args=args)
+
+
+def gen_torch_chains():
+    """State_dicts of recurrent modules one after the other, found in the order their
+    sizes chain or given by --prefix (or refused when it is ambiguous); and
+    torch.onnx.export of a chain."""
+    import torch
+    import torch.nn as nn
+    _, ChainNet = torch_nets()
+    tref = torch_ref()
     for name, rnns, args, act, refuse in [
         # Found in the one order their sizes chain: 5 -> 12 -> 6.
         ("torch_sd_chain_lstm1_lstm2", {"lstm2": nn.LSTM(12, 6, batch_first=True),
@@ -474,7 +519,7 @@ def gen_torch():
          "chain in more than one order: give --prefix for the one to serve, or theirs in order, "
          "comma-separated, for a chain (--prefix rnn_a.,rnn_b.)"),
     ]:
-        d, net, io, feed = start(name, lambda: ChainNet(rnns, act), RAGGED, False)
+        d, net, io, feed = torch_start(name, lambda: ChainNet(rnns, act), RAGGED, False)
         torch.save(net.state_dict(), os.path.join(d, "model.pt"))
         if refuse:
             finish(name, "model.pt", {}, tref, "refused", refuse=refuse)
@@ -486,37 +531,25 @@ def gen_torch():
 
     # torch.onnx.export of a chain: an LSTM then a bidirectional GRU, a softmax head.
     name = "onnx_torch_chain_lstm_grubi_softmax"
-    d, net, io, feed = start(name, lambda: ChainNet(
+    d, net, io, feed = torch_start(name, lambda: ChainNet(
         {"a": nn.LSTM(IN, H, batch_first=True), "b": nn.GRU(H, 6, batch_first=True,
                                                             bidirectional=True)}, "softmax"),
         EQUAL, False)
-    path = os.path.join(d, "model.onnx")
-    torch.onnx.export(net, (feed,), path, input_names=["input"], output_names=["out"],
-                      dynamic_axes={"input": {0: "B"}}, opset_version=14, dynamo=False)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    io["scores"] = sess.run(None, {"input": feed.numpy()})[0]
-    with torch.no_grad():
-        assert np.abs(net(feed).numpy() - io["scores"]).max() < 1e-5
-    finish(name, "model.onnx", io, oref + " of torch %s's torch.onnx.export" % tref,
-           "%s, lengths all %d" % (name, T))
+    torch_onnx_export(name, d, net, io, feed, "scores")
 
-    def packed_scores(net, io, emb):
-        """The head's output with pack_padded_sequence over io's ragged lengths."""
-        with torch.no_grad():
-            feed = torch.from_numpy(io["tokens"] if emb else io["x"])
-            x = net.emb(feed) if emb else feed
-            packed = pack_padded_sequence(x, torch.from_numpy(io["lengths"]), batch_first=True,
-                                          enforce_sorted=False)
-            _, h = net.rnn(packed)
-            h = h[0] if isinstance(h, tuple) else h
-            return torch.softmax(net.fc(h[-1]), -1).numpy()
 
-    # Issue 32's first day: Embedding + 2-layer GRU + Linear, softmax in forward(), saved as a
-    # state_dict with no names given: rnnd-convert finds the embedding and the head by shape.
-    # model_v2.pt is the same network with other weights (io_v2: its outputs), for --version 2.
+def gen_torch_found_by_shape():
+    """Issue 32's first day: Embedding + 2-layer GRU + Linear, softmax in forward(), saved
+    as a state_dict with no names given: rnnd-convert finds the embedding and the head by
+    shape.  model_v2.pt is the same network with other weights (io_v2: its outputs), for
+    --version 2."""
+    import torch
+    import torch.nn as nn
+    Net, _ = torch_nets()
+    tref = torch_ref()
     name = "torch_sd_emb_gru2_found"
-    d, net, io, _ = start(name, lambda: Net(nn.GRU(EMB, H, 2, batch_first=True), emb=True,
-                                            act="softmax"), RAGGED, True)
+    d, net, io, _ = torch_start(name, lambda: Net(nn.GRU(EMB, H, 2, batch_first=True),
+                                                  emb=True, act="softmax"), RAGGED, True)
     io["scores"] = packed_scores(net, io, True)
     torch.save(net.state_dict(), os.path.join(d, "model.pt"))
     fill(net, rng_for(name + "_v2"))
@@ -530,108 +563,162 @@ def gen_torch():
            "%s (state_dict, no names given), lengths %s" % (name, RAGGED),
            args=["--head-activation", "softmax"])
 
-    # A head of two nn.Linear: the first is taken as the head, the second is named unused.
+
+def gen_torch_notes_and_pickle():
+    """A head of two nn.Linear (converted for its notes: the first is taken as the head,
+    the second is named unused), and torch.save(model), which pickles the class: refused,
+    saying to save the state_dict."""
+    import torch
+    import torch.nn as nn
+    Net, _ = torch_nets()
+    tref = torch_ref()
     name = "torch_sd_lstm_mlp_head"
-    d, net, io, _ = start(name, lambda: Net(nn.LSTM(IN, H, 1, batch_first=True), act="none"),
-                          EQUAL, False)
+    d, net, io, _ = torch_start(name, lambda: Net(nn.LSTM(IN, H, 1, batch_first=True),
+                                                  act="none"), EQUAL, False)
     net.fc2 = nn.Linear(UNITS, 2)
     fill(net, rng_for(name))
     torch.save(net.state_dict(), os.path.join(d, "model.pt"))
     finish(name, "model.pt", None, tref, "%s: converted only, for its notes" % name,
            extra={"convert_only": True})
 
-    # torch.save(model) pickles the class: refused, saying to save the state_dict.
+    # torch.save(model) pickles a module-level class by name.
+    global Whole
+    Whole = type("Whole", (Net,), {"__module__": "__main__"})
     name = "torch_refuse_whole_model"
-    d, net, io, _ = start(name, lambda: Whole(nn.LSTM(IN, H, 1, batch_first=True), act="none"),
-                          EQUAL, False)
+    d, net, io, _ = torch_start(name, lambda: Whole(nn.LSTM(IN, H, 1, batch_first=True),
+                                                    act="none"), EQUAL, False)
     torch.save(net, os.path.join(d, "model.pt"))
     finish(name, "model.pt", {}, tref, "refused", refuse=(
         "the pickle refers to __main__.Whole: rnnd-convert reads tensors and modules only; "
         "save the weights instead, torch.save(model.state_dict(), PATH), or "
         "torch.jit.save(torch.jit.script(model), PATH)"))
 
-    # Hand-made ONNX graphs (as tf2onnx writes them): sequence_lens, layout, GRU
-    # linear_before_reset=0, and the refusals.
-    def graph_case(name, op, attrs, lengths, dirs, extra_inputs=(), outputs=("Y",), refuse=None,
-                   layout=0, P=False, states=False):
-        rng = rng_for(name)
-        d = case_dir(name)
-        G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
-        W = rng.uniform(-0.5, 0.5, (dirs, G * H, IN)).astype(np.float32)
-        R = rng.uniform(-0.5, 0.5, (dirs, G * H, H)).astype(np.float32)
-        Bb = rng.uniform(-0.5, 0.5, (dirs, 2 * G * H)).astype(np.float32)
-        inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"),
-                 numpy_helper.from_array(Bb, "B")]
-        node_in = ["X", "W", "R", "B", "seq_lens"]
-        state_in = []
-        if states:  # initial_h (and initial_c) as graph inputs [dirs, B, H]
-            state_in = ["h0"] + (["c0"] if op == "LSTM" else [])
-            node_in += state_in
-        if P:
-            inits.append(numpy_helper.from_array(
-                rng.uniform(-0.5, 0.5, (dirs, 3 * H)).astype(np.float32), "P"))
-            node_in += ["", "", "P"]
-        xshape = ["B", T, IN] if layout else [T, "B", IN]
-        node = helper.make_node(op, node_in, ["Y", "Y_h"], name=op.lower() + "_0", hidden_size=H,
-                                layout=layout, **attrs)
-        g = helper.make_graph(
-            [node], name,
-            [helper.make_tensor_value_info("X", TensorProto.FLOAT, xshape),
-             helper.make_tensor_value_info("seq_lens", TensorProto.INT32, ["B"])] +
-            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [dirs, "B", H])
-             for n in state_in],
-            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
-             helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
-        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
-        model.ir_version = 8
-        path = os.path.join(d, "model.onnx")
-        onnx.save(model, path)
-        io = inputs(rng, lengths, zero_pad=False)
-        if refuse:
-            finish(name, "model.onnx", {}, oref, "refused", refuse=refuse)
-            return
-        if layout:
-            # onnxruntime has no layout 1: the reference is the same graph in layout 0.
-            g.node[0].ClearField("attribute")
-            g.node[0].attribute.extend(helper.make_node(op, [], [], hidden_size=H, **attrs).attribute)
-            g.input[0].CopyFrom(helper.make_tensor_value_info("X", TensorProto.FLOAT,
-                                                              [T, "B", IN]))
-            model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
-            model.ir_version = 8
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        x = io["x"].transpose(1, 0, 2)
-        feed = {"X": np.ascontiguousarray(x), "seq_lens": io["lengths"].astype(np.int32)}
-        for n in state_in:  # rnnd's h0/c0 are batch-first [B, L*dirs, H]
-            io[n] = rng.uniform(-0.5, 0.5, (B, dirs, H)).astype(np.float32)
-            feed[n] = np.ascontiguousarray(io[n].transpose(1, 0, 2))
-        Y, Y_h = sess.run(None, feed)
-        # Y [T, dirs, B, H] (layout 0) or [B, T, dirs, H]; Y_h [dirs, B, H] or [B, dirs, H].
-        io["output"] = Y.transpose(2, 0, 1, 3).reshape(B, T, dirs * H)
-        io["h_n"] = Y_h.transpose(1, 0, 2)
-        finish(name, "model.onnx", io, oref + (" of the same graph with layout 0 (onnxruntime has "
-                                               "no layout 1)" if layout else ""),
-               "%s, lengths %s, layout %d" % (name, lengths, layout))
 
-    graph_case("onnx_lstm_bi_seqlens", "LSTM", {"direction": "bidirectional"}, RAGGED, 2)
-    graph_case("onnx_gru_rbr_layout1", "GRU", {"linear_before_reset": 0}, RAGGED, 1, layout=1)
-    graph_case("onnx_gru_lbr_bi", "GRU", {"linear_before_reset": 1, "direction": "bidirectional"},
-               RAGGED, 2)
-    graph_case("onnx_rnn_seqlens", "RNN", {}, RAGGED, 1)
-    graph_case("onnx_lstm_bi_initial_states", "LSTM", {"direction": "bidirectional"}, RAGGED, 2,
-               states=True)
-    graph_case("onnx_refuse_peephole", "LSTM", {}, EQUAL, 1, P=True,
-               refuse="operator 'lstm_0' (LSTM): input P=P: rnnd's LSTM has no peepholes; export "
-               "an LSTM without P")
-    graph_case("onnx_refuse_clip", "GRU", {"clip": 3.0, "linear_before_reset": 1}, EQUAL, 1,
-               refuse="operator 'gru_0' (GRU): clip=3.0: rnnd does not clip cell inputs; export "
-               "the RNN without clip")
-    graph_case("onnx_refuse_reverse", "LSTM", {"direction": "reverse"}, EQUAL, 1,
-               refuse="operator 'lstm_0' (LSTM): direction=reverse: a reverse-only RNN is not "
-               "supported; rnnd runs forward or bidirectional: reverse each sequence within its "
-               "length and export a forward RNN")
-    graph_case("onnx_refuse_activations", "GRU", {"activations": ["Sigmoid", "Relu"]}, EQUAL, 1,
-               refuse="operator 'gru_0' (GRU): activations=['Sigmoid', 'Relu']: rnnd computes "
-               "the defaults ['sigmoid', 'tanh']; export the RNN with those")
+def onnx_model_of(g):
+    """An ONNX model (opset 14, IR version 8) of graph g."""
+    from onnx import helper
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+def onnx_rnn_graph(name, op, attrs, dirs, rng, layout, P, states):
+    """(graph, names of its state inputs): one LSTM/GRU/RNN operator with weights drawn
+    from rng, sequence_lens, and initial_h (and initial_c) as graph inputs [dirs, B, H]
+    with states, a peephole P initializer with P."""
+    from onnx import TensorProto, helper, numpy_helper
+    G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    W = rng.uniform(-0.5, 0.5, (dirs, G * H, IN)).astype(np.float32)
+    R = rng.uniform(-0.5, 0.5, (dirs, G * H, H)).astype(np.float32)
+    Bb = rng.uniform(-0.5, 0.5, (dirs, 2 * G * H)).astype(np.float32)
+    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"),
+             numpy_helper.from_array(Bb, "B")]
+    node_in = ["X", "W", "R", "B", "seq_lens"]
+    state_in = []
+    if states:
+        state_in = ["h0"] + (["c0"] if op == "LSTM" else [])
+        node_in += state_in
+    if P:
+        inits.append(numpy_helper.from_array(
+            rng.uniform(-0.5, 0.5, (dirs, 3 * H)).astype(np.float32), "P"))
+        node_in += ["", "", "P"]
+    xshape = ["B", T, IN] if layout else [T, "B", IN]
+    node = helper.make_node(op, node_in, ["Y", "Y_h"], name=op.lower() + "_0", hidden_size=H,
+                            layout=layout, **attrs)
+    g = helper.make_graph(
+        [node], name,
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, xshape),
+         helper.make_tensor_value_info("seq_lens", TensorProto.INT32, ["B"])] +
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [dirs, "B", H])
+         for n in state_in],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
+    return g, state_in
+
+
+def onnx_graph_outputs(model, io, rng, state_in, dirs):
+    """Runs model in onnxruntime on io's x and lengths (and h0/c0 drawn from rng, added
+    to io): io gains output and h_n."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = io["x"].transpose(1, 0, 2)
+    feed = {"X": np.ascontiguousarray(x), "seq_lens": io["lengths"].astype(np.int32)}
+    for n in state_in:  # rnnd's h0/c0 are batch-first [B, L*dirs, H]
+        io[n] = rng.uniform(-0.5, 0.5, (B, dirs, H)).astype(np.float32)
+        feed[n] = np.ascontiguousarray(io[n].transpose(1, 0, 2))
+    Y, Y_h = sess.run(None, feed)
+    # Y [T, dirs, B, H] (layout 0) or [B, T, dirs, H]; Y_h [dirs, B, H] or [B, dirs, H].
+    io["output"] = Y.transpose(2, 0, 1, 3).reshape(B, T, dirs * H)
+    io["h_n"] = Y_h.transpose(1, 0, 2)
+
+
+def onnx_graph_case(name, op, attrs, lengths, dirs, refuse=None, layout=0, P=False,
+                    states=False):
+    """A hand-made ONNX graph of one recurrent operator, as tf2onnx writes them; its
+    outputs from onnxruntime, or the message rnnd-convert must refuse it with."""
+    import onnx
+    from onnx import TensorProto, helper
+    rng = rng_for(name)
+    d = case_dir(name)
+    g, state_in = onnx_rnn_graph(name, op, attrs, dirs, rng, layout, P, states)
+    model = onnx_model_of(g)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    io = inputs(rng, lengths, zero_pad=False)
+    oref = ort_ref()
+    if refuse:
+        finish(name, "model.onnx", {}, oref, "refused", refuse=refuse)
+        return
+    if layout:
+        # onnxruntime has no layout 1: the reference is the same graph in layout 0.
+        g.node[0].ClearField("attribute")
+        g.node[0].attribute.extend(helper.make_node(op, [], [], hidden_size=H, **attrs).attribute)
+        g.input[0].CopyFrom(helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                          [T, "B", IN]))
+        model = onnx_model_of(g)
+    onnx_graph_outputs(model, io, rng, state_in, dirs)
+    finish(name, "model.onnx", io, oref + (" of the same graph with layout 0 (onnxruntime has "
+                                           "no layout 1)" if layout else ""),
+           "%s, lengths %s, layout %d" % (name, lengths, layout))
+
+
+def gen_onnx_graphs():
+    """Hand-made ONNX graphs: sequence_lens, layout, GRU linear_before_reset=0, initial
+    states as inputs, and the refusals."""
+    onnx_graph_case("onnx_lstm_bi_seqlens", "LSTM", {"direction": "bidirectional"}, RAGGED, 2)
+    onnx_graph_case("onnx_gru_rbr_layout1", "GRU", {"linear_before_reset": 0}, RAGGED, 1,
+                    layout=1)
+    onnx_graph_case("onnx_gru_lbr_bi", "GRU", {"linear_before_reset": 1,
+                                                "direction": "bidirectional"}, RAGGED, 2)
+    onnx_graph_case("onnx_rnn_seqlens", "RNN", {}, RAGGED, 1)
+    onnx_graph_case("onnx_lstm_bi_initial_states", "LSTM", {"direction": "bidirectional"},
+                    RAGGED, 2, states=True)
+    onnx_graph_case("onnx_refuse_peephole", "LSTM", {}, EQUAL, 1, P=True,
+                    refuse="operator 'lstm_0' (LSTM): input P=P: rnnd's LSTM has no peepholes; "
+                    "export an LSTM without P")
+    onnx_graph_case("onnx_refuse_clip", "GRU", {"clip": 3.0, "linear_before_reset": 1}, EQUAL,
+                    1, refuse="operator 'gru_0' (GRU): clip=3.0: rnnd does not clip cell "
+                    "inputs; export the RNN without clip")
+    onnx_graph_case("onnx_refuse_reverse", "LSTM", {"direction": "reverse"}, EQUAL, 1,
+                    refuse="operator 'lstm_0' (LSTM): direction=reverse: a reverse-only RNN is "
+                    "not supported; rnnd runs forward or bidirectional: reverse each sequence "
+                    "within its length and export a forward RNN")
+    onnx_graph_case("onnx_refuse_activations", "GRU", {"activations": ["Sigmoid", "Relu"]},
+                    EQUAL, 1, refuse="operator 'gru_0' (GRU): activations=['Sigmoid', 'Relu']: "
+                    "rnnd computes the defaults ['sigmoid', 'tanh']; export the RNN with those")
+
+
+def gen_torch():
+    """The PyTorch cases, kind by kind: ONNX exports, state_dicts and TorchScript, chains,
+    names found by shape, a state_dict for its notes and a pickled model, hand-made ONNX
+    graphs."""
+    import torch
+    torch.set_num_threads(1)
+    gen_torch_exports()
+    gen_torch_packed()
+    gen_torch_chains()
+    gen_torch_found_by_shape()
+    gen_torch_notes_and_pickle()
+    gen_onnx_graphs()
 
 
 def main():

@@ -499,14 +499,10 @@ def config_for(case):
     return cfg
 
 
-def run_case(case, outdir):
-    seed = zlib.crc32(case.name.encode())
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-
-    net = Net(case)
-    # Every parameter from the case's Generator, in state_dict order, so the
-    # weights do not depend on torch's RNG or init scheme.
+def case_weights(case, net, rng):
+    """Every parameter from the case's Generator, in state_dict order, so the
+    weights do not depend on torch's RNG or init scheme; net gets the f32
+    values the reference computes with.  Returns the tensors as stored."""
     stored = {}
     with torch.no_grad():
         for name, p in net.state_dict().items():
@@ -520,34 +516,75 @@ def run_case(case, outdir):
             st, f32 = round_weights(torch.from_numpy(v.astype(np.float32)), case.wdtype)
             p.copy_(f32)
             stored[name] = st
-    net.eval()
-    sd = {k: v.detach().clone() for k, v in net.state_dict().items()}  # f32 values used
+    return stored
 
+
+def case_inputs(case, rng):
+    """(lengths, io): the inputs lengths, tokens or x, and h0 (and c0) as the case
+    takes them, drawn from rng."""
     lengths_l = draw_lengths(case, rng)
-    lengths = torch.tensor(lengths_l, dtype=torch.int64)
-    io = {"lengths": lengths}
+    io = {"lengths": torch.tensor(lengths_l, dtype=torch.int64)}
     if case.emb:
-        tokens = torch.from_numpy(rng.integers(0, NUM_EMB, size=(B, T)).astype(np.int64))
-        io["tokens"] = tokens
-        inp = tokens
+        io["tokens"] = torch.from_numpy(rng.integers(0, NUM_EMB, size=(B, T)).astype(np.int64))
     else:
         x = rng.uniform(-1.0, 1.0, size=(B, T, INPUT_SIZE))
         x = np.where(np.abs(x) < 1e-2, 0.5, x)  # padding must be non-zero too
         x = torch.from_numpy(x.astype(np.float32))
         assert bool((x != 0).all())
         io["x"] = x
-        inp = x
-    h0 = c0 = None
     if case.h0:
-        h0 = torch.from_numpy(rng.uniform(-0.5, 0.5, (B, case.layers * case.dirs,
-                                                     case.out_size)).astype(np.float32))
-        io["h0"] = h0
+        io["h0"] = torch.from_numpy(rng.uniform(-0.5, 0.5, (B, case.layers * case.dirs,
+                                                           case.out_size)).astype(np.float32))
         if case.cell == "lstm":
-            c0 = torch.from_numpy(rng.uniform(-0.5, 0.5, (B, case.layers * case.dirs,
-                                                         case.hidden)).astype(np.float32))
-            io["c0"] = c0
+            io["c0"] = torch.from_numpy(rng.uniform(-0.5, 0.5, (B, case.layers * case.dirs,
+                                                               case.hidden)).astype(np.float32))
+    return lengths_l, io
 
-    # The float64 NumPy reference.
+
+def reset_before_checks(case, net, sd, io, lengths_l, ref, f64):
+    """A GRU with gru_linear_before_reset = false, which PyTorch has not: the
+    goldens are the NumPy float64 results.  Checks that the flag matters on
+    these very numbers, and that the same NumPy code in its
+    linear-before-reset variant is torch's GRU.  f64: the float64 inputs
+    (x, h0, c0) ref was computed from.  Returns (goldens, checks)."""
+    inp = io.get("tokens", io.get("x"))
+    x64, h064, c064 = f64
+    res = {k: torch.from_numpy(v.astype(np.float32)) for k, v in ref.items()}
+    tres = net(inp, io["lengths"], io.get("h0"), io.get("c0"))
+    lbr_case = Case(case.name, case.cell, case.layers, case.bi, case.ragged, case.h0)
+    lbr_out, lbr_hn, _ = np_rnn(lbr_case, sd, x64, lengths_l, h064, c064)
+    checks = [check("numpy lbr vs torch output", lbr_out, tres["output"]),
+              check("numpy lbr vs torch h_n", lbr_hn, tres["h_n"])]
+    assert maxdiff(ref["output"], lbr_out) > 1e-2, "reset-before GRU equals torch's GRU?"
+    return res, checks
+
+
+def alone_checks(case, net, io, lengths_l, res):
+    """Each sequence alone, unpacked, cut to its length, with its own h0 row,
+    agrees with its row of the batched result res."""
+    inp, h0, c0 = io.get("tokens", io.get("x")), io.get("h0"), io.get("c0")
+    checks = []
+    for b in range(B):
+        n = lengths_l[b]
+        xb = (net.emb(inp[b:b + 1, :n]) if case.emb else inp[b:b + 1, :n])
+        hx = None
+        if h0 is not None:
+            hb = h0[b:b + 1].transpose(0, 1).contiguous()
+            hx = ((hb, c0[b:b + 1].transpose(0, 1).contiguous())
+                  if case.cell == "lstm" else hb)
+        ob, hnb = net.rnn(xb, hx)
+        checks.append(check("alone b=%d output" % b, ob[0], res["output"][b, :n]))
+        hnb = hnb[0] if case.cell == "lstm" else hnb
+        checks.append(check("alone b=%d h_n" % b, hnb[:, 0], res["h_n"][b]))
+    return checks
+
+
+def case_checks(case, net, sd, io, lengths_l):
+    """(goldens, checks, source): the goldens and the checks that they are
+    right: float64 torch, the float64 NumPy reference, each sequence alone;
+    NumPy's own numbers for a reset-before GRU."""
+    inp = io.get("tokens", io.get("x"))
+    lengths, h0, c0 = io["lengths"], io.get("h0"), io.get("c0")
     x64 = sd["emb.weight"].double().numpy()[inp.numpy()] if case.emb else inp.double().numpy()
     h064 = h0.double().numpy() if h0 is not None else None
     c064 = c0.double().numpy() if c0 is not None else None
@@ -557,70 +594,79 @@ def run_case(case, outdir):
         ref["c_n"] = np_cn
     if case.head_act is not None:
         ref["scores"] = np_head(case, sd, np_out, np_hn, lengths_l)
-
-    checks = []
     with torch.no_grad():
         if case.cell == "gru" and not case.lbr:
-            # PyTorch has no reset-before GRU: the goldens are the NumPy float64
-            # results.  Show the flag matters on these very numbers, and that the
-            # same NumPy code in its linear-before-reset variant is torch's GRU.
-            res = {k: torch.from_numpy(v.astype(np.float32)) for k, v in ref.items()}
-            tres = net(inp, lengths, h0, c0)
-            lbr_case = Case(case.name, case.cell, case.layers, case.bi, case.ragged, case.h0)
-            lbr_out, lbr_hn, _ = np_rnn(lbr_case, sd, x64, lengths_l, h064, c064)
-            checks.append(check("numpy lbr vs torch output", lbr_out, tres["output"]))
-            checks.append(check("numpy lbr vs torch h_n", lbr_hn, tres["h_n"]))
-            assert maxdiff(np_out, lbr_out) > 1e-2, "reset-before GRU equals torch's GRU?"
-            source = ("numpy float64 reference of Keras GRU reset_after=False equations "
-                      "(PyTorch has no such GRU), cast to float32")
-        else:
-            res = net(inp, lengths, h0, c0)
-            checks += torch_f64_checks(Net(case), sd, case.emb, (inp, lengths, h0, c0), res, ref)
-            # Each sequence alone, unpacked, cut to its length, with its own h0 row.
-            for b in range(B):
-                n = lengths_l[b]
-                xb = (net.emb(inp[b:b + 1, :n]) if case.emb else inp[b:b + 1, :n])
-                hx = None
-                if h0 is not None:
-                    hb = h0[b:b + 1].transpose(0, 1).contiguous()
-                    hx = ((hb, c0[b:b + 1].transpose(0, 1).contiguous())
-                          if case.cell == "lstm" else hb)
-                ob, hnb = net.rnn(xb, hx)
-                checks.append(check("alone b=%d output" % b, ob[0], res["output"][b, :n]))
-                hnb = hnb[0] if case.cell == "lstm" else hnb
-                checks.append(check("alone b=%d h_n" % b, hnb[:, 0], res["h_n"][b]))
-            source = "torch %s float32 (CPU)" % TORCH_VERSION
-            if case.wdtype != "F32":
-                source += ", weights rounded to %s and converted back to float32" % (
-                    "float16" if case.wdtype == "F16" else "bfloat16")
+            res, checks = reset_before_checks(case, net, sd, io, lengths_l, ref,
+                                              (x64, h064, c064))
+            return res, checks, ("numpy float64 reference of Keras GRU reset_after=False "
+                                 "equations (PyTorch has no such GRU), cast to float32")
+        res = net(inp, lengths, h0, c0)
+        checks = torch_f64_checks(Net(case), sd, case.emb, (inp, lengths, h0, c0), res, ref)
+        checks += alone_checks(case, net, io, lengths_l, res)
+    source = "torch %s float32 (CPU)" % TORCH_VERSION
+    if case.wdtype != "F32":
+        source += ", weights rounded to %s and converted back to float32" % (
+            "float16" if case.wdtype == "F16" else "bfloat16")
+    return res, checks, source
 
-    # Padding is exactly zero, everything finite.
+
+def add_results(io, res, lengths, padded_scores=False):
+    """res into io, once its output (and, with padded_scores, its scores) is
+    exactly zero past each length and everything is finite float32."""
     valid = torch.arange(T)[None, :] < lengths[:, None]
     assert bool((res["output"][~valid] == 0).all()), "padding not zero"
-    if case.head_act is not None and case.head_apply == "all":
+    if padded_scores:
         assert bool((res["scores"][~valid] == 0).all())
     for k, v in res.items():
         assert v.dtype == torch.float32 and bool(torch.isfinite(v).all()), k
         io[k] = v.contiguous()
 
-    # Write.
-    mdir = os.path.join(outdir, case.name)
+
+def write_model(outdir, name, kind, config, stored, io, source, description):
+    """<outdir>/<name>/: config.json, 1/model.safetensors (the stored weights) and
+    io.safetensors, each read back; returns the bytes written.  kind: "case" or
+    "chain", for the weights' description."""
+    mdir = os.path.join(outdir, name)
     os.makedirs(os.path.join(mdir, "1"), exist_ok=True)
     with open(os.path.join(mdir, "config.json"), "w") as f:
-        f.write(json.dumps(config_for(case), indent=2) + "\n")
-    desc = describe(case, lengths_l)
-    wmeta = {"case": case.name,
-             "description": "weights of golden case %s (PyTorch state_dict names)" % case.name}
+        f.write(json.dumps(config, indent=2) + "\n")
+    wmeta = {"case": name,
+             "description": "weights of golden %s %s (PyTorch state_dict names)" % (kind, name)}
     wpath = os.path.join(mdir, "1", "model.safetensors")
     write_safetensors(wpath, stored, wmeta)
     verify_safetensors(wpath, stored, wmeta)
-    iometa = {"case": case.name, "source": source, "description": desc}
+    iometa = {"case": name, "source": source, "description": description}
     iopath = os.path.join(mdir, "io.safetensors")
     write_safetensors(iopath, io, iometa)
     verify_safetensors(iopath, io, iometa)
-
-    size = sum(os.path.getsize(os.path.join(dp, fn))
+    return sum(os.path.getsize(os.path.join(dp, fn))
                for dp, _, fns in os.walk(mdir) for fn in fns)
+
+
+def seeded(name):
+    """Seeds torch with crc32(name); returns a NumPy Generator of the same seed."""
+    seed = zlib.crc32(name.encode())
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def eval_state(net):
+    """Puts net in eval mode; returns a copy of its state_dict (the f32 values used)."""
+    net.eval()
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def run_case(case, outdir):
+    rng = seeded(case.name)
+    net = Net(case)
+    stored = case_weights(case, net, rng)
+    sd = eval_state(net)
+    lengths_l, io = case_inputs(case, rng)
+    res, checks, source = case_checks(case, net, sd, io, lengths_l)
+    add_results(io, res, io["lengths"],
+                padded_scores=case.head_act is not None and case.head_apply == "all")
+    size = write_model(outdir, case.name, "case", config_for(case), stored, io, source,
+                       describe(case, lengths_l))
     tensors = " ".join("%s%s" % (k, list(v.shape)) for k, v in sorted(io.items()))
     print("%-44s %-4s lengths=%-13s worst=%.1e %6dB  %s"
           % (case.name, case.wdtype, "".join(str(v) for v in lengths_l), max(checks), size,
@@ -918,36 +964,15 @@ def chain_checks(chain, net, sd, io, lengths_l):
 
 
 def run_chain(chain, outdir):
-    seed = zlib.crc32(chain.name.encode())
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
+    rng = seeded(chain.name)
     net = ChainNet(chain)
     stored = chain_weights(chain, net, rng)
-    net.eval()
-    sd = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    sd = eval_state(net)
     lengths_l, io = chain_inputs(chain, rng)
     res, checks, source = chain_checks(chain, net, sd, io, lengths_l)
-    valid = torch.arange(T)[None, :] < io["lengths"][:, None]
-    assert bool((res["output"][~valid] == 0).all()), "padding not zero"
-    for k, v in res.items():
-        assert v.dtype == torch.float32 and bool(torch.isfinite(v).all()), k
-        io[k] = v.contiguous()
-    mdir = os.path.join(outdir, chain.name)
-    os.makedirs(os.path.join(mdir, "1"), exist_ok=True)
-    with open(os.path.join(mdir, "config.json"), "w") as f:
-        f.write(json.dumps(chain_config(chain), indent=2) + "\n")
-    wmeta = {"case": chain.name,
-             "description": "weights of golden chain %s (PyTorch state_dict names)" % chain.name}
-    wpath = os.path.join(mdir, "1", "model.safetensors")
-    write_safetensors(wpath, stored, wmeta)
-    verify_safetensors(wpath, stored, wmeta)
-    iometa = {"case": chain.name, "source": source,
-              "description": describe_chain(chain, lengths_l)}
-    iopath = os.path.join(mdir, "io.safetensors")
-    write_safetensors(iopath, io, iometa)
-    verify_safetensors(iopath, io, iometa)
-    size = sum(os.path.getsize(os.path.join(dp, fn))
-               for dp, _, fns in os.walk(mdir) for fn in fns)
+    add_results(io, res, io["lengths"])
+    size = write_model(outdir, chain.name, "chain", chain_config(chain), stored, io, source,
+                       describe_chain(chain, lengths_l))
     tensors = " ".join("%s%s" % (k, list(v.shape)) for k, v in sorted(io.items()))
     print("%-44s chain lengths=%-13s worst=%.1e %6dB  %s"
           % (chain.name, "".join(str(v) for v in lengths_l), max(checks), size, tensors))

@@ -33,7 +33,8 @@ from rnndtest import (BIN, BODY_CAP, GOLDEN, HEAD_MODEL, MODEL, SRC, Daemon, che
                       free_port, notifications, notify_socket, raw, run_test, sanitizer_report,
                       status_of)
 
-def test_routes(d):
+def routes_health_and_server(d):
+    """Health and server metadata: GET /v2/health/*, GET /v2."""
     # Health.
     st, h, body = d.request("GET", "/v2/health/live")
     check(st == 200 and body == b"", "live is 200 with an empty body", (st, body))
@@ -50,6 +51,9 @@ def test_routes(d):
                                      "schedule_policy", "sequence"],
           "GET /v2 lists exactly the implemented extensions", meta)
 
+
+def routes_model_metadata(d):
+    """Model metadata (KServe v2), with and without a version."""
     # Model metadata, with and without a version.
     for path in ("/v2/models/" + MODEL, "/v2/models/%s/versions/1" % MODEL):
         st, h, m = d.json("GET", path)
@@ -76,6 +80,9 @@ def test_routes(d):
           "a GRU with head apply all: scores [-1,-1,units], no c_n", outs)
     check(outs.get("output", {}).get("shape") == [-1, -1, 12], "a bidirectional GRU's output is dirs*H", outs)
 
+
+def routes_model_config(d):
+    """Model readiness and the Triton-style model config."""
     # Model readiness.
     for path in ("/v2/models/%s/ready" % MODEL, "/v2/models/%s/versions/1/ready" % MODEL):
         st, h, body = d.request("GET", path)
@@ -109,6 +116,9 @@ def test_routes(d):
     st, h, cfg1 = d.json("GET", "/v2/models/%s/versions/1/config" % MODEL)
     check(st == 200 and cfg1 == cfg, "versioned config equals the latest's", (st, cfg1))
 
+
+def routes_inference_and_tf_serving(d):
+    """The inference routes, and TF Serving's model status and metadata."""
     # Inference routes answer (the numbers are test_infer.py's): 200 for a
     # good request, 400 naming the field for a bad one.
     body = json.dumps({"inputs": [{"name": "input", "shape": [1, 2, 5], "datatype": "FP32", "data": [0.0] * 10}]})
@@ -149,6 +159,9 @@ def test_routes(d):
               "Was: tensorflow/serving/predict" % (sig, verb),
               "TF Serving :%s answers as for a model without that signature" % verb, (st, b))
 
+
+def routes_errors(d):
+    """404s (unknown routes, models and versions) and 405s with Allow."""
     # 404s.
     for path in ("/", "/v2/", "/v3", "/v2/health", "/v2/health/lively", "/v2/models", "/v2/models/",
                  "/v2/models/%s/versions" % MODEL,
@@ -182,6 +195,10 @@ def test_routes(d):
         check(st == 405 and h.get("allow") == allow and error_body(b),
               "%s %s is 405 with Allow: %s" % (method, path, allow), (st, h.get("allow"), b))
 
+
+def routes_headers(d):
+    """HEAD, request ids, keep-alive after a 404, percent-decoded paths, and the headers
+    every response has."""
     # HEAD is GET without the body.
     st, h, b = d.request("HEAD", "/v2")
     check(st == 200 and b == b"" and h.get("content-type", "").startswith("application/json"), "HEAD /v2", (st, h))
@@ -217,6 +234,16 @@ def test_routes(d):
                          ("GET", "/v1/models/" + MODEL), ("POST", "/v2/models/%s/infer" % MODEL)):
         st, h, _ = d.request(method, path, body="{}" if method == "POST" else None)
         check("content-type" in h and "x-request-id" in h, "%s %s has Content-Type and X-Request-Id" % (method, path), h)
+
+
+def test_routes(d):
+    """Every route's status, headers and body."""
+    routes_health_and_server(d)
+    routes_model_metadata(d)
+    routes_model_config(d)
+    routes_inference_and_tf_serving(d)
+    routes_errors(d)
+    routes_headers(d)
 
 
 def test_limits(d):

@@ -378,90 +378,93 @@ def test_drain_under_load():
     shutil.rmtree(tmp)
 
 
-def test_repository_api():
-    tmp = tempfile.mkdtemp(prefix="rnnd-repoapi-")
-    repo = demo_repo(tmp)
-    d = rnndtest.Daemon(repo=repo)
-    try:
-        st, _, idx = d.json("POST", "/v2/repository/index")
-        check(st == 200 and idx == [{"name": "digits_gru", "version": "1", "state": "READY", "reason": ""},
-                                    {"name": "digits_lstm", "version": "1", "state": "READY", "reason": ""}],
-              "index lists every model with version, state and reason", idx)
-        st, _, _ = d.json("GET", "/v2/repository/index")
-        check(st == 405, "index is POST only", st)
+def repository_index_unload_load(d):
+    """The index of the demo repository, unload and load of digits_gru."""
+    st, _, idx = d.json("POST", "/v2/repository/index")
+    check(st == 200 and idx == [{"name": "digits_gru", "version": "1", "state": "READY", "reason": ""},
+                                {"name": "digits_lstm", "version": "1", "state": "READY", "reason": ""}],
+          "index lists every model with version, state and reason", idx)
+    st, _, _ = d.json("GET", "/v2/repository/index")
+    check(st == 405, "index is POST only", st)
 
-        st, _, b = d.json("POST", "/v2/repository/models/digits_gru/unload")
-        check(st == 200, "unload answers 200", (st, b))
-        st, body = infer(d.port, "digits_gru")
-        check(st == 404 and b"not loaded" in body, "inference on an unloaded model is 404", (st, body))
-        st, _, _ = d.json("GET", "/v2/models/digits_gru/ready")
-        check(st == 400, "an unloaded model is not ready", st)
-        st, _, idx = d.json("POST", "/v2/repository/index", body=b'{"ready": false}')
-        check({"name": "digits_gru", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"} in idx,
-              "index shows the unloaded model UNAVAILABLE", idx)
-        st, _, idx = d.json("POST", "/v2/repository/index", body=b'{"ready": true}')
-        check([e["name"] for e in idx] == ["digits_lstm"], "ready:true lists only ready models", idx)
-        st, _, _ = d.json("GET", "/v2/health/ready")
-        check(st == 200, "an unloaded model does not make the server unready", st)
-        st, _, b = d.json("POST", "/v2/repository/models/digits_gru/unload")
-        check(st == 400, "unloading it again is 400", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/digits_gru/unload")
+    check(st == 200, "unload answers 200", (st, b))
+    st, body = infer(d.port, "digits_gru")
+    check(st == 404 and b"not loaded" in body, "inference on an unloaded model is 404", (st, body))
+    st, _, _ = d.json("GET", "/v2/models/digits_gru/ready")
+    check(st == 400, "an unloaded model is not ready", st)
+    st, _, idx = d.json("POST", "/v2/repository/index", body=b'{"ready": false}')
+    check({"name": "digits_gru", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"} in idx,
+          "index shows the unloaded model UNAVAILABLE", idx)
+    st, _, idx = d.json("POST", "/v2/repository/index", body=b'{"ready": true}')
+    check([e["name"] for e in idx] == ["digits_lstm"], "ready:true lists only ready models", idx)
+    st, _, _ = d.json("GET", "/v2/health/ready")
+    check(st == 200, "an unloaded model does not make the server unready", st)
+    st, _, b = d.json("POST", "/v2/repository/models/digits_gru/unload")
+    check(st == 400, "unloading it again is 400", (st, b))
 
-        st, _, b = d.json("POST", "/v2/repository/models/digits_gru/load")
-        check(st == 200, "load answers 200", (st, b))
-        check(infer(d.port, "digits_gru")[0] == 200, "load brings inference back")
+    st, _, b = d.json("POST", "/v2/repository/models/digits_gru/load")
+    check(st == 200, "load answers 200", (st, b))
+    check(infer(d.port, "digits_gru")[0] == 200, "load brings inference back")
 
-        # A broken new version: the load fails, version 1 serves on, the index says why.
-        os.makedirs(os.path.join(repo, "digits_lstm", "2"))
-        with open(os.path.join(repo, "digits_lstm", "2", "model.safetensors"), "wb") as f:
-            f.write(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
-        st, _, b = d.json("POST", "/v2/repository/models/digits_lstm/load")
-        check(st == 400 and "version 2" in b.get("error", "") and "previous build serves" in b.get("error", ""),
-              "loading a broken version is 400 saying why", (st, b))
-        st, body = infer(d.port, "digits_lstm")
-        check(st == 200 and json.loads(body)["model_version"] == "1", "the previous version serves on", body[:200])
-        st, _, idx = d.json("POST", "/v2/repository/index")
-        v1 = [e for e in idx if e["name"] == "digits_lstm" and e["version"] == "1"]
-        v2 = [e for e in idx if e["name"] == "digits_lstm" and e["version"] == "2"]
-        check(v1 and v1[0]["state"] == "READY" and "last load failed" in v1[0]["reason"] and
-              v2 and v2[0]["state"] == "UNAVAILABLE" and v2[0]["reason"],
-              "index: version 1 READY, version 2 UNAVAILABLE with the reason", idx)
-        # The same through SIGHUP.
-        d.proc.send_signal(signal.SIGHUP)
-        check(wait_for(lambda: "SIGHUP: reloaded" in d.stderr()), "SIGHUP reload finishes")
-        check(infer(d.port, "digits_lstm")[0] == 200, "after SIGHUP with the broken version, version 1 serves")
-        st, _, _ = d.json("GET", "/v2/health/ready")
-        check(st == 200, "and the server stays ready", st)
-        shutil.rmtree(os.path.join(repo, "digits_lstm", "2"))
-        st, _, b = d.json("POST", "/v2/repository/models/digits_lstm/load")
-        check(st == 200, "loading the repaired model is 200", (st, b))
-        st, _, idx = d.json("POST", "/v2/repository/index")
-        check({"name": "digits_lstm", "version": "1", "state": "READY", "reason": ""} in idx,
-              "the failure is gone from the index", idx)
 
-        st, _, b = d.json("POST", "/v2/repository/models/nosuch/load")
-        check(st == 400 and "nosuch" in b.get("error", ""), "loading an unknown model is 400", (st, b))
-        st, _, b = d.json("POST", "/v2/repository/models/nosuch/unload")
-        check(st == 400, "unloading an unknown model is 400", (st, b))
-        st, _, b = d.json("POST", "/v2/repository/models/..hidden/load")
-        check(st == 400, "a name that is no model directory is 400", (st, b))
-        st, _, b = d.json("POST", "/v2/repository/models/%s/load" % ("x" * 300))
-        check(st == 400, "an overlong name is 400", (st, b))
-        st, _, b = d.json("POST", "/v2/repository/models/digits_gru/load",
-                          body=json.dumps({"parameters": {"config": "{}"}}))
-        check(st == 400 and "not supported" in b.get("error", ""), "parameters.config is refused", (st, b))
-        st, _, b = d.json("POST", "/v2/repository/index", body=b'{"ready": 1}')
-        check(st == 400, "a bad index body is 400", (st, b))
-        st, _, b = d.json("POST", "/v2/repository/index", body=b"{" + b" " * 5000 + b"}")
-        check(st == 413, "a repository body over 4 KiB is 413", st)
-        st, _, b = d.json("POST", "/v2/repository/models/digits_gru/unload",
-                          body=b'{"parameters": {"unload_dependents": true}}')
-        check(st == 200, "unload takes parameters.unload_dependents", (st, b))
-        check(d.stop()[0] == 0, "exit 0")
-    finally:
-        d.close()
-    shutil.rmtree(tmp)
+def repository_broken_version(d, repo):
+    """A broken new version: the load fails, version 1 serves on, the index says why;
+    the same through SIGHUP; the repaired model loads."""
+    os.makedirs(os.path.join(repo, "digits_lstm", "2"))
+    with open(os.path.join(repo, "digits_lstm", "2", "model.safetensors"), "wb") as f:
+        f.write(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    st, _, b = d.json("POST", "/v2/repository/models/digits_lstm/load")
+    check(st == 400 and "version 2" in b.get("error", "") and "previous build serves" in b.get("error", ""),
+          "loading a broken version is 400 saying why", (st, b))
+    st, body = infer(d.port, "digits_lstm")
+    check(st == 200 and json.loads(body)["model_version"] == "1", "the previous version serves on", body[:200])
+    st, _, idx = d.json("POST", "/v2/repository/index")
+    v1 = [e for e in idx if e["name"] == "digits_lstm" and e["version"] == "1"]
+    v2 = [e for e in idx if e["name"] == "digits_lstm" and e["version"] == "2"]
+    check(v1 and v1[0]["state"] == "READY" and "last load failed" in v1[0]["reason"] and
+          v2 and v2[0]["state"] == "UNAVAILABLE" and v2[0]["reason"],
+          "index: version 1 READY, version 2 UNAVAILABLE with the reason", idx)
+    # The same through SIGHUP.
+    d.proc.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: "SIGHUP: reloaded" in d.stderr()), "SIGHUP reload finishes")
+    check(infer(d.port, "digits_lstm")[0] == 200, "after SIGHUP with the broken version, version 1 serves")
+    st, _, _ = d.json("GET", "/v2/health/ready")
+    check(st == 200, "and the server stays ready", st)
+    shutil.rmtree(os.path.join(repo, "digits_lstm", "2"))
+    st, _, b = d.json("POST", "/v2/repository/models/digits_lstm/load")
+    check(st == 200, "loading the repaired model is 200", (st, b))
+    st, _, idx = d.json("POST", "/v2/repository/index")
+    check({"name": "digits_lstm", "version": "1", "state": "READY", "reason": ""} in idx,
+          "the failure is gone from the index", idx)
 
-    # The bearer token.
+
+def repository_bad_requests(d):
+    """Unknown and bad model names, parameters and bodies are 4xx; unload takes
+    parameters.unload_dependents."""
+    st, _, b = d.json("POST", "/v2/repository/models/nosuch/load")
+    check(st == 400 and "nosuch" in b.get("error", ""), "loading an unknown model is 400", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/nosuch/unload")
+    check(st == 400, "unloading an unknown model is 400", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/..hidden/load")
+    check(st == 400, "a name that is no model directory is 400", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/%s/load" % ("x" * 300))
+    check(st == 400, "an overlong name is 400", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/digits_gru/load",
+                      body=json.dumps({"parameters": {"config": "{}"}}))
+    check(st == 400 and "not supported" in b.get("error", ""), "parameters.config is refused", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/index", body=b'{"ready": 1}')
+    check(st == 400, "a bad index body is 400", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/index", body=b"{" + b" " * 5000 + b"}")
+    check(st == 413, "a repository body over 4 KiB is 413", st)
+    st, _, b = d.json("POST", "/v2/repository/models/digits_gru/unload",
+                      body=b'{"parameters": {"unload_dependents": true}}')
+    check(st == 200, "unload takes parameters.unload_dependents", (st, b))
+
+
+def repository_bearer_token():
+    """--auth_token_file: the repository API needs the token, inference does not, and
+    the token is never logged."""
     tmp = tempfile.mkdtemp(prefix="rnnd-token-")
     token = "s3cret-Token_" + os.urandom(8).hex()
     tf = os.path.join(tmp, "token")
@@ -488,6 +491,21 @@ def test_repository_api():
     finally:
         d.close()
     shutil.rmtree(tmp)
+
+
+def test_repository_api():
+    tmp = tempfile.mkdtemp(prefix="rnnd-repoapi-")
+    repo = demo_repo(tmp)
+    d = rnndtest.Daemon(repo=repo)
+    try:
+        repository_index_unload_load(d)
+        repository_broken_version(d, repo)
+        repository_bad_requests(d)
+        check(d.stop()[0] == 0, "exit 0")
+    finally:
+        d.close()
+    shutil.rmtree(tmp)
+    repository_bearer_token()
 
 
 def main():

@@ -247,118 +247,178 @@ def _names_note(m, layers, last_seq):
                        else "input", last["config"].get("name") or last.get("name"), out))
 
 
+class _Chain:
+    """What convert has read of the layer chain so far."""
+
+    def __init__(self):
+        self.m = None          # the Model, from the first RNN layer on
+        self.rnn_done = False  # an RNN layer without return_sequences ended the recurrence
+        self.last_seq = True   # whether the last RNN layer returns every step
+        self.masked = None     # the note of a Masking or mask_zero Embedding
+        self.emb = None        # the Embedding's weights
+        self.head = None       # the Dense head
+
+
+def _read_activation(chain, layer):
+    """A layer after the Dense head: its Activation, or a refusal."""
+    cls, c = layer["class_name"], layer["config"]
+    if cls == "Activation" and chain.head.activation == "none":
+        act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")))
+        if act is None:
+            _refuse(layer, "activation", c.get("activation"),
+                    "rnnd's head computes none, sigmoid, tanh, relu or softmax; "
+                    "save the model with one of those")
+        chain.head.activation = act
+        return
+    _refuse(layer, "class_name", cls, "rnnd's head is one Dense layer, the model's "
+            "last: save the model up to it and run the rest elsewhere")
+
+
+def _read_embedding(chain, layer, weights):
+    c = layer["config"]
+    name = c.get("name") or layer.get("name")
+    if chain.m is not None or chain.emb is not None or chain.masked:
+        _refuse(layer, "class_name", layer["class_name"], "an Embedding must be the first layer: "
+                "save the model from the Embedding on")
+    (w,) = weights.get(name)
+    chain.emb = w
+    if c.get("mask_zero"):
+        chain.masked = "Embedding '%s' has mask_zero=true: send each sequence's length as " \
+                       "`lengths` (token 0 must appear only as trailing padding)" % name
+
+
+def _read_masking(chain, layer, weights):
+    c = layer["config"]
+    name = c.get("name") or layer.get("name")
+    if chain.m is not None or chain.masked:
+        _refuse(layer, "class_name", layer["class_name"], "Masking must come before the RNN "
+                "layers: move it first")
+    chain.masked = ("Masking '%s' (mask_value=%s) is served as lengths: send each sequence's "
+                    "length as `lengths` (masked steps must be trailing padding)"
+                    % (name, c.get("mask_value")))
+
+
+def _read_dense(chain, layer, weights):
+    c = layer["config"]
+    name = c.get("name") or layer.get("name")
+    if chain.m is None:
+        _refuse(layer, "class_name", layer["class_name"], "a Dense layer before the RNN layers "
+                "is not supported: run it elsewhere and save the model from the RNN on")
+    act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")), None)
+    if act is None:
+        _refuse(layer, "activation", c.get("activation"),
+                "rnnd's head computes none (linear), sigmoid, tanh, relu or softmax; "
+                "save the model with one of those")
+    w = weights.get(name)
+    chain.head = Head(w[0].T, w[1] if len(w) > 1 else None, act,
+                      "all" if chain.last_seq else "last")
+
+
+def _refuse_return_state(layer):
+    _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n: "
+            "save the model without return_state; rnnd returns h_n and c_n itself")
+
+
+def _bidirectional(layer, weights):
+    """(cell, units, lbr, return_sequences, [forward, backward Direction]) of a
+    Bidirectional layer, or a refusal."""
+    c = layer["config"]
+    name = c.get("name") or layer.get("name")
+    inner = c["layer"]
+    if c.get("merge_mode", "concat") != "concat":
+        _refuse(layer, "merge_mode", c.get("merge_mode"), "rnnd concatenates the two "
+                "directions: retrain with merge_mode=\"concat\"")
+    if inner["class_name"] not in RNN_CLASSES:
+        _refuse(layer, "layer", inner["class_name"], "not a recurrent layer rnnd "
+                "computes (LSTM, GRU, SimpleRNN, CuDNNLSTM, CuDNNGRU)")
+    back = c.get("backward_layer")
+    if back is not None:
+        if back["class_name"] != inner["class_name"] or \
+                back["config"].get("units") != inner["config"].get("units"):
+            _refuse(layer, "backward_layer", back["class_name"], "the backward layer "
+                    "must be the forward layer's kind and size; rebuild it so")
+        _check_rnn(back, inner=True)
+    cell, units, lbr = _check_rnn(inner, inner=True)
+    if inner["config"].get("go_backwards"):
+        _refuse(inner, "go_backwards", True, "inside Bidirectional the forward layer "
+                "must run forward; rebuild it with go_backwards=False")
+    seq = inner["config"].get("return_sequences", False)
+    if c.get("return_state") or inner["config"].get("return_state"):
+        _refuse_return_state(layer)
+    dirs = [_direction(inner, cell, units, weights.get(name, "forward")),
+            _direction(back or inner, cell, units, weights.get(name, "backward"))]
+    return cell, units, lbr, seq, dirs
+
+
+def _unidirectional(layer, weights):
+    """(cell, units, lbr, return_sequences, [Direction]) of an LSTM, GRU, SimpleRNN,
+    CuDNNLSTM or CuDNNGRU layer, or a refusal."""
+    c = layer["config"]
+    cell, units, lbr = _check_rnn(layer)
+    seq = c.get("return_sequences", False)
+    if c.get("return_state"):
+        _refuse_return_state(layer)
+    return cell, units, lbr, seq, [_direction(layer, cell, units,
+                                              weights.get(c.get("name") or layer.get("name")))]
+
+
+def _read_rnn(chain, layer, weights):
+    """An RNN layer (or Bidirectional of one) stacked onto the chain's model, or a refusal
+    of a layer rnnd does not serve."""
+    cls = layer["class_name"]
+    inner = None
+    if cls == "Bidirectional":
+        inner = layer["config"]["layer"]
+        cell, units, lbr, seq, dirs = _bidirectional(layer, weights)
+    elif cls in RNN_CLASSES:
+        cell, units, lbr, seq, dirs = _unidirectional(layer, weights)
+    else:
+        _refuse(layer, "class_name", cls, "rnnd serves [Embedding|Masking] -> LSTM/GRU/"
+                "SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]: save that part as a "
+                "model of its own and run the rest elsewhere")
+    if chain.rnn_done:
+        _refuse(layer, "class_name", cls, "the RNN layer before it has "
+                "return_sequences=false: set return_sequences=True on it")
+    if chain.masked and (inner or layer)["class_name"].startswith("CuDNN"):
+        _refuse(layer, "mask", True, "Keras's CuDNN layers do not take a mask: "
+                "convert it without the mask, or use LSTM/GRU")
+    if chain.m is None:
+        chain.m = Model(cell=cell, linear_before_reset=lbr, embedding=chain.emb)
+    chain.m.stack(cell, lbr, dirs)  # a layer of another kind or size starts a block
+    chain.last_seq = seq
+    chain.rnn_done = not seq
+
+
+_READERS = {"Embedding": _read_embedding, "Masking": _read_masking, "Dense": _read_dense}
+
+
+def _read_layer(chain, layer, weights):
+    """One layer of the chain, in order: identities pass, the rest add to the chain."""
+    cls = layer["class_name"]
+    if cls in IDENTITY_CLASSES:
+        return
+    if chain.head is not None:
+        _read_activation(chain, layer)
+        return
+    _READERS.get(cls, _read_rnn)(chain, layer, weights)
+
+
 def convert(path):
     config, weights = load(path)
     layers = _layers_of(config)
-    m = None
-    rnn_done = False  # an RNN layer without return_sequences ended the recurrence
-    last_seq = True
-    masked = None
-    emb = None
-    head = None
+    chain = _Chain()
     for layer in layers:
-        cls, c = layer["class_name"], layer["config"]
-        name = c.get("name") or layer.get("name")
-        if cls != "InputLayer":
+        if layer["class_name"] != "InputLayer":
             weights.add(layer)
-        if cls in IDENTITY_CLASSES:
-            continue
-        if head is not None:
-            if cls == "Activation" and head.activation == "none":
-                act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")))
-                if act is None:
-                    _refuse(layer, "activation", c.get("activation"),
-                            "rnnd's head computes none, sigmoid, tanh, relu or softmax; "
-                            "save the model with one of those")
-                head.activation = act
-                continue
-            _refuse(layer, "class_name", cls, "rnnd's head is one Dense layer, the model's "
-                    "last: save the model up to it and run the rest elsewhere")
-        if cls == "Embedding":
-            if m is not None or emb is not None or masked:
-                _refuse(layer, "class_name", cls, "an Embedding must be the first layer: save "
-                        "the model from the Embedding on")
-            (w,) = weights.get(name)
-            emb = w
-            if c.get("mask_zero"):
-                masked = "Embedding '%s' has mask_zero=true: send each sequence's length as " \
-                         "`lengths` (token 0 must appear only as trailing padding)" % name
-            continue
-        if cls == "Masking":
-            if m is not None or masked:
-                _refuse(layer, "class_name", cls, "Masking must come before the RNN layers: "
-                        "move it first")
-            masked = ("Masking '%s' (mask_value=%s) is served as lengths: send each sequence's "
-                      "length as `lengths` (masked steps must be trailing padding)"
-                      % (name, c.get("mask_value")))
-            continue
-        if cls == "Dense":
-            if m is None:
-                _refuse(layer, "class_name", cls, "a Dense layer before the RNN layers is not "
-                        "supported: run it elsewhere and save the model from the RNN on")
-            act = DENSE_ACTIVATIONS.get(_activation_name(c.get("activation")), None)
-            if act is None:
-                _refuse(layer, "activation", c.get("activation"),
-                        "rnnd's head computes none (linear), sigmoid, tanh, relu or softmax; "
-                        "save the model with one of those")
-            w = weights.get(name)
-            head = Head(w[0].T, w[1] if len(w) > 1 else None, act, "all" if last_seq else "last")
-            continue
-        inner = None
-        if cls == "Bidirectional":
-            inner = c["layer"]
-            if c.get("merge_mode", "concat") != "concat":
-                _refuse(layer, "merge_mode", c.get("merge_mode"), "rnnd concatenates the two "
-                        "directions: retrain with merge_mode=\"concat\"")
-            if inner["class_name"] not in RNN_CLASSES:
-                _refuse(layer, "layer", inner["class_name"], "not a recurrent layer rnnd "
-                        "computes (LSTM, GRU, SimpleRNN, CuDNNLSTM, CuDNNGRU)")
-            back = c.get("backward_layer")
-            if back is not None:
-                if back["class_name"] != inner["class_name"] or \
-                        back["config"].get("units") != inner["config"].get("units"):
-                    _refuse(layer, "backward_layer", back["class_name"], "the backward layer "
-                            "must be the forward layer's kind and size; rebuild it so")
-                _check_rnn(back, inner=True)
-            cell, units, lbr = _check_rnn(inner, inner=True)
-            if inner["config"].get("go_backwards"):
-                _refuse(inner, "go_backwards", True, "inside Bidirectional the forward layer "
-                        "must run forward; rebuild it with go_backwards=False")
-            seq = inner["config"].get("return_sequences", False)
-            if c.get("return_state") or inner["config"].get("return_state"):
-                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n: "
-                        "save the model without return_state; rnnd returns h_n and c_n itself")
-            dirs = [_direction(inner, cell, units, weights.get(name, "forward")),
-                    _direction(back or inner, cell, units, weights.get(name, "backward"))]
-        elif cls in RNN_CLASSES:
-            cell, units, lbr = _check_rnn(layer)
-            seq = c.get("return_sequences", False)
-            if c.get("return_state"):
-                _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n: "
-                        "save the model without return_state; rnnd returns h_n and c_n itself")
-            dirs = [_direction(layer, cell, units, weights.get(name))]
-        else:
-            _refuse(layer, "class_name", cls, "rnnd serves [Embedding|Masking] -> LSTM/GRU/"
-                    "SimpleRNN/CuDNNLSTM/CuDNNGRU/Bidirectional -> [Dense]: save that part as a "
-                    "model of its own and run the rest elsewhere")
-        if rnn_done:
-            _refuse(layer, "class_name", cls, "the RNN layer before it has "
-                    "return_sequences=false: set return_sequences=True on it")
-        if masked and (inner or layer)["class_name"].startswith("CuDNN"):
-            _refuse(layer, "mask", True, "Keras's CuDNN layers do not take a mask: "
-                    "convert it without the mask, or use LSTM/GRU")
-        if m is None:
-            m = Model(cell=cell, linear_before_reset=lbr, embedding=emb)
-        m.stack(cell, lbr, dirs)  # a layer of another kind or size starts a block
-        last_seq = seq
-        rnn_done = not seq
+        _read_layer(chain, layer, weights)
+    m = chain.m
     if m is None:
         raise ConvertError("%s: no LSTM, GRU, SimpleRNN, CuDNNLSTM or CuDNNGRU layer: "
                            "rnnd-convert converts models built on those" % path)
-    m.head = head
-    _names_note(m, layers, last_seq)
-    if masked:
-        m.notes.append(masked)
+    m.head = chain.head
+    _names_note(m, layers, chain.last_seq)
+    if chain.masked:
+        m.notes.append(chain.masked)
     if any(b.cell == "gru" and not b.linear_before_reset for b in m.blocks):
         m.notes.append("GRU reset_after=false: served by the CPU engine only (cuDNN has only "
                        "reset_after=true); GET /v2/models/<name>/config says so")

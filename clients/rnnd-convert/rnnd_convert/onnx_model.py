@@ -174,13 +174,9 @@ def _rnn(graph, node):
     return cell, lbr, out
 
 
-def _trace(graph, last, B, T, dirs, H):
-    """Runs the reshaping operators on tensors of element ids: the last RNN's Y holds
-    1..N in its own layout, Y_h the ids of the Y elements it equals (the last step
-    forward, the first backward) when the node has no sequence_lens, or its own ids.
-    Returns {tensor name: array} for every tensor this can compute."""
-    from onnx import numpy_helper
-
+def _trace_seeds(graph, last, B, T, dirs, H):
+    """The element ids _trace starts from: the constants, the last RNN's Y and Y_h, ids
+    below zero for the other recurrent outputs, zeros for the graph's inputs."""
     a = graph.attrs(last)
     layout = a.get("layout", 0)
     ids = np.arange(1, T * dirs * B * H + 1).reshape(T, dirs, B, H)
@@ -211,10 +207,87 @@ def _trace(graph, last, B, T, dirs, H):
             dims = [d.dim_value or (B if k == (1 if layout == 0 else 0) else T)
                     for k, d in enumerate(i.type.tensor_type.shape.dim)]
             val[i.name] = np.zeros(dims, dtype=np.int64)
+    return val, ids, yh
 
-    def ints(x):
-        return [int(v) for v in np.asarray(x).reshape(-1)]
 
+def _ints(x):
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+def _squeeze(op, x, ins, at):
+    """Squeeze or Unsqueeze, with the axes as an input (opset 13+) or an attribute."""
+    axes = _ints(ins[1]) if len(ins) > 1 and ins[1] is not None else at.get("axes")
+    if op == "Squeeze":
+        return np.squeeze(x, tuple(axes)) if axes else np.squeeze(x)
+    r = x
+    for ax in sorted(v % (x.ndim + len(axes)) for v in axes):
+        r = np.expand_dims(r, ax)
+    return r
+
+
+def _slice(x, ins, at):
+    """Slice, with starts, ends, axes and steps as inputs (opset 10+) or attributes."""
+    if len(ins) > 1:
+        st, en = _ints(ins[1]), _ints(ins[2])
+        axes = _ints(ins[3]) if len(ins) > 3 and ins[3] is not None else range(len(st))
+        steps = _ints(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(st)
+    else:
+        st, en = at["starts"], at["ends"]
+        axes = at.get("axes", range(len(st)))
+        steps = [1] * len(st)
+    sl = [slice(None)] * x.ndim
+    for ax, b0, e0, s0 in zip(axes, st, en, steps):
+        sl[ax] = slice(b0, e0 if abs(e0) < 2 ** 62 else None, s0)
+    return x[tuple(sl)]
+
+
+_NOT_TRACED = object()
+
+
+def _plumbing_value(op, ins, at):
+    """The output of one reshaping operator on its inputs' values, or _NOT_TRACED for an
+    operator _trace does not run."""
+    from onnx import numpy_helper
+
+    x = ins[0] if ins else None
+    if op in ("Identity", "Cast", "Dropout"):
+        return x
+    if op == "Transpose":
+        return np.transpose(x, at.get("perm"))
+    if op in ("Squeeze", "Unsqueeze"):
+        return _squeeze(op, x, ins, at)
+    if op == "Concat":
+        return np.concatenate(ins, axis=at["axis"])
+    if op == "Slice":
+        return _slice(x, ins, at)
+    if op == "Gather":
+        return np.take(x, np.asarray(ins[1]), axis=at.get("axis", 0))
+    if op == "Reshape":
+        shape = _ints(ins[1])
+        shape = [x.shape[k] if v == 0 and not at.get("allowzero") else v
+                 for k, v in enumerate(shape)]
+        return x.reshape(shape)
+    if op == "Flatten":
+        ax = at.get("axis", 1)
+        return x.reshape(int(np.prod(x.shape[:ax])), -1)
+    if op == "Shape":
+        return np.asarray(x.shape, dtype=np.int64)
+    if op == "ConstantOfShape":
+        v = at.get("value")
+        return np.full(_ints(x), numpy_helper.to_array(v).reshape(-1)[0] if v else 0)
+    if op == "Expand":
+        return x * np.ones(_ints(ins[1]), dtype=x.dtype)
+    if op in ("Add", "Sub", "Mul") and x.dtype.kind == "i" and ins[1].dtype.kind == "i":
+        return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](x, ins[1])
+    return _NOT_TRACED
+
+
+def _trace(graph, last, B, T, dirs, H):
+    """Runs the reshaping operators on tensors of element ids: the last RNN's Y holds
+    1..N in its own layout, Y_h the ids of the Y elements it equals (the last step
+    forward, the first backward) when the node has no sequence_lens, or its own ids.
+    Returns {tensor name: array} for every tensor this can compute."""
+    val, ids, yh = _trace_seeds(graph, last, B, T, dirs, H)
     for n in graph.g.node:
         if n.op_type in RNN_OPS or any(o in val for o in n.output):
             continue
@@ -222,58 +295,11 @@ def _trace(graph, last, B, T, dirs, H):
         if any(v is None for k, v in enumerate(ins) if n.input[k]):
             continue
         at = graph.attrs(n)
-        x = ins[0] if ins else None
-        op = n.op_type
         try:
-            if op in ("Identity", "Cast", "Dropout"):
-                r = x
-            elif op == "Transpose":
-                r = np.transpose(x, at.get("perm"))
-            elif op in ("Squeeze", "Unsqueeze"):
-                axes = ints(ins[1]) if len(ins) > 1 and ins[1] is not None else at.get("axes")
-                if op == "Squeeze":
-                    r = np.squeeze(x, tuple(axes)) if axes else np.squeeze(x)
-                else:
-                    r = x
-                    for ax in sorted(v % (x.ndim + len(axes)) for v in axes):
-                        r = np.expand_dims(r, ax)
-            elif op == "Concat":
-                r = np.concatenate(ins, axis=at["axis"])
-            elif op == "Slice":
-                if len(ins) > 1:
-                    st, en = ints(ins[1]), ints(ins[2])
-                    axes = ints(ins[3]) if len(ins) > 3 and ins[3] is not None else range(len(st))
-                    steps = ints(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(st)
-                else:
-                    st, en = at["starts"], at["ends"]
-                    axes = at.get("axes", range(len(st)))
-                    steps = [1] * len(st)
-                sl = [slice(None)] * x.ndim
-                for ax, b0, e0, s0 in zip(axes, st, en, steps):
-                    sl[ax] = slice(b0, e0 if abs(e0) < 2 ** 62 else None, s0)
-                r = x[tuple(sl)]
-            elif op == "Gather":
-                r = np.take(x, np.asarray(ins[1]), axis=at.get("axis", 0))
-            elif op == "Reshape":
-                shape = ints(ins[1])
-                shape = [x.shape[k] if v == 0 and not at.get("allowzero") else v
-                         for k, v in enumerate(shape)]
-                r = x.reshape(shape)
-            elif op == "Flatten":
-                ax = at.get("axis", 1)
-                r = x.reshape(int(np.prod(x.shape[:ax])), -1)
-            elif op == "Shape":
-                r = np.asarray(x.shape, dtype=np.int64)
-            elif op == "ConstantOfShape":
-                v = at.get("value")
-                r = np.full(ints(x), numpy_helper.to_array(v).reshape(-1)[0] if v else 0)
-            elif op == "Expand":
-                r = x * np.ones(ints(ins[1]), dtype=x.dtype)
-            elif op in ("Add", "Sub", "Mul") and x.dtype.kind == "i" and ins[1].dtype.kind == "i":
-                r = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](x, ins[1])
-            else:
-                continue
+            r = _plumbing_value(n.op_type, ins, at)
         except (ValueError, IndexError, KeyError, TypeError):
+            continue
+        if r is _NOT_TRACED:
             continue
         val[n.output[0]] = np.asarray(r)
     return val, ids, yh
@@ -346,16 +372,8 @@ def _unused_note(graph, m, used):
                        "outputs differ" % ", ".join(left))
 
 
-def convert(path):
-    import onnx
-
-    graph = _Graph(onnx.load(path).graph)
-    nodes = list(graph.g.node)
-    rnns = [n for n in nodes if n.op_type in RNN_OPS]
-    if not rnns:
-        raise ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "
-                           "scan or loop of its own is not one); export nn.LSTM/nn.GRU/nn.RNN"
-                           % path)
+def _stack(graph, rnns):
+    """The Model of the recurrent operators, each reading the one before it."""
     m = None
     for k, n in enumerate(rnns):
         if k and graph.path_to(n.input[0], {tuple(rnns[k - 1].output)}) is None:
@@ -365,22 +383,34 @@ def convert(path):
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr)
         m.stack(cell, lbr, dirs)  # an operator of another kind or size starts a block
-    first, last = rnns[0], rnns[-1]
+    return m
+
+
+def _used_by_rnns(graph, rnns):
+    """The constants the recurrent operators read: their weights, and the constants that
+    make sequence_lens and zero initial states (checked by _rnn)."""
     used = {i for n in rnns for i in n.input if i in graph.const}
-    # The constants that make sequence_lens and zero initial states (checked above).
     for n in rnns:
         for k in (4, 5, 6):
             if _opt_input(n, k):
                 used |= {c for c in graph.const if _reaches(graph, n.input[k], c)}
-    # Embedding: a Gather of a 2-D initializer by a graph input, feeding the first RNN.
-    for n in nodes:
+    return used
+
+
+def _find_embedding(graph, first, m, used):
+    """Embedding: a Gather of a 2-D initializer by a graph input, feeding the first RNN."""
+    for n in graph.g.node:
         if n.op_type == "Gather" and n.input[0] in graph.const and graph.const[n.input[0]].ndim == 2:
             if graph.path_to(first.input[0], {tuple(n.output)}) is not None:
                 m.embedding = graph.const[n.input[0]]
                 used.add(n.input[0])
-    # Operators that compute: anything but plumbing, the recurrences, the head.
+
+
+def _head_nodes(graph):
+    """Operators that compute: anything but plumbing and the recurrences must be part of
+    the head (a refusal otherwise)."""
     head_nodes = []
-    for n in nodes:
+    for n in graph.g.node:
         if n.op_type in RNN_OPS or n.op_type in PLUMBING and n.op_type not in ("Add", "Sub"):
             continue
         if n.op_type in ("Gemm", "MatMul", "Add", "Sub") or n.op_type in HEAD_ACTS:
@@ -389,7 +419,65 @@ def convert(path):
         _refuse(n, "op_type", n.op_type, "rnnd serves [Gather] -> LSTM/GRU/RNN -> [Gemm or "
                 "MatMul+Add] -> [Sigmoid/Tanh/Relu/Softmax]: export that part alone and run "
                 "the rest elsewhere")
-    # The head: a Gemm or MatMul with a constant weight that reads the last RNN.
+    return head_nodes
+
+
+def _head_linear(graph, n, used, done):
+    """(weight [units, in], bias or None, output tensor) of the head's Gemm, or of its MatMul
+    and the Add of a constant after it."""
+    a = graph.attrs(n)
+    W = graph.const[n.input[1]].astype(np.float64)
+    bias = None
+    if n.op_type == "Gemm":
+        if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+            _refuse(n, "alpha/beta/transA", (a.get("alpha"), a.get("beta"), a.get("transA")),
+                    "rnnd's head is x W^T + b; export an nn.Linear head")
+        weight = W if a.get("transB", 0) else W.T
+        if _opt_input(n, 2) is not None:
+            bias = graph.const[n.input[2]].astype(np.float64).reshape(-1)
+            used.add(n.input[2])
+        out = n.output[0]
+    else:
+        weight = W.T
+        out = n.output[0]
+        adds = [c for c in graph.consumers.get(out, []) if c.op_type == "Add"]
+        if adds:
+            other = [i for i in adds[0].input if i != out]
+            if other and other[0] in graph.const:
+                bias = graph.const[other[0]].astype(np.float64).reshape(-1)
+                used.add(other[0])
+                done.add(tuple(adds[0].output))
+                out = adds[0].output[0]
+    used.add(n.input[1])
+    done.add(tuple(n.output))
+    return weight, bias, out
+
+
+def _head_activation(graph, out, done):
+    """(rnnd's activation name, output tensor) of the activation reading the head's output
+    out ("none" and out itself without one)."""
+    act = "none"
+    for c in graph.consumers.get(out, []):
+        if c.op_type in HEAD_ACTS:
+            if HEAD_ACTS[c.op_type] is None:
+                _refuse(c, "op_type", c.op_type, "rnnd's head computes none, sigmoid, tanh, "
+                        "relu or softmax: export with Softmax and take the log of the "
+                        "scores")
+            if c.op_type == "Softmax":
+                ax = graph.attrs(c).get("axis", -1)
+                if ax not in (-1, 1, 2):
+                    _refuse(c, "axis", ax, "rnnd's softmax is over the units; export "
+                            "softmax over the last axis")
+            act = HEAD_ACTS[c.op_type]
+            done.add(tuple(c.output))
+            out = c.output[0]
+    return act, out
+
+
+def _read_head(graph, m, last, head_nodes, used):
+    """Sets m.head from a Gemm or MatMul with a constant weight that reads the last RNN;
+    returns the head's output tensor (None without a head).  Refuses any other operator
+    that computes."""
     lin = [n for n in head_nodes if n.op_type in ("Gemm", "MatMul") and
            any(i in graph.const for i in n.input[1:2]) and
            graph.path_to(n.input[0], {tuple(last.output)}) is not None]
@@ -400,47 +488,8 @@ def convert(path):
     head_out = None
     if lin:
         n = lin[0]
-        a = graph.attrs(n)
-        W = graph.const[n.input[1]].astype(np.float64)
-        bias = None
-        if n.op_type == "Gemm":
-            if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
-                _refuse(n, "alpha/beta/transA", (a.get("alpha"), a.get("beta"), a.get("transA")),
-                        "rnnd's head is x W^T + b; export an nn.Linear head")
-            weight = W if a.get("transB", 0) else W.T
-            if _opt_input(n, 2) is not None:
-                bias = graph.const[n.input[2]].astype(np.float64).reshape(-1)
-                used.add(n.input[2])
-            out = n.output[0]
-        else:
-            weight = W.T
-            out = n.output[0]
-            adds = [c for c in graph.consumers.get(out, []) if c.op_type == "Add"]
-            if adds:
-                other = [i for i in adds[0].input if i != out]
-                if other and other[0] in graph.const:
-                    bias = graph.const[other[0]].astype(np.float64).reshape(-1)
-                    used.add(other[0])
-                    done.add(tuple(adds[0].output))
-                    out = adds[0].output[0]
-        used.add(n.input[1])
-        done.add(tuple(n.output))
-        act = "none"
-        for c in graph.consumers.get(out, []):
-            if c.op_type in HEAD_ACTS:
-                if HEAD_ACTS[c.op_type] is None:
-                    _refuse(c, "op_type", c.op_type, "rnnd's head computes none, sigmoid, tanh, "
-                            "relu or softmax: export with Softmax and take the log of the "
-                            "scores")
-                if c.op_type == "Softmax":
-                    ax = graph.attrs(c).get("axis", -1)
-                    if ax not in (-1, 1, 2):
-                        _refuse(c, "axis", ax, "rnnd's softmax is over the units; export "
-                                "softmax over the last axis")
-                act = HEAD_ACTS[c.op_type]
-                done.add(tuple(c.output))
-                out = c.output[0]
-        head_out = out
+        weight, bias, out = _head_linear(graph, n, used, done)
+        act, head_out = _head_activation(graph, out, done)
         m.head = Head(weight, bias, act, _head_apply(graph, last, n, len(m.last.layers[0]),
                                                      m.last.hidden_size))
     for n in head_nodes:
@@ -448,8 +497,11 @@ def convert(path):
             continue
         _refuse(n, "op_type", n.op_type, "not part of a head rnnd computes: export the "
                 "model up to the head and run the rest elsewhere")
-    _io_note(graph, m, rnns, head_out)
-    _unused_note(graph, m, used)
+    return head_out
+
+
+def _inputs_note(graph, m, rnns):
+    """Notes on the request inputs the graph's sequence_lens and initial states become."""
     if any(_opt_input(n, 4) for n in rnns):
         m.notes.append("sequence_lens is the request's `lengths` input")
     if any(_opt_input(n, k) in graph.inputs for n in rnns for k in (5, 6)):
@@ -457,5 +509,23 @@ def convert(path):
                        "[B, num_layers*dirs, H] (ONNX's are [dirs, B, H] per layer)%s" % (
                            "; of a chain, one row [B, F] of every block's, block by block "
                            "(docs/HTTP.md)" if m.more else ""))
+
+
+def convert(path):
+    import onnx
+
+    graph = _Graph(onnx.load(path).graph)
+    rnns = [n for n in graph.g.node if n.op_type in RNN_OPS]
+    if not rnns:
+        raise ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "
+                           "scan or loop of its own is not one); export nn.LSTM/nn.GRU/nn.RNN"
+                           % path)
+    m = _stack(graph, rnns)
+    used = _used_by_rnns(graph, rnns)
+    _find_embedding(graph, rnns[0], m, used)
+    head_out = _read_head(graph, m, rnns[-1], _head_nodes(graph), used)
+    _io_note(graph, m, rnns, head_out)
+    _unused_note(graph, m, used)
+    _inputs_note(graph, m, rnns)
     _chain_note(m)
     return m

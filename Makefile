@@ -24,6 +24,7 @@ MESON_ARGS ?=
 DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
+           libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
            nginx-light debootstrap
 
 # make fuzz also needs clang and its libFuzzer runtime (make test's fuzz

@@ -234,7 +234,7 @@ int rnnd_http_fail_err(struct rnnd_http_request *r, int code, const rnnd_error_t
 {
         respond_message(r, (unsigned)rnnd_error_http_status(code),
                         err != NULL && err->msg[0] != '\0' ? err->msg : rnnd_strerror(code));
-        return 0;
+        return rnnd_error_http_status(code);
 }
 
 /* Hands the prepared response to MHD.  MHD thread, inside the handler. */

@@ -54,6 +54,28 @@ bool rnnd_server_ready(const struct rnnd_server *srv)
                !atomic_load(&srv->http.stopping) && !atomic_load(&srv->device_fault);
 }
 
+bool rnnd_server_ready_why(struct rnnd_server *srv, char *why, size_t cap)
+{
+        const char *fault = rnnd_server_device_fault(srv);
+        size_t n_models, n_loaded;
+
+        if (rnnd_server_ready(srv))
+                return true;
+        if (fault != NULL) {
+                snprintf(why, cap,
+                         "a GPU device fault (%s): every GPU instance is out of service; the "
+                         "server is restarting",
+                         fault);
+        } else if (rnnd_http_stopping(&srv->http)) {
+                snprintf(why, cap, "the server is shutting down");
+        } else {
+                rnnd_models_counts(&srv->models, &n_models, &n_loaded);
+                snprintf(why, cap, "not every model loaded: %zu of %zu models are fully loaded",
+                         n_loaded, n_models);
+        }
+        return false;
+}
+
 struct rnnd_models *rnnd_server_models(struct rnnd_server *srv)
 {
         return &srv->models;

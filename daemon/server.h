@@ -168,6 +168,13 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
 bool rnnd_server_ready(const struct rnnd_server *srv);
 
 /*
+ * rnnd_server_ready(), and when not, why into why[cap] (a device fault, the
+ * drain, or how many models loaded): what /v2/health/ready and gRPC's
+ * ServerReady and health check say.  Thread-safe.
+ */
+bool rnnd_server_ready_why(struct rnnd_server *srv, char *why, size_t cap);
+
+/*
  * The server's parts, for the routes on top of it (docs/DESIGN.md §1): the
  * model table, the HTTP front end and reload.c's state.  Borrowed for the
  * server's life.  Thread-safe.

@@ -198,6 +198,11 @@ int rnnd_models_check_loaded(const struct rnnd_served_model *m, const struct rnn
         return why_not(m, v, "available", reterr);
 }
 
+int rnnd_models_check_model(const struct rnnd_served_model *m, rnnd_error_t *reterr)
+{
+        return m->entry->status < 0 ? why_not(m, NULL, "available", reterr) : 0;
+}
+
 int rnnd_models_check_ready(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
                             rnnd_error_t *reterr)
 {

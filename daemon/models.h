@@ -197,6 +197,9 @@ int rnnd_models_pin_named(struct rnnd_models *t, const char *name, const char *v
 int rnnd_models_check_loaded(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
                              rnnd_error_t *reterr);
 
+/* 0 unless the pinned m failed to load (RNND_EUNAVAIL, saying why).  Thread-safe. */
+int rnnd_models_check_model(const struct rnnd_served_model *m, rnnd_error_t *reterr);
+
 /*
  * 0 when v of the pinned m is ready, else RNND_EUNAVAIL with the reason
  * (a model's or version's readiness: HTTP's .../ready, gRPC's ModelReady).

@@ -351,11 +351,11 @@ static void serve_tfs_predict(struct rnnd_http_request *r, struct rnnd_route_req
 static void serve_tfs_status(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
         struct rnnd_served_model *m = q->model;
+        rnnd_error_t err = {0};
         struct rnnd_strbuf b;
 
-        if (m->entry->status < 0) {
-                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
-                               m->entry->reason);
+        if (rnnd_models_check_model(m, &err) < 0) {
+                rnnd_http_fail_err(r, RNND_EUNAVAIL, &err);
                 return;
         }
         rnnd_strbuf_init(&b);

@@ -12,7 +12,13 @@
 #include "infer-grpc.h"
 #include "infer-int.h"
 
-/* Parameters of a request (the sequence and schedule-policy extensions). */
+/*
+ * Parameters of a request (the sequence and schedule-policy extensions).
+ * triton_enable_empty_final_response is the one triton_ parameter a client
+ * may send: Triton's gRPC front end reads it for decoupled models, and
+ * perf_analyzer sends it on every request; each of rnnd's answers is
+ * final, so it changes nothing.
+ */
 
 typedef Inference__InferParameter param_t;
 
@@ -90,6 +96,8 @@ static int parse_params(Inference__ModelInferRequest__ParametersEntry *const *ps
                         r = param_priority(v, &q->priority, path, err);
                 else if (strcmp(key, "timeout") == 0)
                         r = param_uint(v, &q->timeout_us, path, err);
+                else if (strcmp(key, "triton_enable_empty_final_response") == 0)
+                        r = param_bool(v, &(bool){false}, path, err); /* see below */
                 else if (strcmp(key, "headers") == 0 || strncmp(key, "triton_", 7) == 0)
                         r = rnnd__infer_path_error(err, RNND_EINVAL, path,
                                                    "reserved parameter name");

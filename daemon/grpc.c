@@ -1502,6 +1502,8 @@ void rnnd_grpc_stop(struct rnnd_grpc *g)
         rnnd_grpc_quiesce(g);
         while (g->conns != NULL)
                 conn_close(g->conns);
+        if (g->handler.tick != NULL)
+                g->handler.tick(g->app); /* lets go of calls that wait on changes (Watch) */
         for (c = g->deadlines; c != NULL; c = next) {
                 next = c->dl_next;
                 rnnd_grpc_call_unref(c);

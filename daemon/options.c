@@ -197,8 +197,9 @@ static const struct rnnd_option options[] = {
                 .metavar = "BYTES",
                 .help = "Largest gRPC request message: a longer one ends its call "
                         "RESOURCE_EXHAUSTED when its length prefix arrives. Also each gRPC "
-                        "stream's receive window, so a connection holds at most about this much "
-                        "per stream of bytes not yet handled. Bytes, or with a K, M or G suffix.",
+                        "stream's receive window; a connection holding more than twice this of "
+                        "bytes not yet handled over its streams fails the stream that passes it "
+                        "(RESOURCE_EXHAUSTED). Bytes, or with a K, M or G suffix.",
         },
         {
                 .name = "grpc_max_streams",

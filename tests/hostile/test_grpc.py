@@ -9,8 +9,9 @@ be answered right: the daemon keeps serving and loses nothing it accepted.  The 
 rapid reset (a flood of streams opened and reset at once), a header block that
 decompresses to megabytes, SETTINGS and PING floods, CONTINUATION without end, a flow
 control window that never opens, a 4 GiB length prefix, a message over
-grpc_max_message_bytes, a request left half-open (with and without grpc-timeout), a
-malformed protobuf, a compressed message, a unary call without a message.
+grpc_max_message_bytes, a connection past two windows of unhandled bytes, a request left
+half-open (with and without grpc-timeout), a malformed protobuf, a compressed message, a
+unary call without a message.
 
 Exits 77 (SKIP) without the venv.  Environment: RNND_BIN, RNND_SRC.
 """
@@ -26,6 +27,7 @@ try:
     import h2.config
     import h2.connection
     import h2.events
+    import h2.exceptions
     import h2.settings
     import hpack
     import hyperframe.frame as hf
@@ -44,9 +46,11 @@ INFER = "/inference.GRPCInferenceService/ModelInfer"
 TIMEOUT_S = 2  # the daemon's connection_timeout here
 
 
-def infer_message(model=th.MODEL, steps=3):
+def infer_message(model=th.MODEL, steps=3, outputs=()):
     rq = pb.ModelInferRequest(model_name=model)
     t = rq.inputs.add(name="input", datatype="FP32", shape=[1, steps, 5])
+    for name in outputs:
+        rq.outputs.add(name=name)
     rq.raw_input_contents.append(np.zeros((1, steps, 5), np.float32).tobytes())
     body = rq.SerializeToString()
     return b"\0" + struct.pack(">I", len(body)) + body
@@ -346,6 +350,50 @@ def test_over_limit(d):
     c.close()
 
 
+def send_flowed(c, sid, data, end=False):
+    """DATA as the peer's flow control windows allow, waiting for its WINDOW_UPDATEs: "sent",
+    "closed" (the peer ended the stream meanwhile) or "stalled"."""
+    off = 0
+    while off < len(data):
+        try:
+            w = min(c.h.local_flow_control_window(sid), c.h.max_outbound_frame_size)
+            if w == 0:
+                n = len(c.events)
+                if not c.pump(lambda evs: len(evs) > n, 5):
+                    return "stalled"
+                continue
+            chunk = data[off:off + w]
+            off += len(chunk)
+            c.h.send_data(sid, chunk, end_stream=end and off == len(data))
+        except h2.exceptions.StreamClosedError:
+            return "closed"
+        c.flush()
+    return "sent"
+
+
+def test_connection_budget(d):
+    """Three streams each holding most of a message (50 KB of 60): the connection's window is
+    credited as bytes arrive, so all three can send, but a connection may hold at most twice
+    grpc_max_message_bytes (64K) unhandled: the third stream is failed RESOURCE_EXHAUSTED, the
+    first two, completed, are answered."""
+    c = Conn(d.grpc_port)
+    msg = infer_message(steps=3000, outputs=["h_n"])  # 60 KB; a short answer, which our window takes
+    for sid in (1, 3):
+        c.headers(sid)
+        check(send_flowed(c, sid, msg[:50000]) == "sent", "stream %d: 50 KB sent as the windows allow" % sid)
+    c.headers(5)
+    send_flowed(c, 5, msg[:50000])  # failed on the way: "closed", or "sent" before the answer came
+    st = c.status(5)
+    check(st is not None and st[0] == 8 and "twice grpc_max_message_bytes" in st[1],
+          "a third window of unhandled bytes on one connection: RESOURCE_EXHAUSTED", st)
+    for sid in (1, 3):
+        check(send_flowed(c, sid, msg[50000:], end=True) == "sent", "stream %d: the rest sent" % sid)
+    for sid in (1, 3):
+        st = c.status(sid)
+        check(st == (0, ""), "stream %d, within the budget, is answered" % sid, st)
+    c.close()
+
+
 def test_half_open(d):
     """A request message that never ends: CANCELLED after connection_timeout, or
     DEADLINE_EXCEEDED at its grpc-timeout."""
@@ -393,7 +441,8 @@ def main():
     load = Load(d.grpc_port)
     load.start()
     try:
-        for t in (test_bad_messages, test_length_prefix, test_over_limit, test_half_open, test_headers_over_limit,
+        for t in (test_bad_messages, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
+                  test_headers_over_limit,
                   test_header_bomb,
                   test_ping_flood, test_settings_flood, test_continuation_flood, test_rapid_reset,
                   test_zero_window):

@@ -207,6 +207,7 @@ static void put_backend_desc(struct rnnd_strbuf *b, const struct rnnd_backend_de
         rnnd_strbuf_json_kv_str(b, "math", d->math);
         rnnd_strbuf_json_kv_str(b, "versions", d->versions);
         rnnd_strbuf_json_kv_str(b, "why_not_cudnn", d->why_not_cudnn);
+        rnnd_strbuf_json_kv_str(b, "threading", d->threading);
         rnnd_strbuf_putc(b, '}');
 }
 

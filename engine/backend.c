@@ -1,7 +1,11 @@
 /*
- * backend.c: what every backend shares of a batch (backend.h): the check of
- * its sequences against the model before a backend runs it.
+ * backend.c: what every backend shares (backend.h): the check of a batch's
+ * sequences against the model before a backend runs it, and the appending of
+ * a chain's blocks to a description.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "backend.h"
 
 int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t *steps,
@@ -43,4 +47,16 @@ int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t
         *steps = s;
         *longest = l;
         return 0;
+}
+
+void rnnd_backend_desc_append(char *buf, size_t cap, const char *sep, const char *text)
+{
+        size_t at = strnlen(buf, cap);
+        int n;
+
+        if (cap < 4 || at >= cap - 1)
+                return; /* full (a cut text fills it) */
+        n = snprintf(buf + at, cap - at, "%s%s", at > 0 ? sep : "", text);
+        if (n < 0 || (size_t)n >= cap - at)
+                memcpy(buf + cap - 4, "...", 4);
 }

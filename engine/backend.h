@@ -54,11 +54,18 @@ int rnnd_batch_check(const rnnd_model_t *m, const struct rnnd_batch *b, uint64_t
 struct rnnd_backend_desc {
         char backend[16];  /* "cpu", "cudnn" */
         char device[64];   /* "cpu", "GPU 0 (NVIDIA H100 ...)" */
-        char algo[96];     /* "packed-gemm", "fused-lstm-step (AVX2)", "STANDARD", a chain's each */
+        char algo[256];    /* "packed-gemm", "fused-lstm-step (AVX2)", "STANDARD", a chain's each */
         char math[32];     /* "fp32", "FMA", "TENSOR_OP" */
         char versions[96]; /* library versions */
         char why_not_cudnn[256]; /* "" when on cuDNN */
+        char threading[384];     /* CPU: how batches use the plan's threads, by size; or "" */
 };
+
+/*
+ * Appends "SEP TEXT" (no SEP when buf is empty) to a description field of cap
+ * bytes; a text that does not fit ends the field with "..." instead.
+ */
+void rnnd_backend_desc_append(char *buf, size_t cap, const char *sep, const char *text);
 
 struct rnnd_instance_opts {
         int device;       /* GPU ordinal, or -1 for the CPU */

@@ -193,6 +193,30 @@ static int chain_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reter
 }
 
 /*
+ * Each block decides its threads for its own sizes (docs/OPERATIONS.md,
+ * "Sizing the CPU engine"): one text when they agree, else each block's.
+ */
+static void chain_threading(const struct chain_plan *p, struct rnnd_backend_desc *d)
+{
+        struct rnnd_backend_desc bd;
+        char item[sizeof(bd.threading) + 24];
+        bool same = true;
+
+        for (uint32_t k = 1; k < p->n && same; k++) {
+                rnnd__cpu_block_backend.describe(p->plans[k], &bd);
+                same = strcmp(bd.threading, d->threading) == 0;
+        }
+        if (same)
+                return;
+        d->threading[0] = '\0';
+        for (uint32_t k = 0; k < p->n; k++) {
+                rnnd__cpu_block_backend.describe(p->plans[k], &bd);
+                snprintf(item, sizeof(item), "blocks[%u]: %s", (unsigned)k, bd.threading);
+                rnnd_backend_desc_append(d->threading, sizeof(d->threading), "; ", item);
+        }
+}
+
+/*
  * One block: the block engine's words.  A chain: the first block's, with
  * every block's kernel in algo ("fused-lstm-step (AVX-512), packed-gemm").
  */
@@ -200,20 +224,20 @@ static void chain_describe(const void *plan, struct rnnd_backend_desc *d)
 {
         const struct chain_plan *p = plan;
         struct rnnd_backend_desc bd;
-        size_t at = 0;
 
         rnnd__cpu_block_backend.describe(p != NULL ? p->plans[0] : NULL, d);
         if (p == NULL || p->n == 1)
                 return;
         d->why_not_cudnn[0] = '\0'; /* each block's below, named */
-        for (uint32_t k = 0; k < p->n && at < sizeof(d->algo); k++) {
+        d->algo[0] = '\0';
+        for (uint32_t k = 0; k < p->n; k++) {
                 rnnd__cpu_block_backend.describe(p->plans[k], &bd);
-                at += (size_t)snprintf(d->algo + at, sizeof(d->algo) - at, "%s%s", k ? ", " : "",
-                                       bd.algo);
+                rnnd_backend_desc_append(d->algo, sizeof(d->algo), ", ", bd.algo);
                 if (bd.why_not_cudnn[0] != '\0' && d->why_not_cudnn[0] == '\0')
                         snprintf(d->why_not_cudnn, sizeof(d->why_not_cudnn), "blocks[%u]: %.200s",
                                  (unsigned)k, bd.why_not_cudnn);
         }
+        chain_threading(p, d);
 }
 
 const struct rnnd_backend_ops rnnd_cpu_backend = {

@@ -76,26 +76,46 @@ void rnnd__cpu_gemm_packed(uint32_t M, uint32_t N, uint32_t K, const float *A, u
                            const float *P, float *C, uint32_t ldc);
 
 /*
- * The fused LSTM step (no projection): the recurrent product and the cell
- * update in one pass, and optionally the input projection too.  Weights
- * packed by rnnd__cpu_lstm_pack() in panels of the four gates of lu hidden
- * units (16 where the CPU has AVX-512, 8 where it has AVX2 and FMA): per
- * panel the summed biases, then W_ih's KX rows, then W_hh's K rows, each as
- * [gate][unit]; the last panel padded with zeros.
+ * The fused steps: the recurrent product, the input projection when X is
+ * given, and the gate math in one pass over weights packed in panels of lu
+ * hidden units (16 where the CPU has AVX-512, 8 where it has AVX2 and FMA),
+ * each panel holding every gate of its units, so that a register block of
+ * rows x panels ends with all the gates of the same units.  A GRU with the
+ * reset before R_n takes two passes per step, GRU_RZ over all units and then
+ * GRU_N, since R_n reads r*h of every unit.
  */
-struct rnnd__cpu_lstm_step {
+enum rnnd__cpu_kind {
+        RNND_CPU_LSTM,   /* i, f, g, o (no projection): rnnd__cpu_lstm_step() */
+        RNND_CPU_GRU,    /* reset after: r, z, n = tanh(W_n x + b_in + r*(R_n h + b_hn)) */
+        RNND_CPU_GRU_RZ, /* reset before, first pass: writes r*h_old to h and z to z */
+        RNND_CPU_GRU_N,  /* second pass, A = r*h_old: n = tanh(W_n x + R_n A + b_in + b_hn) */
+        RNND_CPU_TANH,   /* h = tanh(W x + R h + b_ih + b_hh) */
+        RNND_CPU_RELU,   /* h = max(W x + R h + b_ih + b_hh, 0) */
+};
+
+/*
+ * One step.  The packed weights, per panel: the summed biases (the GRU keeps
+ * b_in and b_hn apart), then W_ih's KX rows and W_hh's K rows, each as
+ * [gate][unit] over the kind's gates (LSTM i,f,g,o; GRU r,z,n; GRU_RZ r,z;
+ * the others one); the last panel padded with zeros.
+ */
+struct rnnd__cpu_step {
+        enum rnnd__cpu_kind kind;
         uint32_t lu;    /* units per panel, as packed: 16 or 8 */
         uint32_t M, H;  /* running rows, hidden units */
-        uint32_t KX, K; /* x's width (as packed), h's width (= H) */
+        uint32_t KX, K; /* x's width (as packed), A's width (= H) */
         const float *P; /* the packed weights */
         const float *X; /* [M, KX] x, row stride ldxin; or NULL when xg is given */
         uint32_t ldxin;
-        const float *xg; /* [M, 4H] W x in gate order i,f,g,o, row stride ldx; or NULL */
+        const float *xg; /* [M, .] W x of the kind's gates, gate g at g*H, row stride ldx */
         uint32_t ldx;
-        const float *A; /* [M, K] the state h, row stride lda */
+        const float *A; /* [M, K] the product's input (h; GRU_N: r*h), row stride lda */
         uint32_t lda;
-        float *c;     /* [M, H] the cell state, updated in place */
-        float *h, *y; /* [M, H] the new h, written to both (row strides ldh, ldy) */
+        const float *hold; /* GRU kinds: [M, H] the old state h, row stride ldo */
+        uint32_t ldo;
+        float *c;     /* LSTM: [M, H] the cell state, updated in place */
+        float *z;     /* GRU_RZ writes, GRU_N reads: [M, H] z, row stride H */
+        float *h, *y; /* [M, H] the new h (GRU_RZ: r*h_old), and y unless NULL (LSTM: never) */
         uint32_t ldh, ldy;
 };
 
@@ -107,11 +127,39 @@ void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih
                          const float *W_hh, const float *b_ih, const float *b_hh, float *P);
 
 /*
- * One step for hidden units [j0, j1) of every row: j0 a multiple of
- * RNND_CPU_NR, j1 one too or H.  Reads X, xg and A, which must not alias c,
- * h or y.
+ * The LSTM's step (kind RNND_CPU_LSTM) for hidden units [j0, j1) of every
+ * row: j0 a multiple of RNND_CPU_NR, j1 one too or H.  Reads X, xg and A,
+ * which must not alias c, h or y.
  */
-void rnnd__cpu_lstm_step(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1);
+void rnnd__cpu_lstm_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1);
+
+/* Floats needed to pack a GRU or RNN kind's weights.  Thread-safe. */
+size_t rnnd__cpu_step_packed_size(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint32_t KX,
+                                  uint32_t K);
+
+/*
+ * Packs kind's gates of W_ih [., KX], W_hh [., K] and the biases into P:
+ * gate g of the kind is rows [g H, (g + 1) H) from the pointers given
+ * (GRU_N: pass the n rows and n biases).
+ */
+void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint32_t KX,
+                         const float *W_ih, uint32_t K, const float *W_hh, const float *b_ih,
+                         const float *b_hh, float *P);
+
+/*
+ * A GRU or RNN kind's step for units [j0, j1) of every row: j0 a multiple of
+ * RNND_CPU_NR, j1 one too or H.  Reads X, xg, A, hold (and z for GRU_N),
+ * which must not alias h, y (or z for GRU_RZ).
+ */
+void rnnd__cpu_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1);
+
+/*
+ * The input projection of any kind, LSTM included, from its packed weights:
+ * writes xg[M, G*H] = X W_ih^T of the kind's G gates (no bias), all units,
+ * row stride ldx, through s->xg (which must be writable and not alias X).
+ * Reads lu, kind, M, H, KX, K, P, X and ldxin.
+ */
+void rnnd__cpu_project(const struct rnnd__cpu_step *s);
 
 /* Vectorisable float sigmoid and tanh (max abs error ~1e-7), over n values. */
 void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y);

@@ -19,14 +19,17 @@
  * embedding gather and the scatter of outputs back to each sequence's own
  * buffers work on the same rows.
  *
- * Threads (a plan of cpu_threads > 1): a batch of at least SPLIT_ROWS
- * sequences per thread is dealt out by sequence, longest first to the thread
- * with the fewest steps, and each thread runs its share as a batch of its own
- * (run_split()).  The threads never wait for each other until the end, so a
- * ragged tail or a thread the OS preempts delays only its own rows.  A
- * smaller batch of a sliceable cell has each step sliced by hidden unit
- * instead (sliced_part()), the threads meeting once per step; other cells
- * run a small batch on one thread.
+ * Threads (a plan of cpu_threads > 1; threads_plan() decides per model, by
+ * batch size): a batch of at least SPLIT_ROWS sequences per thread is dealt
+ * out by sequence, longest first to the thread with the fewest steps, and
+ * each thread runs its share as a batch of its own (run_split()).  The
+ * threads never wait for each other until the end, so a ragged tail or a
+ * thread the OS preempts delays only its own rows.  A smaller batch of a
+ * bidirectional model runs each layer's directions side by side
+ * (side_part()), meeting once per layer; of a unidirectional one, each step
+ * is sliced by hidden unit (sliced_part()), the threads meeting once per
+ * step, where each thread's share of a step pays for that (SLICE_MIN_FMAS),
+ * and otherwise it runs on one thread.
  *
  * Scratch memory belongs to the plan's lanes (one per thread), grows to the
  * largest batch each has run, and is bounded by max_batch_size x
@@ -51,10 +54,10 @@
 #define CHUNK_STEPS_MAX 32u
 
 /*
- * Batches of at least this many sequences run an LSTM's input projection
- * inside the step kernel (sliced_part()).
+ * Batches of at least this many sequences run the input projection inside a
+ * fused step kernel (sliced_part()).
  */
-#define LSTM_FUSE_X_ROWS 4u
+#define FUSE_X_ROWS 4u
 
 /*
  * Batches of at least this many sequences per thread are split across the
@@ -65,12 +68,28 @@
  */
 #define SPLIT_ROWS 16u
 
-/* One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(). */
+/*
+ * A smaller batch is sliced by hidden unit only when each thread's share of
+ * a step is at least this many multiply-adds (some microseconds): below it
+ * the threads' meeting once per step costs more than the share saves (an
+ * LSTM of 64 units at batch 1 ran at 65k sequences/s on one thread and 20k
+ * on two, issue 28).
+ */
+#define SLICE_MIN_FMAS 131072u
+
+/*
+ * One layer-direction's recurrent weights, packed for rnnd__cpu_gemm_packed(),
+ * or with W_ih and the biases for a fused step.
+ */
 struct packed {
         const float *rec;  /* W_hh [G*H, H'] (GRU reset-before: its r,z rows [2H, H]) */
         const float *rec2; /* GRU reset-before: W_hh's n rows [H, H]; LSTM: W_hr [H', H] */
         uint32_t lstm_lu;  /* nonzero: rec is W_ih, W_hh and the biases for
                             * rnnd__cpu_lstm_step(), in panels of this many units */
+        uint32_t step_lu;  /* nonzero: rec is packed for rnnd__cpu_step() of kind, in
+                            * panels of this many units (GRU reset-before: rec for
+                            * GRU_RZ, rec2 for GRU_N) */
+        enum rnnd__cpu_kind kind;
 };
 
 /*
@@ -92,15 +111,29 @@ struct lane {
 };
 
 struct cpu_plan {
-        rnnd_model_t *m;    /* a reference; immutable after open */
-        struct packed *pw;  /* [num_layers * dirs]; immutable after open */
-        float *pbuf;        /* owns what pw points to */
-        unsigned n_threads; /* the worker and its team's helpers; immutable */
-        unsigned slices;    /* of them, those that slice a step by hidden unit; immutable */
-        rnnd_team_t *team;  /* helpers when n_threads > 1; worker thread only */
-        struct lane *lanes; /* [n_threads]; lane i used by thread i only */
-        uint32_t *sorted;   /* a split run's sequence order, [sortcap]; worker thread only */
+        rnnd_model_t *m;     /* a reference; immutable after open */
+        struct packed *pw;   /* [num_layers * dirs]; immutable after open */
+        float *pbuf;         /* owns what pw points to */
+        unsigned n_threads;  /* the worker and its team's helpers; immutable */
+        unsigned slices;     /* of them, those that slice a step by hidden unit; immutable */
+        uint32_t split_rows; /* batches of this many sequences or more are split by
+                              * sequence; immutable (threads_plan()) */
+        uint32_t slice_rows; /* smaller ones of this many or more are sliced by hidden
+                              * unit (never when >= split_rows); immutable */
+        bool side;           /* smaller ones run a bidirectional layer's directions side
+                              * by side; immutable */
+        rnnd_team_t *team;   /* helpers when n_threads > 1; worker thread only */
+        struct lane *lanes;  /* [n_threads]; lane i used by thread i only */
+        uint32_t *sorted;    /* a split run's sequence order, [sortcap]; worker thread only */
         size_t sortcap;
+};
+
+/* How a batch runs on the plan's threads (threads_plan(), cpu_run()). */
+enum mode {
+        MODE_ONE,    /* on the worker alone */
+        MODE_SLICED, /* each step sliced by hidden unit across the team */
+        MODE_SIDE,   /* a bidirectional layer's two directions side by side */
+        MODE_SPLIT,  /* the sequences dealt out to the team, a batch each */
 };
 
 /* The packed layout of one batch. */
@@ -134,7 +167,7 @@ static void cpu_close(void *plan);
  * rnnd__cpu_gemm_packed() and rnnd__cpu_lstm_row().  Returns the panel width,
  * or 0.
  */
-static uint32_t fused_lstm_width(void)
+static uint32_t fused_width(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
         if (__builtin_cpu_supports("avx512f"))
@@ -149,12 +182,40 @@ static uint32_t fused_lstm(const rnnd_model_t *m)
 {
         if (m->cfg.cell != RNND_CELL_LSTM || m->cfg.proj_size != 0)
                 return 0;
-        return fused_lstm_width();
+        return fused_width();
 }
 
-static const char *fused_lstm_name(uint32_t lu)
+/*
+ * GRUs (either reset) and RNNs run rnnd__cpu_step() where the LSTM runs its
+ * fused step: the panel width, or 0.  Sets *kind to the kind of the first
+ * pass.
+ */
+static uint32_t fused_cell(const rnnd_model_t *m, enum rnnd__cpu_kind *kind)
 {
-        return lu == 16 ? "fused-lstm-step (AVX-512)" : "fused-lstm-step (AVX2)";
+        switch (m->cfg.cell) {
+        case RNND_CELL_GRU:
+                *kind = m->cfg.gru_linear_before_reset ? RNND_CPU_GRU : RNND_CPU_GRU_RZ;
+                break;
+        case RNND_CELL_RNN_TANH:
+                *kind = RNND_CPU_TANH;
+                break;
+        case RNND_CELL_RNN_RELU:
+                *kind = RNND_CPU_RELU;
+                break;
+        default:
+                return 0;
+        }
+        return fused_width();
+}
+
+/* The name describe() gives the fused step of a cell with panels of lu units. */
+static void fused_name(rnnd_cell_t cell, uint32_t lu, char *buf, size_t size)
+{
+        snprintf(buf, size, "fused-%s-step (%s)",
+                 cell == RNND_CELL_LSTM  ? "lstm"
+                 : cell == RNND_CELL_GRU ? "gru"
+                                         : "rnn",
+                 lu == 16 ? "AVX-512" : "AVX2");
 }
 
 /*
@@ -180,53 +241,81 @@ static void packed_shapes(const rnnd_model_t *m, uint32_t *n1, uint32_t *k1, uin
         }
 }
 
-/* Floats of layer-direction lw's first packed matrix. */
-static size_t packed_size1(const rnnd_model_t *m, const struct rnnd_layer_weights *lw)
+/* Floats of layer-direction lw's two packed matrices (*s2 = 0 when there is one). */
+static size_t packed_sizes(const rnnd_model_t *m, const struct rnnd_layer_weights *lw, size_t *s2)
 {
         const uint32_t lu = fused_lstm(m);
+        enum rnnd__cpu_kind kind;
+        const uint32_t su = fused_cell(m, &kind);
         uint32_t n1, k1, n2, k2;
 
         packed_shapes(m, &n1, &k1, &n2, &k2);
-        return lu != 0 ? rnnd__cpu_lstm_packed_size(lu, k1, lw->in, k1)
-                       : rnnd__cpu_packed_size(n1, k1);
+        *s2 = 0;
+        if (lu != 0)
+                return rnnd__cpu_lstm_packed_size(lu, k1, lw->in, k1);
+        if (su != 0) {
+                if (kind == RNND_CPU_GRU_RZ)
+                        *s2 = rnnd__cpu_step_packed_size(RNND_CPU_GRU_N, su, k1, lw->in, k1);
+                return rnnd__cpu_step_packed_size(kind, su, k1, lw->in, k1);
+        }
+        *s2 = n2 ? rnnd__cpu_packed_size(n2, k2) : 0;
+        return rnnd__cpu_packed_size(n1, k1);
+}
+
+/* Packs layer-direction ld's weights at at, which has packed_sizes() floats. */
+static void pack_layer(const rnnd_model_t *m, unsigned ld, struct packed *pw, float *at)
+{
+        const struct rnnd_layer_weights *lw = &m->layers[ld];
+        const uint32_t H = m->cfg.hidden_size;
+        uint32_t n1, k1, n2, k2;
+        size_t s2;
+
+        packed_shapes(m, &n1, &k1, &n2, &k2);
+        pw->rec = at;
+        pw->rec2 = at + packed_sizes(m, lw, &s2);
+        pw->lstm_lu = fused_lstm(m);
+        pw->step_lu = fused_cell(m, &pw->kind);
+        if (pw->lstm_lu != 0) {
+                rnnd__cpu_lstm_pack(pw->lstm_lu, k1, lw->in, lw->w_ih, k1, lw->w_hh, lw->b_ih,
+                                    lw->b_hh, at);
+        } else if (pw->step_lu != 0) {
+                rnnd__cpu_step_pack(pw->kind, pw->step_lu, H, lw->in, lw->w_ih, H, lw->w_hh,
+                                    lw->b_ih, lw->b_hh, at);
+                if (pw->kind == RNND_CPU_GRU_RZ) /* the n gate's rows and biases */
+                        rnnd__cpu_step_pack(RNND_CPU_GRU_N, pw->step_lu, H, lw->in,
+                                            lw->w_ih + (size_t)2 * H * lw->in, H,
+                                            lw->w_hh + (size_t)2 * H * H, lw->b_ih + 2 * H,
+                                            lw->b_hh + 2 * H, (float *)pw->rec2);
+        } else {
+                rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
+                if (lw->w_hr != NULL)
+                        rnnd__cpu_pack(n2, k2, lw->w_hr, k2, (float *)pw->rec2);
+                else if (n2 != 0) /* GRU reset-before: the n rows of W_hh */
+                        rnnd__cpu_pack(n2, k2, lw->w_hh + (size_t)2 * n2 * k2, k2,
+                                       (float *)pw->rec2);
+        }
 }
 
 static int pack_weights(struct cpu_plan *p)
 {
         const rnnd_model_t *m = p->m;
         const unsigned n = m->cfg.num_layers * m->dirs;
-        uint32_t n1, k1, n2, k2;
-        size_t s1 = 0, s2;
+        size_t total = 0, s1, s2;
         float *at;
 
-        packed_shapes(m, &n1, &k1, &n2, &k2);
-        for (unsigned ld = 0; ld < n; ld++)
-                s1 += packed_size1(m, &m->layers[ld]);
-        s2 = n2 ? rnnd__cpu_packed_size(n2, k2) : 0;
+        for (unsigned ld = 0; ld < n; ld++) {
+                s1 = packed_sizes(m, &m->layers[ld], &s2);
+                total += s1 + s2;
+        }
         p->pw = rnnd_calloc(n, sizeof(*p->pw));
-        p->pbuf = rnnd_mallocarray(s1 + s2 * n, sizeof(float));
+        p->pbuf = rnnd_mallocarray(total, sizeof(float));
         if (p->pw == NULL || p->pbuf == NULL)
                 return RNND_ENOMEM;
         at = p->pbuf;
         for (unsigned ld = 0; ld < n; ld++) {
-                const struct rnnd_layer_weights *lw = &m->layers[ld];
-
-                p->pw[ld].rec = at;
-                p->pw[ld].lstm_lu = fused_lstm(m);
-                if (p->pw[ld].lstm_lu != 0)
-                        rnnd__cpu_lstm_pack(p->pw[ld].lstm_lu, k1, lw->in, lw->w_ih, k1, lw->w_hh,
-                                            lw->b_ih, lw->b_hh, at);
-                else
-                        rnnd__cpu_pack(n1, k1, lw->w_hh, k1, at);
-                at += packed_size1(m, lw);
-                if (n2 == 0)
-                        continue;
-                if (lw->w_hr != NULL)
-                        rnnd__cpu_pack(n2, k2, lw->w_hr, k2, at);
-                else /* GRU reset-before: the n rows of W_hh */
-                        rnnd__cpu_pack(n2, k2, lw->w_hh + (size_t)2 * n2 * k2, k2, at);
-                p->pw[ld].rec2 = at;
-                at += s2;
+                pack_layer(m, ld, &p->pw[ld], at);
+                s1 = packed_sizes(m, &m->layers[ld], &s2);
+                at += s1 + s2;
         }
         return 0;
 }
@@ -235,16 +324,18 @@ static int pack_weights(struct cpu_plan *p)
  * Cells whose step needs one full-width product per step can be sliced by
  * hidden unit: each slice's gates depend only on its own columns.  An LSTM
  * with a projection, or a GRU with the reset before R_n, needs a second
- * product over the whole first result, and runs on one thread.
+ * product over the whole first result, and runs on one thread; but the fused
+ * step of the latter is sliced, its slices meeting between its two passes.
  */
 static bool sliceable(const rnnd_model_t *m)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
+        enum rnnd__cpu_kind kind;
 
         if (cfg->cell == RNND_CELL_LSTM)
                 return cfg->proj_size == 0;
-        if (cfg->cell == RNND_CELL_GRU)
-                return cfg->gru_linear_before_reset;
+        if (cfg->cell == RNND_CELL_GRU) /* reset-before: its fused step's two passes */
+                return cfg->gru_linear_before_reset || fused_cell(m, &kind) != 0;
         return true;
 }
 
@@ -257,6 +348,72 @@ static unsigned slice_count(const rnnd_model_t *m, unsigned threads)
         if (threads <= 1 || !sliceable(m) || H % RNND_CPU_NR != 0 || panels < 2)
                 return 1;
         return threads < panels ? threads : panels;
+}
+
+/*
+ * Decides, for this model and each batch size, how a batch uses the plan's
+ * threads (batch_mode()): from split_rows sequences up, dealt out by
+ * sequence; below, a bidirectional model's directions side by side (they
+ * meet once per layer), else each step sliced by hidden unit where each
+ * thread's share of it pays for the meeting, else one thread.
+ */
+static void threads_plan(struct cpu_plan *p)
+{
+        const rnnd_model_t *m = p->m;
+        const uint64_t H = m->cfg.hidden_size;
+        const uint64_t per_row = m->gates * H * (m->out_size + m->layers[0].in);
+        uint64_t rows;
+
+        p->split_rows = p->n_threads > 1 ? SPLIT_ROWS * p->n_threads : UINT32_MAX;
+        p->side = p->n_threads > 1 && m->dirs == 2;
+        p->slice_rows = UINT32_MAX;
+        if (p->slices > 1 && !p->side) {
+                rows = ((uint64_t)SLICE_MIN_FMAS * p->slices + per_row - 1) / per_row;
+                if (rows < p->split_rows)
+                        p->slice_rows = rows < 1 ? 1 : (uint32_t)rows;
+        }
+}
+
+/* How a batch of n sequences runs (threads_plan()). */
+static enum mode batch_mode(const struct cpu_plan *p, uint32_t n)
+{
+        if (n >= p->split_rows)
+                return MODE_SPLIT;
+        if (p->side)
+                return MODE_SIDE;
+        return n >= p->slice_rows ? MODE_SLICED : MODE_ONE;
+}
+
+/* Says what threads_plan() decided, as describe() gives it. */
+static void threads_text(const struct cpu_plan *p, char *buf, size_t size)
+{
+        static const char *const how[] = {"one thread", "hidden units sliced over %u threads",
+                                          "the two directions side by side",
+                                          "sequences split over %u threads"};
+        size_t at = 0;
+        uint32_t from = 1;
+
+        if (p->n_threads == 1) {
+                snprintf(buf, size, "one thread");
+                return;
+        }
+        buf[0] = '\0';
+        while (from != UINT32_MAX && at < size) {
+                enum mode md = batch_mode(p, from);
+                uint32_t to = md == MODE_SPLIT                                  ? UINT32_MAX
+                              : md == MODE_ONE && p->slice_rows < p->split_rows ? p->slice_rows
+                                                                                : p->split_rows;
+                char what[64];
+
+                snprintf(what, sizeof(what), how[md], p->n_threads);
+                if (to == UINT32_MAX)
+                        at += (size_t)snprintf(buf + at, size - at, "%sbatch %u+: %s",
+                                               at ? "; " : "", from, what);
+                else
+                        at += (size_t)snprintf(buf + at, size - at, "%sbatch %u-%u: %s",
+                                               at ? "; " : "", from, to - 1, what);
+                from = to;
+        }
 }
 
 static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void **ret,
@@ -278,6 +435,7 @@ static int cpu_open(rnnd_model_t *m, const struct rnnd_instance_opts *opts, void
         openblas_set_num_threads(1);
         p->n_threads = opts != NULL && opts->threads > 1 ? opts->threads : 1;
         p->slices = slice_count(m, p->n_threads);
+        threads_plan(p);
         p->lanes = rnnd_calloc(p->n_threads, sizeof(*p->lanes));
         if (p->lanes == NULL) {
                 cpu_close(p);
@@ -323,15 +481,18 @@ static void cpu_describe(const void *plan, struct rnnd_backend_desc *d)
         snprintf(d->backend, sizeof(d->backend), "cpu");
         snprintf(d->device, sizeof(d->device), "cpu (%u thread%s)", p != NULL ? p->n_threads : 1,
                  p != NULL && p->n_threads > 1 ? "s" : "");
-        /* Which kernel runs the recurrence (fused_lstm()); without a plan, those it has here. */
-        if (p != NULL && p->pw[0].lstm_lu != 0)
-                snprintf(d->algo, sizeof(d->algo), "%s", fused_lstm_name(p->pw[0].lstm_lu));
-        else if (p == NULL && fused_lstm_width() != 0)
-                snprintf(d->algo, sizeof(d->algo), "packed-gemm, %s",
-                         fused_lstm_name(fused_lstm_width()));
+        /* Which kernel runs the recurrence; without a plan, those it has here. */
+        if (p != NULL && (p->pw[0].lstm_lu != 0 || p->pw[0].step_lu != 0))
+                fused_name(p->m->cfg.cell, p->pw[0].lstm_lu | p->pw[0].step_lu, d->algo,
+                           sizeof(d->algo));
+        else if (p == NULL && fused_width() != 0)
+                snprintf(d->algo, sizeof(d->algo), "packed-gemm, fused steps (%s)",
+                         fused_width() == 16 ? "AVX-512" : "AVX2");
         else
                 snprintf(d->algo, sizeof(d->algo), "packed-gemm");
         snprintf(d->math, sizeof(d->math), "fp32");
+        if (p != NULL)
+                threads_text(p, d->threading, sizeof(d->threading));
         /* OpenBLAS's own text starts with its name (0.3.21: "OpenBLAS 0.3.21 ..."). */
         snprintf(d->versions, sizeof(d->versions), "%s%s",
                  strncmp(openblas_get_config(), "OpenBLAS", 8) == 0 ? "" : "OpenBLAS ",
@@ -399,9 +560,13 @@ static uint32_t chunk_steps(const struct pack *pk)
         return s < 1 ? 1 : s > CHUNK_STEPS_MAX ? CHUNK_STEPS_MAX : s;
 }
 
-/* Grows a lane's scratch to hold the buffers of this batch and carves them. */
+/*
+ * Grows a lane's scratch to hold the buffers of this batch and carves them
+ * into w[0]; side: w[1] too, the same but for its own state and gate
+ * buffers, for a layer's second direction run beside the first.
+ */
 static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk, uint64_t S,
-                   struct work *w, rnnd_error_t *reterr)
+                   bool side, struct work w[2], rnnd_error_t *reterr)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         const size_t n = pk->n, H = cfg->hidden_size, P = m->out_size, D = m->dirs;
@@ -410,10 +575,26 @@ static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk
         size_t chunk_rows = (size_t)chunk_steps(pk) * n < S ? (size_t)chunk_steps(pk) * n : S;
         size_t units = cfg->head.present ? cfg->head.units : 0;
         size_t head_rows = cfg->head.apply == RNND_HEAD_ALL ? S : n;
-        const size_t sizes[] = {S * in_w, S * in_w,  chunk_rows * gh,   n * gh, n * P, n * H,
-                                n * H,    n * D * P, head_rows * units, n * P};
-        float **const dst[] = {&w->in, &w->out, &w->xg,   &w->hg,   &w->h,
-                               &w->c,  &w->tmp, &w->feat, &w->head, &w->h2};
+        const size_t two = side ? 1 : 0;
+        const size_t sizes[] = {S * in_w,
+                                S * in_w,
+                                chunk_rows * gh,
+                                n * gh,
+                                n * P,
+                                n * H,
+                                n * H,
+                                n * D * P,
+                                head_rows * units,
+                                n * P,
+                                two * chunk_rows * gh,
+                                two * n * gh,
+                                two * n * P,
+                                two * n * H,
+                                two * n * H,
+                                two * n * P};
+        float **const dst[] = {&w[0].in,  &w[0].out,  &w[0].xg,   &w[0].hg, &w[0].h,  &w[0].c,
+                               &w[0].tmp, &w[0].feat, &w[0].head, &w[0].h2, &w[1].xg, &w[1].hg,
+                               &w[1].h,   &w[1].c,    &w[1].tmp,  &w[1].h2};
         const int nbuf = (int)(sizeof(sizes) / sizeof(sizes[0]));
         size_t total = 0;
 
@@ -433,6 +614,10 @@ static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk
                 *dst[i] = ln->scratch + total;
                 total += (sizes[i] + 15) & ~(size_t)15;
         }
+        w[1].in = w[0].in;
+        w[1].out = w[0].out;
+        w[1].feat = w[0].feat;
+        w[1].head = w[0].head;
         return 0;
 }
 
@@ -610,29 +795,129 @@ static unsigned sliced_ld(const struct sliced *sc)
 }
 
 /*
- * The chunk's input projection of rows [r0, r0 + rows), split by rows: one
- * call per participant packs its own rows once (column slices would repack
- * every row once per gate).  Then all meet, since each needs its columns of
- * every row.
+ * xg[0, n) = rows [r, r + n) of the layer input x W_ih^T: by the fused step's
+ * own packed weights where it has them (OpenBLAS picks its kernels by CPU
+ * model, and took SSE3 ones on a newer Xeon it did not know), else OpenBLAS.
+ */
+static void project(const struct sliced *sc, uint32_t r, uint32_t n, float *xg)
+{
+        const rnnd_model_t *m = sc->p->m;
+        const struct rnnd_layer_weights *lw = &m->layers[sliced_ld(sc)];
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        const uint32_t H = m->cfg.hidden_size, gh = m->gates * H, in = lw->in;
+        struct rnnd__cpu_step st = {
+                .kind = pw->lstm_lu != 0 ? RNND_CPU_LSTM : pw->kind,
+                .lu = pw->lstm_lu | pw->step_lu,
+                .M = n,
+                .H = H,
+                .KX = in,
+                .K = H,
+                .P = pw->rec,
+                .X = sc->w->in + (size_t)r * in,
+                .ldxin = in,
+                .xg = xg,
+                .ldx = gh,
+        };
+
+        if (n == 0)
+                return;
+        if (st.lu == 0) {
+                gemm_nt(n, gh, in, st.X, in, lw->w_ih, in, 0.0f, xg, gh);
+                return;
+        }
+        rnnd__cpu_project(&st);
+        if (pw->kind == RNND_CPU_GRU_RZ && pw->lstm_lu == 0) { /* and the n gate */
+                st.kind = RNND_CPU_GRU_N;
+                st.P = pw->rec2;
+                st.xg = xg + 2 * H;
+                rnnd__cpu_project(&st);
+        }
+}
+
+/*
+ * The chunk's input projection of rows [r0, r0 + rows), split by rows, each
+ * participant's once.  Then all meet, since each needs its columns of every
+ * row.
  */
 static void sliced_project(const struct sliced *sc, unsigned s, uint32_t r0, uint32_t rows,
                            unsigned *sense)
 {
-        const rnnd_model_t *m = sc->p->m;
-        const struct rnnd_layer_weights *lw = &m->layers[sliced_ld(sc)];
-        const uint32_t gh = m->gates * m->cfg.hidden_size, in = lw->in;
-        struct work *w = sc->w;
+        const uint32_t gh = sc->p->m->gates * sc->p->m->cfg.hidden_size;
         const unsigned n_sl = sc->slices;
+        const uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
 
-        if (n_sl == 1) {
-                gemm_nt(rows, gh, in, w->in + (size_t)r0 * in, in, lw->w_ih, in, 0.0f, w->xg, gh);
-        } else {
-                uint32_t a = rows * s / n_sl, e = rows * (s + 1) / n_sl;
-
-                gemm_nt(e - a, gh, in, w->in + (size_t)(r0 + a) * in, in, lw->w_ih, in, 0.0f,
-                        w->xg + (size_t)a * gh, gh);
+        project(sc, r0 + a, e - a, sc->w->xg + (size_t)a * gh);
+        if (n_sl > 1)
                 rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
+}
+
+/*
+ * The arguments of a fused step kernel for step t of a sliced direction:
+ * reads x (fuse_x) or the chunk's W x, and the state hc; writes hn and y.
+ */
+static struct rnnd__cpu_step step_args(const struct sliced *sc, uint32_t r0, uint32_t t,
+                                       const float *hc, float *hn, bool fuse_x)
+{
+        const rnnd_model_t *m = sc->p->m;
+        const struct pack *pk = sc->pk;
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        const uint32_t H = m->cfg.hidden_size, in = m->layers[sliced_ld(sc)].in;
+        const uint32_t gh = m->gates * H, ow = m->dirs * H;
+
+        return (struct rnnd__cpu_step){
+                .kind = pw->lstm_lu != 0 ? RNND_CPU_LSTM : pw->kind,
+                .lu = pw->lstm_lu != 0 ? pw->lstm_lu : pw->step_lu,
+                .M = pk->nt[t],
+                .H = H,
+                .KX = in,
+                .K = H,
+                .P = pw->rec,
+                .X = fuse_x ? sc->w->in + (size_t)pk->offs[t] * in : NULL,
+                .ldxin = in,
+                .xg = fuse_x ? NULL : sc->w->xg + (size_t)(pk->offs[t] - r0) * gh,
+                .ldx = gh,
+                .A = hc,
+                .lda = H,
+                .hold = hc,
+                .ldo = H,
+                .c = sc->w->c,
+                .z = sc->w->hg,
+                .h = hn,
+                .ldh = H,
+                .y = sc->w->out + (size_t)pk->offs[t] * ow + (size_t)sc->d * H,
+                .ldy = ow,
+        };
+}
+
+/*
+ * Step t of a GRU or RNN on its fused kernel, units [j0, j1) (see
+ * sliced_step()).  A GRU with the reset before R_n takes two passes: r*h and
+ * z of the slice into w->tmp and w->hg, then, once every slice has written
+ * its part (the participants meet), n over the whole of r*h.
+ */
+static void fused_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32_t r0, uint32_t t,
+                       const float *hc, float *hn, bool fuse_x, unsigned *sense)
+{
+        struct rnnd__cpu_step st = step_args(sc, r0, t, hc, hn, fuse_x);
+        const struct packed *pw = &sc->p->pw[sliced_ld(sc)];
+        float *y = st.y;
+
+        if (pw->kind != RNND_CPU_GRU_RZ) {
+                rnnd__cpu_step(&st, j0, j1);
+                return;
         }
+        st.h = sc->w->tmp;
+        st.y = NULL;
+        rnnd__cpu_step(&st, j0, j1);
+        if (sc->slices > 1)
+                rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
+        st.kind = RNND_CPU_GRU_N;
+        st.P = pw->rec2;
+        st.xg = st.xg != NULL ? st.xg + 2 * st.H : NULL;
+        st.A = sc->w->tmp;
+        st.h = hn;
+        st.y = y;
+        rnnd__cpu_step(&st, j0, j1);
 }
 
 /*
@@ -641,7 +926,7 @@ static void sliced_project(const struct sliced *sc, unsigned s, uint32_t r0, uin
  * fuse_x: the LSTM kernel does the input projection itself.
  */
 static void sliced_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32_t r0, uint32_t t,
-                        const float *hc, float *hn, bool fuse_x)
+                        const float *hc, float *hn, bool fuse_x, unsigned *sense)
 {
         const struct pack *pk = sc->pk;
         struct work *w = sc->w;
@@ -649,34 +934,20 @@ static void sliced_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint3
         const unsigned ld = sliced_ld(sc), d = sc->d;
         const struct rnnd_layer_weights *lw = &m->layers[ld];
         const struct packed *pw = &sc->p->pw[ld];
-        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H, in = lw->in;
+        const uint32_t H = m->cfg.hidden_size, G = m->gates, gh = G * H;
         const uint32_t ow = m->dirs * H, nt = pk->nt[t], width = j1 - j0;
         const float *bi = lw->b_ih + j0, *bh = lw->b_hh + j0;
         const float *xg = w->xg + (size_t)(pk->offs[t] - r0) * gh + j0;
         float *hg = w->hg + j0;
 
         if (pw->lstm_lu != 0) {
-                struct rnnd__cpu_lstm_step ls = {
-                        .lu = pw->lstm_lu,
-                        .M = nt,
-                        .H = H,
-                        .KX = in,
-                        .K = H,
-                        .P = pw->rec,
-                        .X = fuse_x ? w->in + (size_t)pk->offs[t] * in : NULL,
-                        .ldxin = in,
-                        .xg = fuse_x ? NULL : w->xg + (size_t)(pk->offs[t] - r0) * gh,
-                        .ldx = gh,
-                        .A = hc,
-                        .lda = H,
-                        .c = w->c,
-                        .h = hn,
-                        .ldh = H,
-                        .y = w->out + (size_t)pk->offs[t] * ow + (size_t)d * H,
-                        .ldy = ow,
-                };
+                const struct rnnd__cpu_step ls = step_args(sc, r0, t, hc, hn, fuse_x);
 
                 rnnd__cpu_lstm_step(&ls, j0, j1);
+                return;
+        }
+        if (pw->step_lu != 0) {
+                fused_step(sc, j0, j1, r0, t, hc, hn, fuse_x, sense);
                 return;
         }
         if (width == H)
@@ -717,11 +988,11 @@ static void sliced_part(void *arg, unsigned s)
         float *hb[2] = {w->h, w->h2};
         unsigned sense = 0, k = 0;
         /*
-         * An LSTM computes the input projection inside its step kernel once
+         * A fused step computes the input projection inside its kernel once
          * there are rows enough to reuse each weight panel: no gate inputs go
          * through memory, and no weights are repacked per chunk.
          */
-        const bool fuse_x = pw->lstm_lu != 0 && pk->n >= LSTM_FUSE_X_ROWS;
+        const bool fuse_x = (pw->lstm_lu != 0 || pw->step_lu != 0) && pk->n >= FUSE_X_ROWS;
 
         if (s >= n_sl) /* a team member beyond the slices: nothing to do */
                 return;
@@ -735,7 +1006,7 @@ static void sliced_part(void *arg, unsigned s)
                 for (uint32_t kk = 0; kk < t1 - t0; kk++, k++) {
                         uint32_t t = d == 0 ? t0 + kk : t1 - 1 - kk;
 
-                        sliced_step(sc, j0, j1, r0, t, hb[k & 1], hb[(k + 1) & 1], fuse_x);
+                        sliced_step(sc, j0, j1, r0, t, hb[k & 1], hb[(k + 1) & 1], fuse_x, &sense);
                         if (n_sl > 1)
                                 rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, &sense);
                 }
@@ -819,7 +1090,7 @@ static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                         const struct rnnd_seq *q = &b->seqs[pk->order[i]];
                         size_t row = pk->offs[t] + i;
 
-                        if (q->y != NULL)
+                        if (q->y != NULL && q->y != w->out) /* run_batch() wrote it in place */
                                 memcpy(q->y + (size_t)t * ow, w->out + row * ow,
                                        ow * sizeof(float));
                         if (head_all && q->scores != NULL)
@@ -834,18 +1105,55 @@ static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                                        U * sizeof(float));
 }
 
+/* One layer of a batch, for its directions. */
+struct layer_run {
+        struct cpu_plan *p;
+        const struct rnnd_batch *b;
+        const struct pack *pk;
+        unsigned l;
+        struct work *w; /* [2]: direction d's buffers are w[d] (w[0] unless side by side) */
+        bool side;
+};
+
+/* Runs direction d of the layer, sliced across the team when slices > 1. */
+static void layer_direction(const struct layer_run *lr, unsigned d, unsigned slices)
+{
+        const rnnd_model_t *m = lr->p->m;
+        const uint32_t P = m->out_size, D = m->dirs, ld = lr->l * D + d;
+        struct work *w = &lr->w[lr->side ? d : 0];
+
+        load_state(m, lr->b, lr->pk, ld, w);
+        run_direction(lr->p, lr->b, lr->pk, lr->l, d, w, slices);
+        store_state(m, lr->b, lr->pk, ld, w);
+        if (lr->l == m->cfg.num_layers - 1)
+                for (uint32_t i = 0; i < lr->pk->n; i++)
+                        memcpy(w->feat + ((size_t)i * D + d) * P, w->h + (size_t)i * P,
+                               P * sizeof(float));
+}
+
 /*
- * Runs batch b of S steps on lane ln, its recurrence sliced across the
- * plan's team when slices > 1 (lane 0 only).
+ * Team member i's part of a layer run side by side: direction i.  The
+ * directions share only the layer's input (read) and output (disjoint
+ * columns), so they meet once per layer, at its end.
  */
+static void side_part(void *arg, unsigned i)
+{
+        if (i < 2)
+                layer_direction(arg, i, 1);
+}
+
+/* Runs batch b of S steps on lane ln, as mode says (lane 0 unless MODE_ONE). */
 static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batch *b, uint64_t S,
-                     unsigned slices, rnnd_error_t *reterr)
+                     enum mode mode, rnnd_error_t *reterr)
 {
         const rnnd_model_t *m = p->m;
         const struct rnnd_model_config *cfg = &m->cfg;
-        const uint32_t P = m->out_size, D = m->dirs, L = cfg->num_layers;
+        const uint32_t L = cfg->num_layers;
+        const bool side = mode == MODE_SIDE && m->dirs == 2;
+        const struct rnnd_seq *q1 = b->n == 1 && m->embedding == NULL ? &b->seqs[0] : NULL;
         struct pack pk = {0};
-        struct work w;
+        struct work w[2];
+        float *spare;
         uint32_t T = 0;
         int r;
 
@@ -855,35 +1163,44 @@ static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batc
         if (r < 0)
                 return r;
         pack_batch(b, &pk);
-        r = reserve(m, ln, &pk, S, &w, reterr);
+        r = reserve(m, ln, &pk, S, side, w, reterr);
         if (r < 0)
                 return r;
+        spare = w[0].in;
 
-        gather_input(m, b, &pk, w.in);
+        /*
+         * One sequence of x: its packed rows are its own x and y, so layer 0
+         * reads x where it is (never writing there) and the top layer writes
+         * y in place: no gather, no scatter of y.
+         */
+        if (q1 != NULL)
+                w[0].in = w[1].in = (float *)q1->x;
+        else
+                gather_input(m, b, &pk, w[0].in);
         for (uint32_t l = 0; l < L; l++) {
-                for (uint32_t d = 0; d < D; d++) {
-                        load_state(m, b, &pk, l * D + d, &w);
-                        run_direction(p, b, &pk, l, d, &w, slices);
-                        store_state(m, b, &pk, l * D + d, &w);
-                        if (l == L - 1)
-                                for (uint32_t i = 0; i < pk.n; i++)
-                                        memcpy(w.feat + ((size_t)i * D + d) * P,
-                                               w.h + (size_t)i * P, P * sizeof(float));
-                }
-                if (l + 1 < L) {
-                        float *t = w.in;
+                struct layer_run lr = {p, b, &pk, l, w, side};
 
-                        w.in = w.out;
-                        w.out = t;
+                if (q1 != NULL && q1->y != NULL && l == L - 1)
+                        w[0].out = w[1].out = q1->y;
+                if (side)
+                        rnnd_team_run(p->team, side_part, &lr);
+                else
+                        for (uint32_t d = 0; d < m->dirs; d++)
+                                layer_direction(&lr, d, mode == MODE_SLICED ? p->slices : 1);
+                if (l + 1 < L) {
+                        float *t = q1 != NULL && l == 0 ? spare : w[0].in;
+
+                        w[0].in = w[1].in = w[0].out;
+                        w[0].out = w[1].out = t;
                 }
         }
         if (cfg->head.present) {
                 if (cfg->head.apply == RNND_HEAD_ALL)
-                        apply_head(m, (uint32_t)S, w.out, w.head);
+                        apply_head(m, (uint32_t)S, w[0].out, w[0].head);
                 else
-                        apply_head(m, pk.n, w.feat, w.head);
+                        apply_head(m, pk.n, w[0].feat, w[0].head);
         }
-        scatter_outputs(m, b, &pk, &w);
+        scatter_outputs(m, b, &pk, &w[0]);
         return 0;
 }
 
@@ -894,7 +1211,7 @@ static void split_part(void *arg, unsigned i)
         struct lane *ln = &p->lanes[i];
         const struct rnnd_batch sub = {ln->seqs, ln->n};
 
-        ln->rc = sub.n > 0 ? run_batch(p, ln, &sub, ln->steps, 1, &ln->err) : 0;
+        ln->rc = sub.n > 0 ? run_batch(p, ln, &sub, ln->steps, MODE_ONE, &ln->err) : 0;
 }
 
 /*
@@ -952,14 +1269,16 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         struct cpu_plan *p = plan;
         uint64_t S = 0;
         uint32_t longest;
+        enum mode mode;
         int r;
 
         r = rnnd_batch_check(p->m, b, &S, &longest, reterr);
         if (r < 0)
                 return r;
-        if (p->n_threads > 1 && b->n >= SPLIT_ROWS * p->n_threads)
+        mode = batch_mode(p, b->n);
+        if (mode == MODE_SPLIT)
                 return run_split(p, b, reterr);
-        return run_batch(p, &p->lanes[0], b, S, p->slices, reterr);
+        return run_batch(p, &p->lanes[0], b, S, mode, reterr);
 }
 
 /* One block's engine; rnnd_cpu_backend (chain.c) runs a chain's blocks on it. */

@@ -8,44 +8,7 @@
 #include <string.h>
 
 #include "cpu/cpu-int.h"
-
-/*
- * Each exported kernel is compiled for the x86-64 feature levels v4
- * (AVX-512), v3 (AVX2 + FMA) and the baseline, and the loader picks one per
- * machine by its features (an ifunc).  ("arch=haswell" would select by CPU
- * model, and so never on AMD or on newer Intel parts.)
- * This file is built with -O3 -fno-trapping-math (engine/meson.build): the
- * compare-and-clamp in exp_ps may then be vectorised, and we never read the
- * floating-point exception flags.
- */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define KERNEL
-#endif
-
-/*
- * exp(x) for x in [-87.3, 88.7] after clamping, by range reduction
- * x = k ln2 + r with |r| <= ln2/2 and a degree-6 polynomial for e^r (Cephes
- * coefficients); relative error below 2 ulp.  Branch-free so loops vectorise.
- * EXP_POLY is the reduction and the polynomial, one text for the scalar
- * exp_ps() and the vector exp_v() below: x in, k (as a float) and p = e^r out.
- * The rounding to nearest uses the 1.5 * 2^23 trick: it vectorises on any SSE2.
- */
-#define EXP_HI 88.3762626647949f
-#define EXP_LO -87.3365447504019f
-#define EXP_POLY(x, k, r, p)                                                                       \
-        do {                                                                                       \
-                k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;                        \
-                r = x - k * 0.693359375f;                                                          \
-                r = r - k * -2.12194440e-4f;                                                       \
-                p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                       \
-                p = p * r + 8.3334519073e-3f;                                                      \
-                p = p * r + 4.1665795894e-2f;                                                      \
-                p = p * r + 1.6666665459e-1f;                                                      \
-                p = p * r + 5.0000001201e-1f;                                                      \
-                p = p * r * r + r + 1.0f;                                                          \
-        } while (0)
+#include "cpu/vec-int.h"
 
 static inline __attribute__((always_inline)) float exp_ps(float x)
 {
@@ -87,57 +50,18 @@ static inline __attribute__((always_inline)) float tanh1(float x)
 }
 
 /*
- * The same three on vectors of 8 floats (AVX2) and 16 (AVX-512), for the
- * fused LSTM kernels' cell update, which applies each to several rows'
- * vectors in turn, so that their chains of exp and division overlap (one
- * row's alone waits on their latency).  VEC_FORMS stamps one text per width.
- * (A vector wider than the machine's would do several rows in one text, but
- * GCC turns its comparisons into scalar code.)
+ * The LSTM kernels' cell update on W-float vectors (vec-int.h), one text per
+ * width.
  */
-typedef float v8 __attribute__((vector_size(32), aligned(4)));
-typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t v16i __attribute__((vector_size(64), aligned(4)));
-
-/* Built for AVX2 alone: only the AVX2 kernel (lstm_step8) calls them. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define AVX2_ONLY __attribute__((target("arch=x86-64-v3")))
-#else
-#define AVX2_ONLY
-#endif
-
-#define VEC_FORMS(V, VI, W, ATTR)                                                                  \
-        static inline ATTR __attribute__((always_inline)) V exp_##W(V x)                           \
-        {                                                                                          \
-                const V vhi = (V){0} + EXP_HI, vlo = (V){0} + EXP_LO;                              \
-                VI hi = x > vhi, lo = x < vlo;                                                     \
-                V k, r, p;                                                                         \
-                                                                                                   \
-                x = (V)(((VI)x & ~hi) | ((VI)vhi & hi));                                           \
-                x = (V)(((VI)x & ~lo) | ((VI)vlo & lo));                                           \
-                EXP_POLY(x, k, r, p);                                                              \
-                return p * (V)((__builtin_convertvector(k, VI) + 127) << 23);                      \
-        }                                                                                          \
-        static inline ATTR __attribute__((always_inline)) V sigmoid_##W(V x)                       \
-        {                                                                                          \
-                return 1.0f / (1.0f + exp_##W(-x));                                                \
-        }                                                                                          \
-        static inline ATTR __attribute__((always_inline)) V tanh_##W(V x)                          \
-        {                                                                                          \
-                VI sign = (VI)x & (int32_t)0x80000000;                                             \
-                V e = exp_##W(-2.0f * (V)((VI)x & 0x7fffffff));                                    \
-                V t = (1.0f - e) / (1.0f + e);                                                     \
-                                                                                                   \
-                return (V)((VI)t | sign);                                                          \
-        }                                                                                          \
+#define VEC_CELLS(V, VI, W, ATTR)                                                                  \
         /*                                                                                         \
          * The cell update of rows [m, m + mr) over units [u, u + W) from their                    \
          * gate sums acc[r rs + gate W + unit] (the input projection in them):                     \
          * each step applied to every row before the next.                                         \
          */                                                                                        \
         static inline ATTR __attribute__((always_inline)) void cells_##W(                          \
-                const struct rnnd__cpu_lstm_step *s, size_t mr, size_t m, size_t u,                \
-                const float *acc, size_t rs)                                                       \
+                const struct rnnd__cpu_step *s, size_t mr, size_t m, size_t u, const float *acc,   \
+                size_t rs)                                                                         \
         {                                                                                          \
                 V g[4][6], t[6], c[6];                                                             \
                                                                                                    \
@@ -161,8 +85,8 @@ typedef int32_t v16i __attribute__((vector_size(64), aligned(4)));
                 }                                                                                  \
         }
 
-VEC_FORMS(v8, v8i, 8, AVX2_ONLY)
-VEC_FORMS(v16, v16i, 16, ) /* no ABI: always inlined (engine/meson.build) */
+VEC_CELLS(v8, v8i, 8, AVX2_ONLY)
+VEC_CELLS(v16, v16i, 16, )
 
 KERNEL void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y)
 {
@@ -361,8 +285,8 @@ void rnnd__cpu_lstm_pack(uint32_t lu, uint32_t H, uint32_t KX, const float *W_ih
                         }                                                                          \
         }                                                                                          \
         static inline __attribute__((always_inline)) void lstm_block##LU(                          \
-                size_t mr, size_t np, const struct rnnd__cpu_lstm_step *st, size_t m,              \
-                const float *p, size_t ps, float *acc, size_t rs, size_t gs)                       \
+                size_t mr, size_t np, const struct rnnd__cpu_step *st, size_t m, const float *p,   \
+                size_t ps, float *acc, size_t rs, size_t gs)                                       \
         {                                                                                          \
                 V s[6][4];                                                                         \
                                                                                                    \
@@ -432,7 +356,7 @@ lstm_cell(size_t lu, size_t n, size_t H, const float *restrict rp, const float *
  * (more than (np - 1) lu, at most np lu).
  */
 static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr, size_t np,
-                                                            const struct rnnd__cpu_lstm_step *s,
+                                                            const struct rnnd__cpu_step *s,
                                                             size_t m, size_t u, size_t n)
 {
         const size_t H = s->H, stride = (1 + (size_t)s->KX + s->K) * 4 * lu;
@@ -469,7 +393,7 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
 #define CELLS 4u
 
 static inline AVX2_ONLY __attribute__((always_inline)) void
-lstm_cells8(const struct rnnd__cpu_lstm_step *s, size_t m, size_t u)
+lstm_cells8(const struct rnnd__cpu_step *s, size_t m, size_t u)
 {
         const size_t stride = (1 + (size_t)s->KX + s->K) * 4 * 8;
         float acc[CELLS][4 * LU_MAX];
@@ -485,7 +409,7 @@ lstm_cells8(const struct rnnd__cpu_lstm_step *s, size_t m, size_t u)
  * four rows at a time.  Built for x86-64-v3 alone, as the register hold above
  * cannot be built for the baseline.
  */
-static AVX2_ONLY __attribute__((noinline)) void lstm_step8(const struct rnnd__cpu_lstm_step *s,
+static AVX2_ONLY __attribute__((noinline)) void lstm_step8(const struct rnnd__cpu_step *s,
                                                            uint32_t j0, uint32_t j1)
 {
         const size_t M = s->M;
@@ -508,10 +432,21 @@ static AVX2_ONLY __attribute__((noinline)) void lstm_step8(const struct rnnd__cp
                 }
 }
 
-KERNEL void rnnd__cpu_lstm_step(const struct rnnd__cpu_lstm_step *s, uint32_t j0, uint32_t j1)
+KERNEL void rnnd__cpu_lstm_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1)
 {
         const size_t M = s->M;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+        /*
+         * A lone row of 16-unit panels (a one-sequence batch) runs step.c's
+         * kernel, whose groups of 4 panels keep 16 sums in flight where a
+         * block below keeps 4 (issue 28: 10% at hidden 256).
+         */
+        if (s->lu == 16 && M == 1 && __builtin_cpu_supports("avx512f")) {
+                rnnd__cpu_step(s, j0, j1);
+                return;
+        }
+#endif
         if (s->lu == 8) {
                 lstm_step8(s, j0, j1);
                 return;

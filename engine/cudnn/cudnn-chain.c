@@ -161,13 +161,12 @@ void rnnd__cudnn_chain_describe(const struct plan *p, struct rnnd_backend_desc *
 {
         const struct chain *c = p->chain;
         struct rnnd_backend_desc bd;
-        size_t at = 0;
 
         rnnd__cudnn_plan_describe(p, d);
-        for (uint32_t k = 0; k < c->n && at < sizeof(d->algo); k++) {
+        d->algo[0] = '\0';
+        for (uint32_t k = 0; k < c->n; k++) {
                 rnnd__cudnn_plan_describe(c->plans[k], &bd);
-                at += (size_t)snprintf(d->algo + at, sizeof(d->algo) - at, "%s%s", k ? ", " : "",
-                                       bd.algo);
+                rnnd_backend_desc_append(d->algo, sizeof(d->algo), ", ", bd.algo);
         }
 }
 

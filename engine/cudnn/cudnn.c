@@ -508,6 +508,39 @@ out:
         return r;
 }
 
+/*
+ * The batch's x into cuDNN's [T, n, in] on the device: the block before's y
+ * (a chain, prev), or the inputs through the pinned window, or the
+ * embedding's rows, gathered and converted.
+ */
+static int load_x(struct plan *p, const struct rnnd_batch *b, const struct rnnd__cudnn_layout *o,
+                  const struct plan *prev, rnnd_error_t *reterr)
+{
+        const rnnd_model_t *m = p->m;
+        const int32_t *din = p->d_in;
+        int r = 0;
+
+        if (prev != NULL) { /* the same layout, in = the block before's width */
+                GPU_CK(cudaStreamSynchronize(prev->stream));
+                GPU_CK(cudaMemcpyAsync(p->d_x, prev->d_y,
+                                       (size_t)o->n * o->T * m->cfg.input_size * p->esz,
+                                       cudaMemcpyDeviceToDevice, p->stream));
+                return 0;
+        }
+        if (m->embedding == NULL) {
+                r = copy_x(p, b, o, reterr);
+                if (r < 0)
+                        return r;
+        }
+        GPU_CK(rnnd__cuda_gather(m->embedding != NULL
+                                         ? (const void *)(p->d_w + (m->embedding - m->wbuf))
+                                         : (const void *)((const float *)din + o->x),
+                                 RNND__F32, din + o->idx_x, o->n * o->T, m->cfg.input_size, p->d_x,
+                                 p->dt, p->stream));
+out:
+        return r;
+}
+
 int rnnd__cudnn_plan_run(struct plan *p, const struct rnnd_batch *b, const struct plan *prev,
                          rnnd_error_t *reterr)
 {
@@ -538,23 +571,9 @@ int rnnd__cudnn_plan_run(struct plan *p, const struct rnnd_batch *b, const struc
         out_layout(p, b, &o, &ol);
         din = p->d_in;
         GPU_CK(cudaMemcpyAsync(p->d_in, p->h_in, o.x * 4, cudaMemcpyHostToDevice, p->stream));
-        if (prev != NULL) {
-                /* The block before's y is this block's x, in the same layout: [T, n, in]. */
-                GPU_CK(cudaStreamSynchronize(prev->stream));
-                GPU_CK(cudaMemcpyAsync(p->d_x, prev->d_y,
-                                       (size_t)o.n * o.T * cfg->input_size * p->esz,
-                                       cudaMemcpyDeviceToDevice, p->stream));
-        } else if (m->embedding == NULL) {
-                r = copy_x(p, b, &o, reterr);
-                if (r < 0)
-                        goto out;
-        }
-        if (prev == NULL)
-                GPU_CK(rnnd__cuda_gather(m->embedding != NULL
-                                                 ? (const void *)(p->d_w + (m->embedding - m->wbuf))
-                                                 : (const void *)((const float *)din + o.x),
-                                         RNND__F32, din + o.idx_x, o.n * o.T, cfg->input_size,
-                                         p->d_x, p->dt, p->stream));
+        r = load_x(p, b, &o, prev, reterr);
+        if (r < 0)
+                goto out;
         if (o.any_h0)
                 GPU_CK(rnnd__cuda_gather((const float *)din + o.h0, RNND__F32, din + o.idx_hin,
                                          o.LD * o.n, P, p->d_hx, p->dt, p->stream));

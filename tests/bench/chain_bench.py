@@ -11,8 +11,14 @@ rounds (each side keeps its fastest median, since noise only slows a run),
 and prints a markdown table: chain ms, sum of the blocks ms, and their ratio
 (target: at most 1.05).
 
+On one thread it times the process's CPU time per run (rnnd-engine-bench's
+median_cpu_s), which preemption on a busy machine does not inflate; --clock
+wall times the wall clock instead (the default on more threads, where a
+run's threads wait for each other).
+
 Usage: python3 tests/bench/chain_bench.py --bench BUILD/tests/bench/rnnd-engine-bench
-           [--rounds R] [--seconds S] [--threads N] [--batches 1,8,64] [--out FILE]
+           [--rounds R] [--seconds S] [--threads N] [--batches 1,8,64] [--clock cpu|wall]
+           [--out FILE]
 Python 3 standard library only.  Exits 1 when a run fails.
 """
 
@@ -88,13 +94,13 @@ def make_models(root, name, inp, blocks, max_batch):
     return chain, alone
 
 
-def median_s(bench, model, batch, threads, seconds):
+def median_s(bench, model, batch, threads, seconds, clock):
     cmd = [bench, "--model", model, "--batch", str(batch), "--steps", str(T), "--threads",
            str(threads), "--seconds", str(seconds), "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.strip()))
-    return json.loads(r.stdout)["median_s"]
+    return json.loads(r.stdout)["median_cpu_s" if clock == "cpu" else "median_s"]
 
 
 def main():
@@ -104,16 +110,21 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batches", default="1,8,64")
+    ap.add_argument("--clock", choices=["cpu", "wall"],
+                    help="what is timed: the process's CPU time per run (the default on one "
+                         "thread, where a busy machine's preemptions do not count) or wall time "
+                         "(the default on more)")
     ap.add_argument("--out")
     args = ap.parse_args()
+    clock = args.clock or ("cpu" if args.threads == 1 else "wall")
     batches = [int(b) for b in args.batches.split(",")]
     lines = ["## A chain against its blocks run alone (CPU engine)", "",
              "- date: %s; machine: %s, %s, %d CPUs" % (
                  datetime.date.today().isoformat(), platform.node(), platform.processor() or
                  platform.machine(), os.cpu_count() or 0),
              "- command: python3 tests/bench/chain_bench.py %s" % " ".join(sys.argv[1:]),
-             "- T = %d, equal lengths, %d thread(s); best of %d alternated rounds of medians" % (
-                 T, args.threads, args.rounds), "",
+             "- T = %d, equal lengths, %d thread(s); %s time; best of %d alternated rounds of "
+             "medians" % (T, args.threads, clock, args.rounds), "",
              "| chain | batch | chain ms | blocks alone, sum ms | chain / sum |",
              "|---|---:|---:|---:|---:|"]
     worst = 0.0
@@ -123,10 +134,11 @@ def main():
             for B in batches:
                 best_c, best_a = float("inf"), [float("inf")] * len(alone)
                 for _ in range(args.rounds):
-                    best_c = min(best_c, median_s(args.bench, chain, B, args.threads, args.seconds))
+                    best_c = min(best_c, median_s(args.bench, chain, B, args.threads, args.seconds,
+                                                    clock))
                     for i, m in enumerate(alone):
                         best_a[i] = min(best_a[i], median_s(args.bench, m, B, args.threads,
-                                                            args.seconds))
+                                                            args.seconds, clock))
                 ratio = best_c / sum(best_a)
                 worst = max(worst, ratio)
                 lines.append("| %s | %d | %.3f | %.3f | %.3f |" % (name, B, best_c * 1e3,

@@ -406,6 +406,15 @@ static double now(void)
         return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The CPU time of every thread of this process: what a run cost, however often it was preempted. */
+static double cpu_now(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *pa, const void *pb)
 {
         double a = *(const double *)pa, b = *(const double *)pb;
@@ -479,6 +488,153 @@ static int open_measured(const struct args *a, rnnd_model_t *m,
         return 0;
 }
 
+/*
+ * The median, fastest and mean of the timed runs; and the median CPU time of
+ * a run (every thread's), which a busy machine's preemptions do not inflate.
+ */
+struct timing {
+        double median, best, mean, median_cpu;
+        size_t runs;
+};
+
+static double median_of(double *v, size_t n)
+{
+        qsort(v, n, sizeof(*v), cmp_double);
+        return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+/*
+ * Runs the batch WARMUP_RUNS times untimed (the first dumped when asked),
+ * then timed until a->seconds and MIN_RUNS have passed.  0, or -1 with the
+ * failure printed.
+ */
+/* Room for one more run's two timings in *wall and *cpu; false when out of memory. */
+static bool grow_timings(double **wall, double **cpu, size_t n, size_t *cap)
+{
+        size_t want = *cap == 0 ? 64 : *cap * 2;
+        double *w, *c;
+
+        if (n < *cap)
+                return true;
+        w = rnnd_realloc(*wall, want * sizeof(**wall));
+        if (w == NULL)
+                return false;
+        *wall = w;
+        c = rnnd_realloc(*cpu, want * sizeof(**cpu));
+        if (c == NULL)
+                return false;
+        *cpu = c;
+        *cap = want;
+        return true;
+}
+
+static int time_runs(const struct args *a, void *plan, struct bench *b, struct timing *t)
+{
+        double *times = NULL, *cpus = NULL, t_start, total = 0;
+        size_t n = 0, cap = 0;
+        rnnd_error_t err = {0};
+        int r = -1;
+
+        for (unsigned i = 0; i < WARMUP_RUNS; i++) {
+                if (a->ops->run(plan, &b->batch, &err) < 0)
+                        goto fail_run;
+                if (i == 0 && a->dump != NULL && write_dump(a->dump, b, &err) < 0) {
+                        fail("dump", &err);
+                        goto out;
+                }
+        }
+        t_start = now();
+        while (n < MIN_RUNS || now() - t_start < a->seconds) {
+                double t0, c0;
+
+                if (!grow_timings(&times, &cpus, n, &cap)) {
+                        rnnd_error_set(&err, RNND_ENOMEM, "out of memory for timings");
+                        fail("timing", &err);
+                        goto out;
+                }
+                c0 = cpu_now();
+                t0 = now();
+                if (a->ops->run(plan, &b->batch, &err) < 0)
+                        goto fail_run;
+                times[n] = now() - t0;
+                cpus[n] = cpu_now() - c0;
+                total += times[n++];
+        }
+        t->median_cpu = median_of(cpus, n);
+        t->median = median_of(times, n);
+        t->best = times[0];
+        t->mean = total / n;
+        t->runs = n;
+        r = 0;
+        goto out;
+fail_run:
+        fail("run", &err);
+out:
+        rnnd_free(times);
+        rnnd_free(cpus);
+        return r;
+}
+
+/* One JSON line of what was measured. */
+static void report_json(const struct args *a, const char *name, const rnnd_model_t *m,
+                        const struct rnnd_backend_desc *desc, const struct timing *t,
+                        const struct open_costs *costs)
+{
+        const struct rnnd_model_config *cfg = &m->cfg;
+
+        printf("{\"model\": \"");
+        json_str(name);
+        printf("\", \"cell\": \"%s\", \"input_size\": %u, \"hidden_size\": %u, "
+               "\"num_layers\": %u, \"dirs\": %u, \"batch\": %u, \"steps\": %u, "
+               "\"min_steps\": %u, "
+               "\"threads\": %u, \"openblas_threads\": %d, \"runs\": %zu, "
+               "\"median_s\": %.9f, \"min_s\": %.9f, \"mean_s\": %.9f, \"median_cpu_s\": %.9f, "
+               "\"seq_per_s\": %.3f, \"steps_per_s\": %.1f, \"backend\": \"",
+               rnnd_cell_name(cfg->cell), cfg->input_size, cfg->hidden_size, cfg->num_layers,
+               m->dirs, a->batch, a->steps, seq_len(a, 0), a->threads, openblas_get_num_threads(),
+               t->runs, t->median, t->best, t->mean, t->median_cpu, a->batch / t->median,
+               (double)batch_steps(a) / t->median);
+        json_str(desc->backend);
+        printf("\", \"algo\": \"");
+        json_str(desc->algo);
+        printf("\", \"math\": \"");
+        json_str(desc->math);
+        printf("\", \"openblas_config\": \"");
+        json_str(openblas_get_config());
+        printf("\"");
+        if (costs->measured)
+                printf(", \"open_s\": %.6f, \"open_second_s\": %.6f, \"gpu_bytes_first\": %zu, "
+                       "\"gpu_bytes_second\": %zu",
+                       costs->first_s, costs->second_s, costs->first_bytes, costs->second_bytes);
+        printf("}\n");
+}
+
+/* The same as text. */
+static void report_text(const struct args *a, const char *name, const rnnd_model_t *m,
+                        const struct rnnd_backend_desc *desc, const struct timing *t,
+                        const struct open_costs *costs)
+{
+        const struct rnnd_model_config *cfg = &m->cfg;
+
+        printf("model      %s (%s, input %u, hidden %u, layers %u, dirs %u)\n", name,
+               rnnd_cell_name(cfg->cell), cfg->input_size, cfg->hidden_size, cfg->num_layers,
+               m->dirs);
+        printf("engine     %s %s %s; %s; %d BLAS threads\n", desc->backend, desc->algo, desc->math,
+               openblas_get_config(), openblas_get_num_threads());
+        printf("shape      batch %u x steps %u (%" PRIu64 " steps in all)\n", a->batch, a->steps,
+               batch_steps(a));
+        printf("runs       %zu timed (after %u warm-up)\n", t->runs, WARMUP_RUNS);
+        printf("median     %.3f ms per batch (min %.3f, mean %.3f); CPU time %.3f ms\n",
+               t->median * 1e3, t->best * 1e3, t->mean * 1e3, t->median_cpu * 1e3);
+        printf("throughput %.1f sequences/s, %.0f steps/s\n", a->batch / t->median,
+               (double)batch_steps(a) / t->median);
+        if (costs->measured)
+                printf("open       first plan %.3f s, %.1f MiB of GPU memory; a second plan "
+                       "%.3f s, %.1f MiB\n",
+                       costs->first_s, (double)costs->first_bytes / 1048576.0, costs->second_s,
+                       (double)costs->second_bytes / 1048576.0);
+}
+
 int main(int argc, char **argv)
 {
         struct args a;
@@ -487,11 +643,10 @@ int main(int argc, char **argv)
         struct rnnd_backend_desc desc;
         struct bench b = {0};
         struct open_costs costs = {0};
+        struct timing t;
         rnnd_error_t err = {0};
         rnnd_model_t *m = NULL;
         void *plan = NULL;
-        double *times = NULL, t_start, total = 0, median, best;
-        size_t n_times = 0, cap = 0;
         char name[RNND_CFG_NAME_MAX];
         int rc = 1;
 
@@ -515,99 +670,14 @@ int main(int argc, char **argv)
                 fail("batch", &err);
                 goto out;
         }
-
-        /* Warm-up: scratch grows to this batch, caches and BLAS threads settle. */
-        for (unsigned i = 0; i < WARMUP_RUNS; i++) {
-                if (a.ops->run(plan, &b.batch, &err) < 0) {
-                        fail("run", &err);
-                        goto out;
-                }
-                if (i == 0 && a.dump != NULL && write_dump(a.dump, &b, &err) < 0) {
-                        fail("dump", &err);
-                        goto out;
-                }
-        }
-
-        t_start = now();
-        while (n_times < MIN_RUNS || now() - t_start < a.seconds) {
-                double t0, t1;
-
-                if (n_times == cap) {
-                        double *nt;
-
-                        cap = cap == 0 ? 64 : cap * 2;
-                        nt = rnnd_realloc(times, cap * sizeof(*times));
-                        if (nt == NULL) {
-                                rnnd_error_set(&err, RNND_ENOMEM, "out of memory for timings");
-                                fail("timing", &err);
-                                goto out;
-                        }
-                        times = nt;
-                }
-                t0 = now();
-                if (a.ops->run(plan, &b.batch, &err) < 0) {
-                        fail("run", &err);
-                        goto out;
-                }
-                t1 = now();
-                times[n_times++] = t1 - t0;
-                total += t1 - t0;
-        }
-        qsort(times, n_times, sizeof(*times), cmp_double);
-        median = n_times % 2 == 1 ? times[n_times / 2]
-                                  : (times[n_times / 2 - 1] + times[n_times / 2]) / 2.0;
-        best = times[0];
-
-        if (a.json) {
-                printf("{\"model\": \"");
-                json_str(name);
-                printf("\", \"cell\": \"%s\", \"input_size\": %u, \"hidden_size\": %u, "
-                       "\"num_layers\": %u, \"dirs\": %u, \"batch\": %u, \"steps\": %u, "
-                       "\"min_steps\": %u, "
-                       "\"threads\": %u, \"openblas_threads\": %d, \"runs\": %zu, "
-                       "\"median_s\": %.9f, \"min_s\": %.9f, \"mean_s\": %.9f, "
-                       "\"seq_per_s\": %.3f, \"steps_per_s\": %.1f, \"backend\": \"",
-                       rnnd_cell_name(cfg.cell), cfg.input_size, cfg.hidden_size, cfg.num_layers,
-                       m->dirs, a.batch, a.steps, seq_len(&a, 0), a.threads,
-                       openblas_get_num_threads(), n_times, median, best, total / n_times,
-                       a.batch / median, (double)batch_steps(&a) / median);
-                json_str(desc.backend);
-                printf("\", \"algo\": \"");
-                json_str(desc.algo);
-                printf("\", \"math\": \"");
-                json_str(desc.math);
-                printf("\", \"openblas_config\": \"");
-                json_str(openblas_get_config());
-                printf("\"");
-                if (costs.measured)
-                        printf(", \"open_s\": %.6f, \"open_second_s\": %.6f, \"gpu_bytes_first\": "
-                               "%zu, "
-                               "\"gpu_bytes_second\": %zu",
-                               costs.first_s, costs.second_s, costs.first_bytes,
-                               costs.second_bytes);
-                printf("}\n");
-        } else {
-                printf("model      %s (%s, input %u, hidden %u, layers %u, dirs %u)\n", name,
-                       rnnd_cell_name(cfg.cell), cfg.input_size, cfg.hidden_size, cfg.num_layers,
-                       m->dirs);
-                printf("engine     %s %s %s; %s; %d BLAS threads\n", desc.backend, desc.algo,
-                       desc.math, openblas_get_config(), openblas_get_num_threads());
-                printf("shape      batch %u x steps %u (%" PRIu64 " steps in all)\n", a.batch,
-                       a.steps, batch_steps(&a));
-                printf("runs       %zu timed (after %u warm-up)\n", n_times, WARMUP_RUNS);
-                printf("median     %.3f ms per batch (min %.3f, mean %.3f)\n", median * 1e3,
-                       best * 1e3, total / n_times * 1e3);
-                printf("throughput %.1f sequences/s, %.0f steps/s\n", a.batch / median,
-                       (double)batch_steps(&a) / median);
-                if (costs.measured)
-                        printf("open       first plan %.3f s, %.1f MiB of GPU memory; a second "
-                               "plan %.3f s, %.1f MiB\n",
-                               costs.first_s, (double)costs.first_bytes / 1048576.0, costs.second_s,
-                               (double)costs.second_bytes / 1048576.0);
-        }
+        if (time_runs(&a, plan, &b, &t) < 0)
+                goto out;
+        if (a.json)
+                report_json(&a, name, m, &desc, &t, &costs);
+        else
+                report_text(&a, name, m, &desc, &t, &costs);
         rc = fflush(stdout) == 0 ? 0 : 1;
 out:
-        rnnd_free(times);
         bench_done(&b);
         a.ops->close(plan);
         rnnd_model_unref(m);

@@ -190,15 +190,15 @@ def make_input(cell, batch):
     return rng.uniform(-1.0, 1.0, (batch, STEPS, INPUT_SIZE)).astype(np.float32)
 
 
-def run_bench(bench, mdir, batch, threads, seconds, extra=()):
+def run_bench(bench, mdir, batch, threads, seconds, extra=(), steps=STEPS):
     """Runs rnnd-engine-bench --json and returns its JSON object."""
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = str(threads)
-    cmd = [bench, "--model", mdir, "--batch", str(batch), "--steps", str(STEPS),
+    cmd = [bench, "--model", mdir, "--batch", str(batch), "--steps", str(steps),
            "--threads", str(threads), "--seconds", str(seconds), "--json", *extra]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if p.returncode != 0:
-        sys.exit(f"engine_vs_torch: {shlex.join(cmd)} failed ({p.returncode}):\n"
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {shlex.join(cmd)} failed ({p.returncode}):\n"
                  f"{p.stderr.strip()}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 

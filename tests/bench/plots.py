@@ -3,11 +3,14 @@
 
     python tests/bench/plots.py BUILD/bench-results docs/bench
 
-RESULTS holds engine.json (engine_vs_torch.py --json) and load.json (load_bench.py --json);
+RESULTS holds engine.json (engine_vs_torch.py --json), ort.json (engine_vs_ort.py --json),
+load.json (load_bench.py --json) and server.json (server_bench.py --json);
 a plot whose results are missing is skipped.  OUT gets PNGs:
 
   engine_vs_torch.png  sequences/s against batch size, rnnd's CPU engine and PyTorch, per
                        cell and thread count
+  engine_vs_ort.png    rnnd's speed over ONNX Runtime's and PyTorch's, each row of the
+                       matrix of engine_vs_ort.py (ort.json, engine_vs_ort.py --json)
   latency_by_load.png  digits_lstm under an open loop (Poisson arrivals): p50 and p99
                        latency against the rate sent, with the batching rule and the fixed
                        delay
@@ -15,6 +18,8 @@ a plot whose results are missing is skipped.  OUT gets PNGs:
                        of clients, batching on (the rule), on with a fixed delay, and off
   padding.png          an LSTM 256x2 with lengths 1..512: server throughput and padding
                        efficiency by number of clients, batching on and off
+  server.png           digits_lstm: rnnd and MLServer (server.json, server_bench.py
+                       --json), throughput and p99 by number of clients
 
 Needs matplotlib (run.sh installs it beside torch); the PNGs carry no date or version, so
 a rerun changes them only where the figures changed.
@@ -51,9 +56,9 @@ def log_y(ax):
     ax.yaxis.set_minor_formatter(PLAIN)
 
 
-def save(fig, out, name, header):
+def save(fig, out, name, header, left=0.0):
     fig.text(0.01, 0.005, "; ".join(header), fontsize=6.5, color="0.35", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(left, 0.04, 1, 1))
     path = os.path.join(out, name)
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
@@ -80,6 +85,33 @@ def engine(res, out):
         ax.set_title("%s, input 128, hidden 256, 2 layers, T = 100" % cell.upper())
         ax.legend()
     save(fig, out, "engine_vs_torch.png", [h.lstrip("- ") for h in res["header"][:4]])
+
+
+def engine_vs_ort(res, out):
+    """One bar pair per row: rnnd / ORT and rnnd / PyTorch (log scale, 1 = as fast)."""
+    rows = res["rows"]
+    labels = ["#%d %s; B %d, %d thr." % (r["row"], r["model"], r["batch"], r["threads"])
+              for r in rows]
+    y = list(range(len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.2))
+    # Bars from 1x: right for rnnd ahead, left for behind.
+    ax.barh([v - 0.2 for v in y], [r["rnnd_vs_ort"] - 1 for r in rows], 0.4, left=1,
+            color="C0", label="rnnd / ONNX Runtime")
+    ax.barh([v + 0.2 for v in y], [(r["rnnd_vs_torch"] or 1) - 1 for r in rows], 0.4, left=1,
+            color="C1", label="rnnd / PyTorch (none: the reset-before GRU)")
+    ax.axvline(1.0, color="0.2", linewidth=0.8)
+    ax.set_xscale("log")
+    times = FuncFormatter(lambda v, _: "{:g}x".format(v))
+    ax.xaxis.set_major_formatter(times)
+    ax.xaxis.set_minor_formatter(times)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("rnnd's sequences/s over the other's (right of 1x: rnnd faster)")
+    ax.set_title("The CPU engine against ONNX Runtime and PyTorch, same weights, same input",
+                 pad=20)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
+    save(fig, out, "engine_vs_ort.png", [h.lstrip("- ") for h in res["header"][:2]], left=0.02)
 
 
 def scenario(res, name):
@@ -163,6 +195,25 @@ def padding(res, out):
     save(fig, out, "padding.png", res["header"])
 
 
+def server(res, out):
+    rows = res["server_bench"]
+    c = [r["clients"] for r in rows]
+    fig, (a1, a2) = plt.subplots(1, 2)
+    for key, label, color in (("rnnd", "rnnd", "C0"), ("mlserver", "MLServer + onnxruntime", "C1")):
+        a1.plot(c, [r[key]["throughput"] for r in rows], "o-", color=color, label=label)
+        a2.plot(c, [r[key]["latency_ms"]["p99"] for r in rows], "o-", color=color, label=label)
+    for ax, what in ((a1, "requests/s"), (a2, "p99 latency (ms)")):
+        log_x(ax, c)
+        log_y(ax)
+        ax.yaxis.set_minor_formatter(NullFormatter())  # three decades: majors only
+        ax.set_xlabel("clients (closed loop, one image each)")
+        ax.set_ylabel(what)
+        ax.legend()
+    a1.set_title("digits_lstm: rnnd and MLServer, throughput")
+    a2.set_title("digits_lstm: rnnd and MLServer, p99")
+    save(fig, out, "server.png", res.get("header", ["tests/bench/server_bench.py"]))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -175,6 +226,11 @@ def main():
     if os.path.exists(path):
         engine(json.load(open(path)), out)
         done += 1
+    path = os.path.join(results, "ort.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            engine_vs_ort(json.load(f), out)
+        done += 1
     path = os.path.join(results, "load.json")
     if os.path.exists(path):
         res = json.load(open(path))
@@ -182,6 +238,10 @@ def main():
         batching(res, out)
         padding(res, out)
         done += 3
+    path = os.path.join(results, "server.json")
+    if os.path.exists(path):
+        server(json.load(open(path)), out)
+        done += 1
     if not done:
         print("plots: no results in %s" % results, file=sys.stderr)
         return 1

@@ -3,13 +3,17 @@
 # Python with torch, numpy and safetensors is at hand, builds BUILD, and runs
 # tests/bench/engine_vs_torch.py on BUILD's rnnd-engine-bench; ARGS (--quick,
 # --seconds S, --rounds R, --out FILE, --cells C,..., --batches B,...,
-# --threads N,...) go to the script.  Then it runs
+# --threads N,...) go to the script.  Then tests/bench/engine_vs_ort.py: the
+# engine against ONNX Runtime and PyTorch over its matrix of shapes (--quick
+# alone is passed on).  Then it runs
 # tests/bench/load_bench.py: rnnd under rnnd-load for every scenario of
 # tests/bench/scenarios.json (--quick makes it short too).  Stdout is the
 # markdown report, everything else goes to stderr.  RNND_BENCH=load runs the
 # load part only (`make bench-load`); RNND_BENCH=engine the engine part only;
 # RNND_BENCH=json only rnnd-json-bench (`make bench-json`: a KServe request's
 # JSON parse and render on the demo model), which `make bench` runs first.
+# RNND_BENCH=server runs tests/bench/server_bench.py alone (`make bench-server`:
+# rnnd against MLServer on the same model, in a venv of its own).
 # tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #
 # Both parts also write their results as JSON to BUILD/bench-results/, and
@@ -19,8 +23,8 @@
 #
 # The Python is $RNND_BENCH_PYTHON when set, else .venv-bench/bin/python at
 # the repository root, created with `python3 -m venv` and `pip install torch
-# numpy safetensors matplotlib` when it cannot import torch (a download of a
-# few GB).
+# numpy safetensors matplotlib onnx onnxruntime` when it cannot import torch (a
+# download of a few GB).
 set -eu
 build=${1:-build}
 if [ $# -gt 0 ]; then shift; fi
@@ -49,7 +53,7 @@ load_bench() {
   python3 "$root/tests/bench/load_bench.py" --build "$build" $quick --json "$results/load.json"
 }
 if [ "$part" = load ]; then
-  rm -f "$results/engine.json"
+  rm -f "$results/engine.json" "$results/ort.json"
   load_bench "$@" || exit
   plot "${RNND_BENCH_PYTHON:-$root/.venv-bench/bin/python}"
   exit
@@ -63,6 +67,23 @@ if [ "$part" = json ]; then
   json_bench
   exit
 fi
+# rnnd against MLServer (`make bench-server`, not in `make bench`): its own venv,
+# .venv-mlserver (mlserver, onnxruntime, onnx, matplotlib; uvloop < 0.22, which
+# MLServer 1.7's workers need), made the first time.
+if [ "$part" = server ]; then
+  mv=$root/.venv-mlserver
+  if ! "$mv/bin/python" -c 'import mlserver, onnxruntime, onnx, matplotlib' 2>/dev/null; then
+    echo "run.sh: installing mlserver, onnxruntime, onnx and matplotlib into $mv" >&2
+    [ -x "$mv/bin/python" ] || python3 -m venv "$mv"
+    "$mv/bin/python" -m pip install mlserver onnxruntime onnx matplotlib 'uvloop<0.22' >&2
+  fi
+  [ -f "$build/build.ninja" ] || meson setup "$build" >&2
+  ninja -C "$build" >&2
+  "$mv/bin/python" "$root/tests/bench/server_bench.py" --build "$build" \
+    --mlserver "$mv/bin/mlserver" --json "$results/server.json" "$@"
+  plot "$mv/bin/python"
+  exit
+fi
 if [ "$part" = all ]; then
   json_bench
   echo
@@ -70,8 +91,8 @@ fi
 
 if [ -n "${RNND_BENCH_PYTHON:-}" ]; then
   py=$RNND_BENCH_PYTHON
-  if ! "$py" -c 'import torch, numpy, safetensors' 2>/dev/null; then
-    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy and safetensors" >&2
+  if ! "$py" -c 'import torch, numpy, safetensors, onnx, onnxruntime' 2>/dev/null; then
+    echo "run.sh: RNND_BENCH_PYTHON=$py cannot import torch, numpy, safetensors, onnx and onnxruntime" >&2
     exit 1
   fi
 else
@@ -82,12 +103,12 @@ else
       echo "run.sh: creating $venv (python3 -m venv)" >&2
       python3 -m venv "$venv"
     fi
-    echo "run.sh: installing torch, numpy, safetensors and matplotlib into $venv (a large download)" >&2
-    "$py" -m pip install torch numpy safetensors matplotlib >&2
+    echo "run.sh: installing torch, numpy, safetensors, matplotlib, onnx and onnxruntime into $venv (a large download)" >&2
+    "$py" -m pip install torch numpy safetensors matplotlib onnx onnxruntime >&2
   fi
-  if ! "$py" -c 'import numpy, safetensors, matplotlib' 2>/dev/null; then
-    echo "run.sh: installing numpy, safetensors and matplotlib into $venv" >&2
-    "$py" -m pip install numpy safetensors matplotlib >&2
+  if ! "$py" -c 'import numpy, safetensors, matplotlib, onnx, onnxruntime' 2>/dev/null; then
+    echo "run.sh: installing numpy, safetensors, matplotlib, onnx and onnxruntime into $venv" >&2
+    "$py" -m pip install numpy safetensors matplotlib onnx onnxruntime >&2
   fi
 fi
 
@@ -96,9 +117,14 @@ ninja -C "$build" >&2
 
 RNND_BENCH_COMMAND="sh tests/bench/run.sh $build${*:+ $*}"
 export RNND_BENCH_COMMAND
-rm -f "$results/engine.json" "$results/load.json"
+rm -f "$results/engine.json" "$results/ort.json" "$results/load.json"
 "$py" "$root/tests/bench/engine_vs_torch.py" \
   --bench "$build/tests/bench/rnnd-engine-bench" --json "$results/engine.json" "$@"
+echo
+quick=""
+for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+"$py" "$root/tests/bench/engine_vs_ort.py" \
+  --bench "$build/tests/bench/rnnd-engine-bench" --json "$results/ort.json" $quick
 if [ "$part" = engine ]; then
   plot "$py"
   exit 0

@@ -309,30 +309,27 @@ static size_t span(int rows, int cols, int ld, size_t esz)
         return ((size_t)ld * (size_t)(cols - 1) + (size_t)rows) * esz;
 }
 
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb,
-                            int m, int n, int k, const void *alpha, const void *A,
-                            cudaDataType Atype, int lda, const void *B, cudaDataType Btype, int ldb,
-                            const void *beta, void *C, cudaDataType Ctype, int ldc,
-                            cublasComputeType_t ctype, cublasGemmAlgo_t algo)
+/* The shapes, leading dimensions and algorithm, as cuBLAS checks them. */
+static bool gemm_args_valid(cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                            int lda, int ldb, int ldc, const void *alpha, const void *beta,
+                            cublasGemmAlgo_t algo)
 {
-        struct gemm *g;
-        struct sim_op *op;
-        struct sim_stream *s;
-        bool f32_only, ok;
-        int fate;
-
-        if (!valid(h))
-                return CUBLAS_STATUS_NOT_INITIALIZED;
         if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T && transa != CUBLAS_OP_C) ||
             (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T && transb != CUBLAS_OP_C) || m < 0 ||
             n < 0 || k < 0 || lda < (transa == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
             ldb < (transb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) ||
             ldc < (m > 1 ? m : 1) || alpha == NULL || beta == NULL)
-                return CUBLAS_STATUS_INVALID_VALUE;
-        if (!((algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
-              (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP)))
-                return CUBLAS_STATUS_INVALID_VALUE;
-        /* The type combinations of cublasGemmEx's table that have fp32 compute. */
+                return false;
+        return (algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
+               (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP);
+}
+
+/* The type combinations of cublasGemmEx's table that have fp32 compute. */
+static cublasStatus_t gemm_types(cublasComputeType_t ctype, cudaDataType Atype, cudaDataType Btype,
+                                 cudaDataType Ctype)
+{
+        bool f32_only, ok;
+
         switch (ctype) {
         case CUBLAS_COMPUTE_32F:
         case CUBLAS_COMPUTE_32F_PEDANTIC:
@@ -361,8 +358,44 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOp
                 ok = (Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F) ||
                      (Atype == CUDA_R_16F && Btype == CUDA_R_16F &&
                       (Ctype == CUDA_R_16F || Ctype == CUDA_R_32F));
-        if (!ok)
-                return CUBLAS_STATUS_NOT_SUPPORTED;
+        return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+/*
+ * Every operand must be memory this device can reach, over its whole extent:
+ * anything else is an illegal address on a GPU, a sticky fault.
+ */
+static bool gemm_reachable(int dev, const struct gemm *g)
+{
+        size_t ea = g->a16 ? 2 : 4, ec = g->c16 ? 2 : 4;
+        int m = g->m, n = g->n, k = g->k;
+
+        if (!sim_reachable(dev, g->C, span(m, n, g->ldc, ec)))
+                return false;
+        return k == 0 ||
+               (sim_reachable(dev, g->A, span(g->ta ? k : m, g->ta ? m : k, g->lda, ea)) &&
+                sim_reachable(dev, g->B, span(g->tb ? n : k, g->tb ? k : n, g->ldb, ea)));
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb,
+                            int m, int n, int k, const void *alpha, const void *A,
+                            cudaDataType Atype, int lda, const void *B, cudaDataType Btype, int ldb,
+                            const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t ctype, cublasGemmAlgo_t algo)
+{
+        struct gemm *g;
+        struct sim_op *op;
+        struct sim_stream *s;
+        cublasStatus_t st;
+        int fate;
+
+        if (!valid(h))
+                return CUBLAS_STATUS_NOT_INITIALIZED;
+        if (!gemm_args_valid(transa, transb, m, n, k, lda, ldb, ldc, alpha, beta, algo))
+                return CUBLAS_STATUS_INVALID_VALUE;
+        st = gemm_types(ctype, Atype, Btype, Ctype);
+        if (st != CUBLAS_STATUS_SUCCESS)
+                return st;
         if (sim_sticky() != cudaSuccess)
                 return CUBLAS_STATUS_EXECUTION_FAILED;
         s = sim_stream_of(h->stream, h->dev);
@@ -401,23 +434,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOp
                 g->round = R_TF32;
         else if (ctype == CUBLAS_COMPUTE_32F_FAST_16F)
                 g->round = R_F16;
-        /*
-         * Every operand must be memory this device can reach, over its whole
-         * extent: anything else is an illegal address on a GPU, a sticky fault.
-         */
-        {
-                size_t ea = Atype == CUDA_R_16F ? 2 : 4, ec = Ctype == CUDA_R_16F ? 2 : 4;
-                bool reach =
-                        (k == 0 ||
-                         (sim_reachable(h->dev, A, span(g->ta ? k : m, g->ta ? m : k, lda, ea)) &&
-                          sim_reachable(h->dev, B, span(g->tb ? n : k, g->tb ? k : n, ldb, ea)))) &&
-                        sim_reachable(h->dev, C, span(m, n, ldc, ec));
-
-                if (!reach) {
-                        op->fault = true;
-                        op->fault_why = "an operand is not memory of this device (or runs past its "
-                                        "allocation)";
-                }
+        if (!gemm_reachable(h->dev, g)) {
+                op->fault = true;
+                op->fault_why = "an operand is not memory of this device (or runs past its "
+                                "allocation)";
         }
         fate = sim_launch_fate();
         if (fate == 1) {

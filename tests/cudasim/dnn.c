@@ -974,37 +974,22 @@ static size_t data_bytes(cudnnRNNDataDescriptor_t x, int V, size_t es)
         return rows * (size_t)V * es;
 }
 
-cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForwardMode_t mode,
-                              const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc,
-                              const void *x, cudnnRNNDataDescriptor_t yDesc, void *y,
-                              cudnnTensorDescriptor_t hDesc, const void *hx, void *hy,
-                              cudnnTensorDescriptor_t cDesc, const void *cx, void *cy, size_t wsize,
-                              const void *wspace, size_t work_sz, void *work, size_t reserve_sz,
-                              void *reserve)
+/* The descriptors of a forward pass: x and y agree, the states fit. */
+static cudnnStatus_t fwd_descs_ok(cudnnRNNDescriptor_t d, cudnnForwardMode_t mode,
+                                  cudnnRNNDataDescriptor_t xDesc, cudnnRNNDataDescriptor_t yDesc,
+                                  cudnnTensorDescriptor_t hDesc, bool h_used,
+                                  cudnnTensorDescriptor_t cDesc, bool c_used)
 {
         const char *fn = "cudnnRNNForward";
-        struct rnn_fwd *f;
-        struct sim_op *op;
-        struct sim_stream *s;
-        cudnnStatus_t st = rnn_ok(h, d, fn);
         const struct rnn_cfg *c = &d->c;
-        int dirs, out_v, fate;
-        size_t es;
+        int dirs = c->dir == CUDNN_BIDIRECTIONAL ? 2 : 1;
+        cudnnStatus_t st;
 
-        if (st == CUDNN_STATUS_SUCCESS)
-                st = data_ok(xDesc, fn, "xDesc");
-        if (st == CUDNN_STATUS_SUCCESS)
-                st = data_ok(yDesc, fn, "yDesc");
-        if (st != CUDNN_STATUS_SUCCESS)
-                return st;
         if (mode != CUDNN_FWD_MODE_INFERENCE && mode != CUDNN_FWD_MODE_TRAINING)
                 return err(CUDNN_STATUS_BAD_PARAM, "%s: fwdMode %d", fn, mode);
         st = shape_ok(c, xDesc, fn);
         if (st != CUDNN_STATUS_SUCCESS)
                 return st;
-        dirs = c->dir == CUDNN_BIDIRECTIONAL ? 2 : 1;
-        out_v = dirs * c->proj;
-        es = sim_dtype_size(c->type);
         if (yDesc->type != xDesc->type || yDesc->layout != xDesc->layout || yDesc->T != xDesc->T ||
             yDesc->B != xDesc->B ||
             memcmp(yDesc->len, xDesc->len, sizeof(int) * (size_t)xDesc->B) != 0)
@@ -1012,10 +997,10 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
                            "%s: xDesc and yDesc differ in type, layout, maxSeqLength, batchSize "
                            "or lengths",
                            fn);
-        if (yDesc->V != out_v)
+        if (yDesc->V != dirs * c->proj)
                 return err(CUDNN_STATUS_BAD_PARAM,
                            "%s: yDesc's vectorSize %d is not dirs * projSize = %d", fn, yDesc->V,
-                           out_v);
+                           dirs * c->proj);
         for (int b = 0; b < xDesc->B; b++)
                 if (xDesc->len[b] == 0)
                         return err(CUDNN_STATUS_NOT_SUPPORTED,
@@ -1025,16 +1010,26 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
         if (c->type == CUDNN_DATA_DOUBLE || c->type == CUDNN_DATA_BFLOAT16)
                 return err(CUDNN_STATUS_NOT_SUPPORTED,
                            "%s: the stand-in runs fp32 and fp16 data only", fn);
-        if (hx != NULL || hy != NULL || hDesc != NULL) {
+        if (h_used) {
                 st = state_ok(hDesc, fn, "hDesc", c->type, c->layers * dirs, xDesc->B, c->proj);
                 if (st != CUDNN_STATUS_SUCCESS)
                         return st;
         }
-        if (c->cell == CUDNN_LSTM && (cx != NULL || cy != NULL || cDesc != NULL)) {
-                st = state_ok(cDesc, fn, "cDesc", c->type, c->layers * dirs, xDesc->B, c->hid);
-                if (st != CUDNN_STATUS_SUCCESS)
-                        return st;
-        }
+        if (c->cell == CUDNN_LSTM && c_used)
+                return state_ok(cDesc, fn, "cDesc", c->type, c->layers * dirs, xDesc->B, c->hid);
+        return CUDNN_STATUS_SUCCESS;
+}
+
+/* The plan, the spaces and the pointers of a forward pass. */
+static cudnnStatus_t fwd_spaces_ok(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForwardMode_t mode,
+                                   cudnnRNNDataDescriptor_t xDesc, const void *x, const void *y,
+                                   const void *wspace, size_t work_sz, const void *work,
+                                   size_t reserve_sz, const void *reserve)
+{
+        const char *fn = "cudnnRNNForward";
+        const struct rnn_cfg *c = &d->c;
+        size_t es = sim_dtype_size(c->type);
+
         if (c->algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC &&
             (d->built_batch != xDesc->B || d->built_dev != h->dev))
                 return err(CUDNN_STATUS_BAD_PARAM,
@@ -1063,6 +1058,62 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
         if (sim_sticky() != cudaSuccess)
                 return err(CUDNN_STATUS_EXECUTION_FAILED_CUDART, "%s: %s", fn,
                            cudaGetErrorString(sim_sticky()));
+        return CUDNN_STATUS_SUCCESS;
+}
+
+/*
+ * Every buffer must be memory this device reaches, whole: anything else is an
+ * illegal address when the pass runs (a sticky fault).
+ */
+static bool fwd_reachable(int dev, const struct rnn_fwd *f, cudnnRNNDataDescriptor_t xDesc,
+                          cudnnRNNDataDescriptor_t yDesc)
+{
+        const struct rnn_cfg *c = &f->c;
+        size_t es = sim_dtype_size(c->type);
+        size_t ld = (size_t)c->layers * (size_t)(c->dir == CUDNN_BIDIRECTIONAL ? 2 : 1);
+        size_t B = (size_t)f->B, hb = ld * B * (size_t)c->proj * es,
+               cb = ld * B * (size_t)c->hid * es;
+
+        return sim_reachable(dev, f->x, data_bytes(xDesc, c->in, es)) &&
+               sim_reachable(dev, f->y, data_bytes(yDesc, f->out_v, es)) &&
+               sim_reachable(dev, f->wspace, f->w.size) &&
+               sim_reachable(dev, f->work, f->work_size) &&
+               (f->hx == NULL || sim_reachable(dev, f->hx, hb)) &&
+               (f->hy == NULL || sim_reachable(dev, f->hy, hb)) &&
+               (f->cx == NULL || sim_reachable(dev, f->cx, cb)) &&
+               (f->cy == NULL || sim_reachable(dev, f->cy, cb)) &&
+               (f->dev_len == NULL || sim_reachable(dev, f->dev_len, B * sizeof(int32_t)));
+}
+
+cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForwardMode_t mode,
+                              const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc,
+                              const void *x, cudnnRNNDataDescriptor_t yDesc, void *y,
+                              cudnnTensorDescriptor_t hDesc, const void *hx, void *hy,
+                              cudnnTensorDescriptor_t cDesc, const void *cx, void *cy, size_t wsize,
+                              const void *wspace, size_t work_sz, void *work, size_t reserve_sz,
+                              void *reserve)
+{
+        const char *fn = "cudnnRNNForward";
+        struct rnn_fwd *f;
+        struct sim_op *op;
+        struct sim_stream *s;
+        cudnnStatus_t st = rnn_ok(h, d, fn);
+        const struct rnn_cfg *c = &d->c;
+        int fate;
+
+        if (st == CUDNN_STATUS_SUCCESS)
+                st = data_ok(xDesc, fn, "xDesc");
+        if (st == CUDNN_STATUS_SUCCESS)
+                st = data_ok(yDesc, fn, "yDesc");
+        if (st == CUDNN_STATUS_SUCCESS)
+                st = fwd_descs_ok(d, mode, xDesc, yDesc, hDesc,
+                                  hx != NULL || hy != NULL || hDesc != NULL, cDesc,
+                                  cx != NULL || cy != NULL || cDesc != NULL);
+        if (st == CUDNN_STATUS_SUCCESS)
+                st = fwd_spaces_ok(h, d, mode, xDesc, x, y, wspace, work_sz, work, reserve_sz,
+                                   reserve);
+        if (st != CUDNN_STATUS_SUCCESS)
+                return st;
         s = sim_stream_of(h->stream, h->dev);
         if (s == NULL)
                 return err(CUDNN_STATUS_BAD_PARAM, "%s: the handle's stream is gone", fn);
@@ -1088,7 +1139,7 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
         f->T = xDesc->T;
         f->B = xDesc->B;
         f->in_v = c->in;
-        f->out_v = out_v;
+        f->out_v = (c->dir == CUDNN_BIDIRECTIONAL ? 2 : 1) * c->proj;
         f->len = malloc(sizeof(int) * (size_t)xDesc->B);
         if (f->len != NULL)
                 memcpy(f->len, xDesc->len, sizeof(int) * (size_t)xDesc->B);
@@ -1104,29 +1155,10 @@ cudnnStatus_t cudnnRNNForward(cudnnHandle_t h, cudnnRNNDescriptor_t d, cudnnForw
         f->wspace = wspace;
         f->work = work;
         f->work_size = work_size(c, xDesc->T, xDesc->B);
-        (void)reserve;
-        /*
-         * Every buffer must be memory this device reaches, whole: anything
-         * else is an illegal address when the pass runs (a sticky fault).
-         */
-        {
-                const size_t ld = (size_t)c->layers * (size_t)dirs, B = (size_t)xDesc->B;
-                bool reach = sim_reachable(h->dev, x, data_bytes(xDesc, c->in, es)) &&
-                             sim_reachable(h->dev, y, data_bytes(yDesc, out_v, es)) &&
-                             sim_reachable(h->dev, wspace, f->w.size) &&
-                             sim_reachable(h->dev, work, f->work_size) &&
-                             (hx == NULL || sim_reachable(h->dev, hx, ld * B * c->proj * es)) &&
-                             (hy == NULL || sim_reachable(h->dev, hy, ld * B * c->proj * es)) &&
-                             (f->cx == NULL || sim_reachable(h->dev, cx, ld * B * c->hid * es)) &&
-                             (f->cy == NULL || sim_reachable(h->dev, cy, ld * B * c->hid * es)) &&
-                             (devSeqLengths == NULL ||
-                              sim_reachable(h->dev, devSeqLengths, B * sizeof(int32_t)));
-
-                if (!reach) {
-                        op->fault = true;
-                        op->fault_why = "a buffer is not memory of this device (or runs past its "
-                                        "allocation)";
-                }
+        if (!fwd_reachable(h->dev, f, xDesc, yDesc)) {
+                op->fault = true;
+                op->fault_why = "a buffer is not memory of this device (or runs past its "
+                                "allocation)";
         }
         fate = sim_launch_fate();
         if (fate == 1 || f->len == NULL) {

@@ -38,7 +38,7 @@ static void run_case(const char *name, rnnd_precision_t prec)
         rnnd_error_t err = {0};
         const bool half = prec == RNND_PREC_FP16;
         void *plan = NULL;
-        char how[160];
+        char how[sizeof(desc.algo) + 64];
         double e_batch, e_one;
 
         golden_load(&g, name, prec);

@@ -104,6 +104,7 @@ def test_routes(d):
           "config instances carry the resolved backend", inst)
     if inst.get("backend") == "cpu":
         check(inst.get("why_not_cudnn", "") != "", "a CPU instance says why not cuDNN", inst)
+        check(inst.get("threading") == "one thread", "a CPU instance of one thread says so", inst)
     check("sequence_batching" not in cfg, "config has no sequence_batching until it is implemented", cfg)
     st, h, cfg1 = d.json("GET", "/v2/models/%s/versions/1/config" % MODEL)
     check(st == 200 and cfg1 == cfg, "versioned config equals the latest's", (st, cfg1))

@@ -21,12 +21,15 @@ Starts $RNND_BIN (HTTP and gRPC on free loopback ports) and drives its gRPC fron
   docs/HTTP.md says what running the real package once showed): Predict with float_val and
   with tensor_content against the goldens, GetModelMetadata's signature_def, GetModelStatus;
 - grpc-timeout: a deadline shorter than the queue's wait ends the call DEADLINE_EXCEEDED and the
-  daemon keeps serving.
+  daemon keeps serving;
+- metrics and the drain: gRPC calls in rnnd_requests_total; SIGTERM answers the call in
+  flight, turns health Watch NOT_SERVING, refuses new calls, exits 0.
 
 Exits 77 (meson SKIP) without the venv tests/run.sh makes (tritonclient[grpc], grpcio-tools,
 grpcio-health-checking).  Environment: RNND_BIN, RNND_SRC.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -401,40 +404,121 @@ def test_tfs(d, goldens):
 
 # ---------------------------------------------------------------- deadlines
 
-def test_deadline():
-    """A deadline shorter than the queue's wait: DEADLINE_EXCEEDED at it, and the daemon serves on."""
-    with tempfile.TemporaryDirectory(prefix="rnnd-grpc-dl-") as tmp:
+@contextlib.contextmanager
+def slow_daemon():
+    """rnnd on one model, "slow": a zero LSTM of 1024 units, one sequence a batch (about 1 ms a step)."""
+    with tempfile.TemporaryDirectory(prefix="rnnd-grpc-slow-") as tmp:
         th.zero_lstm(tmp, "slow", 1024, 4096, batching={"max_batch_size": 1})
         d = Daemon(repo=tmp)
         try:
-            url = "127.0.0.1:%d" % d.grpc_port
-            c = gc.InferenceServerClient(url)
-            x = np.zeros((1, 2000, 8), np.float32)
-            i = gc.InferInput("input", list(x.shape), "FP32")
-            i.set_data_from_numpy(x)
-            slow = [c.async_infer("slow", [i], callback=lambda r, e: None) for _ in range(3)]
-            t0 = time.time()
-            try:
-                c.infer("slow", [i], client_timeout=0.3)
-                check(False, "a call past its deadline fails")
-            except InferenceServerException as e:
-                check("DEADLINE_EXCEEDED" in e.status(), "a call past its deadline is DEADLINE_EXCEEDED", e.status())
-            check(time.time() - t0 < 2.0, "answered at the deadline, not when the queue reached it",
-                  time.time() - t0)
-            time.sleep(0.5)
-            st = c.get_inference_statistics("slow", as_json=True)["model_stats"][0]["inference_stats"]
-            check(c.is_server_ready(), "the daemon serves after the deadline")
-            del slow
-            c.close()
-            log = d.stderr()
-            check("runtime error" not in log and "AddressSanitizer" not in log, "no sanitizer report", log[-2000:])
-            del st
+            yield d
         finally:
             d.close()
 
 
+def zeros_input(steps):
+    x = np.zeros((1, steps, 8), np.float32)
+    i = gc.InferInput("input", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    return i
+
+
+def test_deadline():
+    """A deadline shorter than the queue's wait: DEADLINE_EXCEEDED at it, and the daemon serves on."""
+    with slow_daemon() as d:
+        url = "127.0.0.1:%d" % d.grpc_port
+        c = gc.InferenceServerClient(url)
+        i = zeros_input(2000)
+        slow = [c.async_infer("slow", [i], callback=lambda result, error: None) for _ in range(3)]
+        t0 = time.time()
+        try:
+            c.infer("slow", [i], client_timeout=0.3)
+            check(False, "a call past its deadline fails")
+        except InferenceServerException as e:
+            check("DEADLINE_EXCEEDED" in e.status(), "a call past its deadline is DEADLINE_EXCEEDED", e.status())
+        check(time.time() - t0 < 2.0, "answered at the deadline, not when the queue reached it",
+              time.time() - t0)
+        time.sleep(0.5)
+        check(c.is_server_ready(), "the daemon serves after the deadline")
+        del slow
+        c.close()
+        log = d.stderr()
+        check("runtime error" not in log and "AddressSanitizer" not in log, "no sanitizer report", log[-2000:])
+
+
+# ---------------------------------------------------------------- metrics and the drain
+
+def requests_total(d, model, code):
+    """rnnd_requests_total of a model (any version; "" for requests naming none) and an HTTP
+    status (docs/OPERATIONS.md)."""
+    text = d.request("GET", "/metrics")[2].decode()
+    pat = r'^rnnd_requests_total\{model="%s",version="[^"]*",code="%d"\} (\d+)$' % (model, code)
+    return sum(int(n) for n in re.findall(pat, text, re.M))
+
+
+def test_metrics_and_drain():
+    """gRPC calls count in rnnd_requests_total under the HTTP status theirs stands for; SIGTERM
+    with a call in flight and a health Watch open: the call is answered, Watch says
+    NOT_SERVING, a new call is refused, and the daemon exits 0 (docs/DESIGN.md §11, "Drain")."""
+    with slow_daemon() as d:
+        url = "127.0.0.1:%d" % d.grpc_port
+        c = gc.InferenceServerClient(url)
+        i = zeros_input(2)
+        ok0, nf0 = requests_total(d, "slow", 200), requests_total(d, "", 404)
+        for _ in range(3):
+            c.infer("slow", [i])
+        try:
+            c.infer("nope", [i])
+        except InferenceServerException:
+            pass
+        ok, nf = requests_total(d, "slow", 200) - ok0, requests_total(d, "", 404) - nf0
+        check(ok == 3, "3 gRPC calls OK: rnnd_requests_total of slow, code 200, += 3", ok)
+        check(nf == 1, "a call to no such model, NOT_FOUND: code 404 += 1", nf)
+
+        ch = grpc.insecure_channel(url)
+        watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        S = health_pb2.HealthCheckResponse
+        check(next(watch).status == S.SERVING, "health Watch: SERVING before the drain")
+        bi = zeros_input(1500)
+        done = []
+        # Kept: grpc cancels a call whose future is collected.
+        ctx = c.async_infer("slow", [bi], callback=lambda result, error: done.append((result, error)),
+                            client_timeout=30)
+        time.sleep(0.3)  # the call is in flight
+        check(not done, "the long call is in flight at SIGTERM", done)
+        d.proc.send_signal(15)
+        t0 = time.time()
+        time.sleep(0.1)
+        try:  # on a new connection, while the long call runs
+            gc.InferenceServerClient(url).infer("slow", [i], client_timeout=5)
+            check(False, "a call during the drain is refused")
+        except InferenceServerException as e:
+            check("UNAVAILABLE" in e.status(), "a call during the drain: UNAVAILABLE", e.status())
+        check(not done, "the long call is still running then", done)
+        statuses = []
+        try:
+            for m in watch:
+                statuses.append(m.status)
+        except grpc.RpcError as e:
+            statuses.append(e.code())
+        check(S.NOT_SERVING in statuses, "health Watch: NOT_SERVING at the drain", statuses)
+        try:
+            rc = d.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0 and time.time() - t0 < 10, "SIGTERM exits 0 once the call is answered, not at the "
+              "drain's 30 s", (rc, time.time() - t0))
+        for _ in range(50):
+            if not done:
+                time.sleep(0.1)
+        check(len(done) == 1 and done[0][1] is None and done[0][0].as_numpy("h_n") is not None,
+              "the call in flight at SIGTERM is answered", done)
+        del ctx
+        ch.close()
+        c.close()
+
+
 def main():
-    t0 = time.time()
     names = sorted(e for e in os.listdir(GOLDEN) if os.path.isfile(os.path.join(GOLDEN, e, "io.safetensors")))
     goldens = {n: Golden(n) for n in names}
     d = Daemon()
@@ -458,6 +542,7 @@ def main():
         d.close()
     run_test(test_stream_sequences)
     run_test(test_deadline)
+    run_test(test_metrics_and_drain)
     return th.summary("test_grpc")
 
 

@@ -14,7 +14,8 @@
  * into the connection's write buffer), then the trailers (grpc-status,
  * grpc-message).  nghttp2_session_send() must not run inside nghttp2's own
  * callbacks, so sends made there only mark the connection, which is flushed
- * when mem_recv() returns.
+ * when mem_recv() returns; the answers posted from the workers (below) are
+ * written likewise, each connection once after the last of a wake's posts.
  *
  * Flow control: windows are not updated automatically.  The connection's
  * is credited as bytes arrive; a stream's only when the message they belong
@@ -81,6 +82,8 @@ struct rnnd_grpc_conn {
         uint8_t *wdata;               /* the buffer uv_write is writing; owned */
         uv_write_t wreq;
         bool writing, busy, dirty, closing;
+        bool pending;                     /* on g->pending (run_posts() writes it) */
+        struct rnnd_grpc_conn *pend_next; /* there */
         uint64_t last_read_ms, last_sent_ms;
         unsigned ctrl_frames;   /* PING and SETTINGS since ctrl_since_ms without DATA */
         uint64_t ctrl_since_ms; /* uv_now */
@@ -249,14 +252,19 @@ void rnnd_grpc_call_log_model(struct rnnd_grpc_call *c, const char *model, uint6
 
 /* Answers. */
 
-/* Sends now, or once nghttp2's callbacks have returned. */
+/* Sends now, or once nghttp2's callbacks or run_posts() have returned. */
 static void conn_touch(struct rnnd_grpc_conn *conn)
 {
         if (conn == NULL)
                 return;
         conn->dirty = true;
-        if (!conn->busy)
+        if (conn->g->deferring && !conn->pending) {
+                conn->pending = true;
+                conn->pend_next = conn->g->pending;
+                conn->g->pending = conn;
+        } else if (!conn->busy && !conn->g->deferring) {
                 conn_flush(conn);
+        }
 }
 
 /* Bytes of filled slots at the head, not yet sent. */
@@ -467,21 +475,38 @@ void rnnd_grpc_call_post(struct rnnd_grpc_call *c, struct rnnd_grpc_post *p,
         rnnd_grpc_call_unref(c);
 }
 
+/*
+ * Runs the posted functions (answers from the workers, a batch's often
+ * together), then writes each connection they touched once: one write for
+ * the answers of a batch on one connection, not one each.
+ */
 static void run_posts(struct rnnd_grpc *g)
 {
         struct rnnd_grpc_post *p, *next;
+        struct rnnd_grpc_conn *conn, *cnext;
 
         pthread_mutex_lock(&g->mu);
         p = g->posts;
         g->posts = NULL;
         g->posts_tail = &g->posts;
         pthread_mutex_unlock(&g->mu);
+        if (p == NULL)
+                return;
+        g->deferring = true;
         for (; p != NULL; p = next) {
                 struct rnnd_grpc_call *c = p->call;
 
                 next = p->next; /* p may go with fn */
                 p->fn(c, p->arg);
                 rnnd_grpc_call_unref(c);
+        }
+        g->deferring = false;
+        /* A connection closed meanwhile is freed only by uv_close's callback, later. */
+        for (conn = g->pending, g->pending = NULL; conn != NULL; conn = cnext) {
+                cnext = conn->pend_next;
+                conn->pending = false;
+                if (!conn->closing && conn->dirty && !conn->busy)
+                        conn_flush(conn);
         }
 }
 

@@ -98,6 +98,8 @@ struct rnnd_grpc {
         size_t n_conns;                           /* loop thread only */
         uint32_t id_seed;                         /* random prefix of call ids; immutable */
         uint64_t id_counter;                      /* loop thread only */
+        bool deferring;                           /* in run_posts(); loop thread only */
+        struct rnnd_grpc_conn *pending;           /* the conns it touched; loop thread only */
         atomic_bool stopping;                     /* atomic: set by rnnd_grpc_quiesce() */
         atomic_uint inflight;                     /* atomic: calls not yet over */
         bool started;                             /* loop thread only */

@@ -16,7 +16,6 @@ unary call without a message.
 Exits 77 (SKIP) without the venv.  Environment: RNND_BIN, RNND_SRC.
 """
 
-import os
 import socket
 import struct
 import sys
@@ -48,7 +47,7 @@ TIMEOUT_S = 2  # the daemon's connection_timeout here
 
 def infer_message(model=th.MODEL, steps=3, outputs=()):
     rq = pb.ModelInferRequest(model_name=model)
-    t = rq.inputs.add(name="input", datatype="FP32", shape=[1, steps, 5])
+    rq.inputs.add(name="input", datatype="FP32", shape=[1, steps, 5])
     for name in outputs:
         rq.outputs.add(name=name)
     rq.raw_input_contents.append(np.zeros((1, steps, 5), np.float32).tobytes())

@@ -21,7 +21,8 @@
 
 #include "alloc.h"
 #include "clock.h"
-#include "grpcsvc-int.h"
+#include "grpccall.h"
+#include "grpcinfer.h"
 #include "inference.h"
 #include "infer-grpc.h"
 #include "log.h"
@@ -225,7 +226,7 @@ static void begin(struct ginfer *gi, const char *name, const char *version, pars
 /* A new inference of c; stream: its answer takes its place now.  NULL after failing c. */
 static struct ginfer *ginfer_new(struct rnnd_grpc_call *c, enum api api, bool stream)
 {
-        struct rnnd__grpcsvc_call *st = rnnd__grpcsvc_state(c);
+        struct rnnd_grpccall *st = rnnd_grpccall_state(c);
         struct ginfer *gi;
 
         if (st == NULL)
@@ -251,7 +252,7 @@ static void *unpack(struct ginfer *gi, const ProtobufCMessageDescriptor *d, cons
 {
         rnnd_error_t err = {0};
         void *m;
-        int r = rnnd__grpcsvc_unpack(&gi->arena, d, msg, len, &m, &err);
+        int r = rnnd_grpccall_unpack(&gi->arena, d, msg, len, &m, &err);
 
         if (r == 0)
                 return m;
@@ -283,17 +284,17 @@ static void kserve(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len, boo
         begin(gi, m->model_name, m->model_version, parse_kserve, m);
 }
 
-void rnnd__grpcinfer_model_infer(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+void rnnd_grpcinfer_model_infer(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         kserve(c, msg, len, false);
 }
 
-void rnnd__grpcinfer_stream_infer(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+void rnnd_grpcinfer_stream_infer(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         kserve(c, msg, len, true);
 }
 
-void rnnd__grpcinfer_predict(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+void rnnd_grpcinfer_predict(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         struct ginfer *gi = ginfer_new(c, API_TFS, false);
         Tensorflow__Serving__PredictRequest *m;

@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "grpcsvc-int.h"
+#include "grpccall.h"
+#include "grpcinfer.h"
 #include "grpcsvc.h"
 #include "health.pb-c.h"
 #include "kserve.pb-c.h"
@@ -30,55 +31,15 @@
 #include "tfsmeta.h"
 #include "v2meta.h"
 
-/* Calls' state, messages and answers. */
+/* Messages and answers. */
 
-static void state_free(void *data)
-{
-        struct rnnd__grpcsvc_call *st = data;
-
-        rnnd_models_unpin(st->model);
-        rnnd_free(st);
-}
-
-struct rnnd__grpcsvc_call *rnnd__grpcsvc_state(struct rnnd_grpc_call *c)
-{
-        struct rnnd__grpcsvc_call *st = rnnd_grpc_call_data(c);
-
-        if (st != NULL)
-                return st;
-        st = rnnd_calloc(1, sizeof(*st));
-        if (st == NULL) {
-                rnnd_grpc_finish(c, RNND_GRPC_INTERNAL, "out of memory");
-                return NULL;
-        }
-        st->watched = -1;
-        rnnd_grpc_call_set_data(c, st, state_free);
-        return st;
-}
-
-int rnnd__grpcsvc_unpack(struct rnnd_pbarena *a, const ProtobufCMessageDescriptor *d,
-                         const uint8_t *msg, size_t len, void **ret, rnnd_error_t *reterr)
-{
-        rnnd_pbarena_init(a, len <= SIZE_MAX / 8 - (1u << 20) ? 8 * len + (1u << 20) : SIZE_MAX);
-        *ret = rnnd_pbarena_unpack(a, d, msg, len);
-        if (*ret != NULL)
-                return 0;
-        if (a->failed)
-                return rnnd_error_set(reterr, RNND_ETOOBIG,
-                                      "the %s message of %zu bytes unpacks to more than 8 times "
-                                      "its size",
-                                      d->name, len);
-        return rnnd_error_set(reterr, RNND_EINVAL, "the request is not a %s message (protobuf)",
-                              d->name);
-}
-
-/* rnnd__grpcsvc_unpack(), or the call failed with its error and NULL. */
+/* rnnd_grpccall_unpack(), or the call failed with its error and NULL. */
 static void *unpack_or_fail(struct rnnd_grpc_call *c, struct rnnd_pbarena *a,
                             const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len)
 {
         rnnd_error_t err = {0};
         void *m;
-        int r = rnnd__grpcsvc_unpack(a, d, msg, len, &m, &err);
+        int r = rnnd_grpccall_unpack(a, d, msg, len, &m, &err);
 
         if (r == 0)
                 return m;
@@ -87,7 +48,8 @@ static void *unpack_or_fail(struct rnnd_grpc_call *c, struct rnnd_pbarena *a,
         return NULL;
 }
 
-unsigned rnnd__grpcsvc_http_status(int grpc_status)
+/* The HTTP status a gRPC status stands for, in rnnd_requests_total (docs/HTTP.md). */
+static unsigned http_status(int grpc_status)
 {
         switch (grpc_status) {
         case RNND_GRPC_OK:
@@ -154,7 +116,7 @@ static void answer_json(struct rnnd_grpc_call *c, struct rnnd_strbuf *b,
  */
 static bool pin(struct rnnd_grpc_call *c, const char *name, const char *version)
 {
-        struct rnnd__grpcsvc_call *st = rnnd__grpcsvc_state(c);
+        struct rnnd_grpccall *st = rnnd_grpccall_state(c);
         rnnd_error_t err = {0};
         int r;
 
@@ -177,7 +139,7 @@ static bool pin(struct rnnd_grpc_call *c, const char *name, const char *version)
 /* pin(), and the version must serve; false after failing the call. */
 static bool pin_loaded(struct rnnd_grpc_call *c, const char *name, const char *version)
 {
-        struct rnnd__grpcsvc_call *st;
+        struct rnnd_grpccall *st;
         rnnd_error_t err = {0};
         int r;
 
@@ -218,7 +180,7 @@ static void m_model_ready(struct rnnd_grpc_call *c, const uint8_t *msg, size_t l
 {
         Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
         Inference__ModelReadyRequest *q;
-        struct rnnd__grpcsvc_call *st = rnnd__grpcsvc_state(c);
+        struct rnnd_grpccall *st = rnnd_grpccall_state(c);
         struct rnnd_pbarena a;
 
         if (st == NULL ||
@@ -253,7 +215,7 @@ static void describe(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len,
 {
         Inference__ModelMetadataRequest *q; /* ModelConfigRequest has the same fields */
         bool config = d == &inference__model_config_response__descriptor, ok;
-        struct rnnd__grpcsvc_call *st;
+        struct rnnd_grpccall *st;
         struct rnnd_pbarena a;
         struct rnnd_strbuf b;
 
@@ -290,7 +252,7 @@ static void m_model_statistics(struct rnnd_grpc_call *c, const uint8_t *msg, siz
 {
         struct rnnd_server *srv = rnnd_grpc_call_server(c);
         Inference__ModelStatisticsRequest *q;
-        struct rnnd__grpcsvc_call *st;
+        struct rnnd_grpccall *st;
         struct rnnd_pbarena a;
         struct rnnd_strbuf b;
         bool all, given, ok;
@@ -377,7 +339,7 @@ static void load_done(void *cls, unsigned status, const char *msg)
 /* The reload's reference on the call, once the load is past its checks. */
 static void hold_call(void *cls)
 {
-        struct rnnd__grpcsvc_call *st = rnnd_grpc_call_data(cls);
+        struct rnnd_grpccall *st = rnnd_grpc_call_data(cls);
 
         st->held = true;
         rnnd_grpc_call_ref(cls);
@@ -411,7 +373,7 @@ static void load_or_unload(struct rnnd_grpc_call *c, const uint8_t *msg, size_t 
         rnnd_error_t err = {0};
         int r;
 
-        if (!authorized(c) || rnnd__grpcsvc_state(c) == NULL)
+        if (!authorized(c) || rnnd_grpccall_state(c) == NULL)
                 return;
         q = UNPACK(c, &a, Inference__RepositoryModelLoadRequest,
                    inference__repository_model_load_request__descriptor, msg, len);
@@ -426,7 +388,7 @@ static void load_or_unload(struct rnnd_grpc_call *c, const uint8_t *msg, size_t 
                                         hold_call, &err);
         rnnd_pbarena_done(&a);
         if (r < 0) {
-                struct rnnd__grpcsvc_call *st = rnnd_grpc_call_data(c);
+                struct rnnd_grpccall *st = rnnd_grpc_call_data(c);
 
                 rnnd_grpc_fail(c, r, &err);
                 if (st->held) /* refused after its checks: nobody calls load_done */
@@ -486,7 +448,7 @@ static bool pin_spec(struct rnnd_grpc_call *c, const Tensorflow__Serving__ModelS
 static void m_get_model_status(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         Tensorflow__Serving__GetModelStatusRequest *q;
-        struct rnnd__grpcsvc_call *st;
+        struct rnnd_grpccall *st;
         struct rnnd_pbarena a;
         rnnd_error_t err = {0};
         struct rnnd_strbuf b;
@@ -531,7 +493,7 @@ static bool metadata_fields(struct rnnd_grpc_call *c,
  * SignatureDefMap packed into the google.protobuf.Any of metadata
  * ["signature_def"], as TF Serving answers.
  */
-static void answer_metadata(struct rnnd_grpc_call *c, struct rnnd__grpcsvc_call *st,
+static void answer_metadata(struct rnnd_grpc_call *c, struct rnnd_grpccall *st,
                             struct rnnd_pbarena *a, struct rnnd_strbuf *b)
 {
         static const char *const path[] = {"metadata", "signature_def", NULL};
@@ -573,7 +535,7 @@ static void answer_metadata(struct rnnd_grpc_call *c, struct rnnd__grpcsvc_call 
 static void m_get_model_metadata(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         Tensorflow__Serving__GetModelMetadataRequest *q;
-        struct rnnd__grpcsvc_call *st;
+        struct rnnd_grpccall *st;
         struct rnnd_pbarena a;
         struct rnnd_strbuf b;
         bool ok, given;
@@ -666,12 +628,12 @@ static void m_health_check(struct rnnd_grpc_call *c, const uint8_t *msg, size_t 
  * stops they get NOT_SERVING and end UNAVAILABLE, so that the drain does
  * not wait on them.
  */
-static struct rnnd__grpcsvc_call *watches;
+static struct rnnd_grpccall *watches;
 
 static void m_health_watch(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         Grpc__Health__V1__HealthCheckRequest *q;
-        struct rnnd__grpcsvc_call *st = rnnd__grpcsvc_state(c);
+        struct rnnd_grpccall *st = rnnd_grpccall_state(c);
         struct rnnd_pbarena a;
 
         if (st == NULL ||
@@ -690,7 +652,7 @@ static void m_health_watch(struct rnnd_grpc_call *c, const uint8_t *msg, size_t 
 
 static void health_tick(struct rnnd_server *srv)
 {
-        struct rnnd__grpcsvc_call **pp = &watches, *st;
+        struct rnnd_grpccall **pp = &watches, *st;
         bool stopping = rnnd_grpc_listening(rnnd_server_grpc(srv)) == false;
 
         while ((st = *pp) != NULL) {
@@ -725,12 +687,12 @@ const struct rnnd_grpc_method rnnd_grpcsvc_methods[] = {
         {KSERVE("ModelMetadata"), 0, m_model_metadata, NULL},
         {KSERVE("ModelConfig"), 0, m_model_config, NULL},
         {KSERVE("ModelStatistics"), 0, m_model_statistics, NULL},
-        {KSERVE("ModelInfer"), 0, rnnd__grpcinfer_model_infer, NULL},
-        {KSERVE("ModelStreamInfer"), STREAM, rnnd__grpcinfer_stream_infer, NULL},
+        {KSERVE("ModelInfer"), 0, rnnd_grpcinfer_model_infer, NULL},
+        {KSERVE("ModelStreamInfer"), STREAM, rnnd_grpcinfer_stream_infer, NULL},
         {KSERVE("RepositoryIndex"), 0, m_repository_index, NULL},
         {KSERVE("RepositoryModelLoad"), 0, m_repository_load, NULL},
         {KSERVE("RepositoryModelUnload"), 0, m_repository_unload, NULL},
-        {"/tensorflow.serving.PredictionService/Predict", 0, rnnd__grpcinfer_predict, NULL},
+        {"/tensorflow.serving.PredictionService/Predict", 0, rnnd_grpcinfer_predict, NULL},
         {"/tensorflow.serving.PredictionService/GetModelMetadata", 0, m_get_model_metadata, NULL},
         {"/tensorflow.serving.ModelService/GetModelStatus", 0, m_get_model_status, NULL},
         {"/grpc.health.v1.Health/Check", QUIET, m_health_check, NULL},
@@ -759,14 +721,14 @@ static const struct rnnd_grpc_method *find(const char *path)
  */
 static int done(struct rnnd_grpc_call *c, int status)
 {
-        struct rnnd__grpcsvc_call *st = rnnd_grpc_call_data(c);
+        struct rnnd_grpccall *st = rnnd_grpc_call_data(c);
         const struct rnnd_grpc_method *m = rnnd_grpc_call_method(c);
         struct rnnd_models *t = rnnd_server_models(rnnd_grpc_call_server(c));
 
         if (st == NULL || !st->counted)
                 rnnd_models_count(t, st != NULL ? st->model : NULL,
                                   st != NULL && st->model != NULL ? st->version : NULL,
-                                  rnnd__grpcsvc_http_status(status));
+                                  http_status(status));
         if (st != NULL)
                 st->model = rnnd_models_unpin(st->model);
         return m != NULL && (m->flags & RNND_GRPC_QUIET) ? RNND_LOG_DEBUG : RNND_LOG_INFO;

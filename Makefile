@@ -9,6 +9,7 @@
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 #   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
 #   make bench-server  rnnd against MLServer on the same model (tests/bench/server_bench.py)
+#   make bench-grpc  gRPC against HTTP under perf_analyzer (tests/bench/grpc_bench.py)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
 #   make fuzz-cover  line and branch coverage of make fuzz's corpus
 #   make gpu-prep  build-gpu, .gpu-debs and .gpu-wheels for a GPU check on a
@@ -34,7 +35,7 @@ FUZZ_PKGS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json bench-server fuzz fuzz-cover soak gpu-prep clean format
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json bench-server bench-grpc fuzz fuzz-cover soak gpu-prep clean format
 
 all: build
 
@@ -90,6 +91,9 @@ bench-json: build
 
 bench-server: build
 	@RNND_BENCH=server sh tests/bench/run.sh $(BUILD)
+
+bench-grpc: build
+	@RNND_BENCH=grpc sh tests/bench/run.sh $(BUILD)
 
 fuzz: deps deps-fuzz
 	@sh tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(FUZZ_SECONDS)

@@ -9,6 +9,7 @@
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 #   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
 #   make bench-server  rnnd against MLServer on the same model (tests/bench/server_bench.py)
+#   make bench-grpc  gRPC against HTTP under perf_analyzer (tests/bench/grpc_bench.py)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
 #   make fuzz-cover  line and branch coverage of make fuzz's corpus
 #   make gpu-prep  build-gpu, .gpu-debs and .gpu-wheels for a GPU check on a
@@ -25,6 +26,7 @@ MESON_ARGS ?=
 DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
+           libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
            nginx-light debootstrap
 
 # make fuzz also needs clang and its libFuzzer runtime (make test's fuzz
@@ -33,7 +35,7 @@ FUZZ_PKGS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json bench-server fuzz fuzz-cover soak gpu-prep clean format
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json bench-server bench-grpc fuzz fuzz-cover soak gpu-prep clean format
 
 all: build
 
@@ -89,6 +91,9 @@ bench-json: build
 
 bench-server: build
 	@RNND_BENCH=server sh tests/bench/run.sh $(BUILD)
+
+bench-grpc: build
+	@RNND_BENCH=grpc sh tests/bench/run.sh $(BUILD)
 
 fuzz: deps deps-fuzz
 	@sh tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(FUZZ_SECONDS)

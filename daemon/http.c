@@ -234,7 +234,7 @@ int rnnd_http_fail_err(struct rnnd_http_request *r, int code, const rnnd_error_t
 {
         respond_message(r, (unsigned)rnnd_error_http_status(code),
                         err != NULL && err->msg[0] != '\0' ? err->msg : rnnd_strerror(code));
-        return 0;
+        return rnnd_error_http_status(code);
 }
 
 /* Hands the prepared response to MHD.  MHD thread, inside the handler. */
@@ -818,13 +818,18 @@ void rnnd_http_init(struct rnnd_http *h, struct rnnd_server *app,
         h->app = app;
         h->opts = opts;
         h->listen_fd = -1;
+        h->second_fd = -1;
         if (getrandom(&h->id_seed, sizeof(h->id_seed), GRND_NONBLOCK) !=
             (ssize_t)sizeof(h->id_seed))
                 h->id_seed = (uint32_t)getpid() ^ (uint32_t)time(NULL);
 }
 
-/* The socket systemd passed (socket activation), -1 for none, or a negative RNND_E*. */
-static int activated_socket(rnnd_error_t *reterr)
+/*
+ * The socket systemd passed (socket activation), -1 for none, or a negative
+ * RNND_E*.  A second one, in the order of rnnd.socket's ListenStream lines,
+ * is the gRPC front end's (h->second_fd).
+ */
+static int activated_socket(struct rnnd_http *h, rnnd_error_t *reterr)
 {
         int n = sd_listen_fds(1);
 
@@ -832,13 +837,19 @@ static int activated_socket(rnnd_error_t *reterr)
                 return rnnd_error_set(reterr, RNND_EIO, "sd_listen_fds: %s", strerror(-n));
         if (n == 0)
                 return -1;
-        if (n > 1)
+        if (n > 2)
                 return rnnd_error_set(reterr, RNND_EINVAL,
-                                      "systemd passed %d sockets; rnnd listens on one", n);
-        if (sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
-                return rnnd_error_set(reterr, RNND_EINVAL,
-                                      "the socket systemd passed is not a listening stream "
-                                      "socket");
+                                      "systemd passed %d sockets; rnnd listens on two at most "
+                                      "(HTTP, then gRPC)",
+                                      n);
+        for (int i = 0; i < n; i++)
+                if (sd_is_socket(SD_LISTEN_FDS_START + i, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "socket %d systemd passed is not a listening "
+                                              "stream socket",
+                                              i + 1);
+        if (n == 2)
+                h->second_fd = SD_LISTEN_FDS_START + 1;
         return SD_LISTEN_FDS_START;
 }
 
@@ -860,7 +871,7 @@ static void name_listener(struct rnnd_http *h, int fd, const char *host)
 static int open_listener(struct rnnd_http *h, char *host, size_t cap, rnnd_error_t *reterr)
 {
         unsigned port = 0;
-        int fd = activated_socket(reterr), r;
+        int fd = activated_socket(h, reterr), r;
 
         if (fd < -1)
                 return fd;

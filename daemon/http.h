@@ -68,6 +68,7 @@ struct rnnd_http {
         atomic_uint_fast64_t id_counter;          /* atomic */
         struct MHD_Daemon *mhd;         /* set by start, cleared by stop; loop thread only */
         int listen_fd;                  /* the listening socket, or -1; loop thread only */
+        int second_fd;                  /* a second socket systemd passed (gRPC's), or -1 */
         struct rnnd_listener *listener; /* it and its accept thread (http-listen.c) */
         char listen_name[300];          /* "127.0.0.1:8000" as bound; immutable after start */
         atomic_bool stopping;           /* atomic: set by rnnd_http_quiesce() */

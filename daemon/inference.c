@@ -27,31 +27,33 @@
 #include "log.h"
 #include "infer.h"
 
-struct infer_ctx {
+struct rnnd_inference {
         struct rnnd_infer_request req;
         struct rnnd_infer_bound bound;
         struct rnnd_infer_outputs outs;
         struct rnnd_seq *seqs; /* [B] */
         rnnd_job_t job;
-        struct rnnd_http_request *http; /* a reference while the job is queued */
-        struct rnnd_served_version *sv; /* borrowed from the server */
-        enum rnnd_server_protocol proto;
-        uint64_t t_start_ns; /* handle() began */
-        uint64_t input_ns;   /* parse, bind and allocate took */
+        struct rnnd_server *srv;                  /* borrowed */
+        struct rnnd_served_version *sv;           /* borrowed from the server */
+        const struct rnnd_inference_owner *owner; /* the front end's; set by start */
+        void *owner_cls;                          /* handed to owner's functions */
+        struct rnnd_http_request *http;           /* HTTP's: a reference while queued */
+        enum rnnd_server_protocol proto;          /* HTTP's: which API to answer in */
+        uint64_t t_start_ns;                      /* the request began */
+        uint64_t input_ns;                        /* parse, bind and allocate took */
         /* A chunk of a stateful sequence (issue 17; docs/DESIGN.md §6). */
-        struct rnnd_stream *stream; /* the live sequence, or NULL; guarded by streams_mu */
-        bool stream_start;          /* sequence_start: the state starts again here */
-        bool stream_end;            /* sequence_end: the state goes after this chunk */
-        size_t lh, lc;              /* floats of h and c in the state */
-        float *state;               /* [2 * (lh + lc)]: h0, c0, then h_n, c_n when not asked */
-        struct infer_ctx *next;     /* queued behind the running chunk; guarded by streams_mu */
+        struct rnnd_stream *stream;  /* the live sequence, or NULL; guarded by streams_mu */
+        bool stream_start;           /* sequence_start: the state starts again here */
+        bool stream_end;             /* sequence_end: the state goes after this chunk */
+        size_t lh, lc;               /* floats of h and c in the state */
+        float *state;                /* [2 * (lh + lc)]: h0, c0, then h_n, c_n when not asked */
+        struct rnnd_inference *next; /* queued behind the running chunk; guarded by streams_mu */
 };
 
 /* Most chunks of one sequence that may wait behind its running chunk. */
 #define STREAM_MAX_WAITING 16
 
-/* Records a finished job in its version's statistics. */
-static void record(struct infer_ctx *c, int status, uint64_t output_ns)
+void rnnd_inference_record(struct rnnd_inference *c, int status, uint64_t output_ns)
 {
         struct rnnd_version_stats *st = &c->sv->stats;
         const rnnd_job_t *j = &c->job;
@@ -76,20 +78,26 @@ static void record(struct infer_ctx *c, int status, uint64_t output_ns)
                               memory_order_relaxed);
 }
 
-static void ctx_free(void *data)
+struct rnnd_inference *rnnd_inference_free(struct rnnd_inference *c)
 {
-        struct infer_ctx *c = data;
-
+        if (c == NULL)
+                return NULL;
         rnnd_infer_outputs_done(&c->outs);
         rnnd_infer_bound_done(&c->bound);
         rnnd_infer_request_done(&c->req);
         rnnd_free(c->seqs);
         rnnd_free(c->state);
         rnnd_free(c);
+        return NULL;
+}
+
+static void ctx_free(void *data)
+{
+        rnnd_inference_free(data);
 }
 
 /* Renders the outputs in the request's protocol; on failure answers 500. */
-static void respond_outputs(struct infer_ctx *c)
+static void respond_outputs(struct rnnd_inference *c)
 {
         const struct rnnd_served_version *sv = c->sv;
         rnnd_error_t err = {0};
@@ -123,16 +131,17 @@ static void respond_outputs(struct infer_ctx *c)
 /* Under the pool's lock, before a batch runs the job's sequences or when the queue is full. */
 static bool job_alive(rnnd_job_t *job)
 {
-        struct infer_ctx *c = job->udata;
+        struct rnnd_inference *c = job->udata;
 
-        return !rnnd_http_request_peer_gone(c->http);
+        return c->owner->alive == NULL || c->owner->alive(c->owner_cls);
 }
 
 /*
  * The request's priority and timeout parameters (the schedule-policy
  * extension): priority 0 is the model's default level, 1 the highest.
  */
-static int schedule(struct infer_ctx *c, const struct rnnd_model_config *cfg, rnnd_error_t *reterr)
+static int schedule(struct rnnd_inference *c, const struct rnnd_model_config *cfg,
+                    rnnd_error_t *reterr)
 {
         const struct rnnd_infer_params *q = &c->req.params;
         uint32_t levels = cfg->batching.priority_levels;
@@ -156,41 +165,26 @@ static int schedule(struct infer_ctx *c, const struct rnnd_model_config *cfg, rn
 /* MHD thread, as the resumed request is handled again: render what the job computed. */
 static void prepare_outputs(struct rnnd_http_request *http)
 {
-        struct infer_ctx *c = rnnd_http_request_data(http);
+        struct rnnd_inference *c = rnnd_http_request_data(http);
         uint64_t t = rnnd_now_ns();
 
         respond_outputs(c);
-        record(c, 0, rnnd_now_ns() - t);
+        rnnd_inference_record(c, 0, rnnd_now_ns() - t);
 }
+
+static void stream_done(struct rnnd_inference *c, int status);
 
 /*
  * Worker thread (or the loop's sweep, or a submit that canceled it): the job
- * ran, or failed.  Rendering waits for the MHD thread, so that the worker
- * goes back to its queue.
+ * ran, or failed; the front end answers.
  */
-static void stream_done(struct infer_ctx *c, int status);
-
 static void job_done(rnnd_job_t *job, int status, const rnnd_error_t *err)
 {
-        struct infer_ctx *c = job->udata;
-        struct rnnd_http_request *http = c->http;
+        struct rnnd_inference *c = job->udata;
 
         if (c->stream != NULL)
-                stream_done(c, status); /* the next chunk of its sequence may run now */
-
-        if (status < 0) {
-                bool expected = status == RNND_EUNAVAIL || status == RNND_ETIMEDOUT ||
-                                status == RNND_ECANCELED;
-
-                rnnd_log_req(expected ? RNND_LOG_INFO : RNND_LOG_ERR, rnnd_http_request_id(http),
-                             "model %s: %s", c->sv->owner->entry->name, err->msg);
-                rnnd_http_fail_err(http, status, err);
-                record(c, status, 0);
-                rnnd_http_resume(http);
-        } else {
-                rnnd_http_resume_to_prepare(http, prepare_outputs);
-        }
-        rnnd_http_request_unref(http); /* may free c */
+                stream_done(c, status);            /* the next chunk of its sequence may run now */
+        c->owner->done(c->owner_cls, status, err); /* may free c */
 }
 
 /*
@@ -219,7 +213,7 @@ static struct rnnd_seq_id stream_id(const struct rnnd_infer_params *q)
  * sequence, h_n/c_n into the outputs asked for or else c->state's second
  * half.  Under streams_mu.
  */
-static void stream_load(struct infer_ctx *c)
+static void stream_load(struct rnnd_inference *c)
 {
         struct rnnd_seq *q = &c->seqs[0];
         float *const *out = c->outs.by_kind;
@@ -235,7 +229,7 @@ static void stream_load(struct infer_ctx *c)
 }
 
 /* Submits c's job; a refusal answers it at once, as a failed job. */
-static void submit(struct infer_ctx *c)
+static void submit(struct rnnd_inference *c)
 {
         rnnd_error_t err = {0};
         int r = rnnd_pool_submit(c->sv->pool, &c->job, &err);
@@ -245,9 +239,9 @@ static void submit(struct infer_ctx *c)
 }
 
 /* Appends c to s's chunks waiting behind the running one.  Under streams_mu. */
-static int stream_wait(struct infer_ctx *c, struct rnnd_stream *s, rnnd_error_t *reterr)
+static int stream_wait(struct rnnd_inference *c, struct rnnd_stream *s, rnnd_error_t *reterr)
 {
-        struct infer_ctx **pp = (struct infer_ctx **)&s->waiting;
+        struct rnnd_inference **pp = (struct rnnd_inference **)&s->waiting;
 
         if (s->n_waiting >= STREAM_MAX_WAITING)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL,
@@ -263,7 +257,7 @@ static int stream_wait(struct infer_ctx *c, struct rnnd_stream *s, rnnd_error_t 
 }
 
 /* A start's state: zeros, or the request's h0/c0.  Under streams_mu. */
-static void stream_initial_state(const struct infer_ctx *c, struct rnnd_stream *s)
+static void stream_initial_state(const struct rnnd_inference *c, struct rnnd_stream *s)
 {
         const struct rnnd_infer_bound *b = &c->bound;
 
@@ -278,7 +272,7 @@ static void stream_initial_state(const struct infer_ctx *c, struct rnnd_stream *
  * sequence and loads the state; *queued when a chunk of it is running (c
  * then waits behind it and is submitted by stream_done()).
  */
-static int stream_begin(struct infer_ctx *c, const struct rnnd_model_config *cfg, bool *queued,
+static int stream_begin(struct rnnd_inference *c, const struct rnnd_model_config *cfg, bool *queued,
                         rnnd_error_t *reterr)
 {
         struct rnnd_served_version *sv = c->sv;
@@ -331,10 +325,10 @@ static int stream_begin(struct infer_ctx *c, const struct rnnd_model_config *cfg
 }
 
 /* Answers every chunk of list (waiting behind one that ended the sequence) 400. */
-static void stream_refuse(struct infer_ctx *list)
+static void stream_refuse(struct rnnd_inference *list)
 {
         while (list != NULL) {
-                struct infer_ctx *c = list;
+                struct rnnd_inference *c = list;
                 rnnd_error_t err = {0};
 
                 list = c->next;
@@ -355,11 +349,11 @@ static void stream_refuse(struct infer_ctx *list)
  * begins the id again, and queued continuations before it are refused 400.
  * Any thread; not under a pool's lock.
  */
-static void stream_done(struct infer_ctx *c, int status)
+static void stream_done(struct rnnd_inference *c, int status)
 {
         struct rnnd_served_version *sv = c->sv;
         struct rnnd_stream *s = c->stream;
-        struct infer_ctx *next = NULL, *refused = NULL, **tail = &refused;
+        struct rnnd_inference *next = NULL, *refused = NULL, **tail = &refused;
         bool ended = status == 0 && c->stream_end;
         uint64_t now = rnnd_now_ns();
 
@@ -407,7 +401,7 @@ static bool parse_header_len(const char *s, size_t *ret)
 }
 
 /* Fills c->seqs from the bound inputs and the allocated outputs. */
-static int make_batch(struct infer_ctx *c, rnnd_error_t *reterr)
+static int make_batch(struct rnnd_inference *c, rnnd_error_t *reterr)
 {
         const struct rnnd_infer_bound *b = &c->bound;
         const struct rnnd_infer_outputs *o = &c->outs;
@@ -437,52 +431,50 @@ static int make_batch(struct infer_ctx *c, rnnd_error_t *reterr)
         return 0;
 }
 
-static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_served_version *sv,
-                        enum rnnd_server_protocol proto, rnnd_error_t *reterr)
+/* The front ends' side: one inference from its request to its answer (inference.h). */
+
+int rnnd_inference_new(struct rnnd_server *srv, struct rnnd_served_version *sv,
+                       struct rnnd_inference **ret)
 {
-        struct rnnd_server *srv = cls;
-        const struct rnnd_model_config *cfg = &sv->owner->entry->cfg;
-        struct rnnd_infer_limits lim;
-        struct infer_ctx *c;
-        const char *body;
-        size_t len, json_len;
+        struct rnnd_inference *c = rnnd_calloc(1, sizeof(*c));
+
+        if (c == NULL)
+                return RNND_ENOMEM;
+        c->srv = srv;
+        c->sv = sv;
+        c->t_start_ns = rnnd_now_ns();
+        *ret = c;
+        return 0;
+}
+
+struct rnnd_infer_request *rnnd_inference_request(struct rnnd_inference *c)
+{
+        return &c->req;
+}
+
+const struct rnnd_infer_outputs *rnnd_inference_outputs(const struct rnnd_inference *c)
+{
+        return &c->outs;
+}
+
+void rnnd_inference_limits(const struct rnnd_server *srv, struct rnnd_infer_limits *ret)
+{
+        rnnd_infer_limits_default(ret);
+        ret->max_elements = srv->opts->max_tensor_elements;
+        ret->max_depth = (unsigned)srv->opts->max_json_depth;
+}
+
+int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_owner *owner,
+                         void *owner_cls, rnnd_error_t *reterr)
+{
+        const struct rnnd_model_config *cfg = &c->sv->owner->entry->cfg;
         bool queued = false;
         int ret;
 
-        body = rnnd_http_request_body(r, &len);
-        if (body == NULL)
-                return rnnd_error_set(reterr, RNND_EINVAL, "the request has no body");
-        rnnd_infer_limits_default(&lim);
-        lim.max_elements = srv->opts->max_tensor_elements;
-        lim.max_depth = (unsigned)srv->opts->max_json_depth;
-
-        c = rnnd_calloc(1, sizeof(*c));
-        if (c == NULL)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
-        c->sv = sv;
-        c->proto = proto;
-        c->t_start_ns = rnnd_now_ns();
-        rnnd_http_request_set_data(r, c, ctx_free);
-
-        if (proto == RNND_SERVER_KSERVE_V2) {
-                const char *h = rnnd_http_request_header(r, "Inference-Header-Content-Length");
-
-                json_len = len;
-                if (h != NULL && !parse_header_len(h, &json_len))
-                        return rnnd_error_set(reterr, RNND_EINVAL,
-                                              "header Inference-Header-Content-Length: not a "
-                                              "number: \"%.32s\"",
-                                              h);
-                ret = rnnd_kserve_parse(body, len, json_len, &lim, &c->req, reterr);
-        } else {
-                ret = rnnd_tfs_parse(body, len, cfg, &lim, &c->req, reterr);
-        }
-        if (ret < 0)
-                return ret;
         ret = rnnd_infer_bind(&c->req, cfg, &c->bound, reterr);
         if (ret < 0)
                 return ret;
-        ret = rnnd_infer_outputs_check(&c->bound, cfg, srv->opts->max_response_bytes, reterr);
+        ret = rnnd_infer_outputs_check(&c->bound, cfg, c->srv->opts->max_response_bytes, reterr);
         if (ret < 0)
                 return ret;
         ret = rnnd_infer_outputs_alloc(&c->bound, cfg, &c->outs, reterr);
@@ -506,11 +498,99 @@ static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_serv
         c->job.done = job_done;
         c->job.alive = job_alive;
         c->job.udata = c;
-        c->http = rnnd_http_request_ref(r);
-        rnnd_http_suspend(r);
+        c->owner = owner;
+        c->owner_cls = owner_cls;
+        if (owner->publish != NULL)
+                owner->publish(owner_cls);
         if (!queued)
                 submit(c); /* refused at once (queue full, stopping): answered now */
         return 0;
+}
+
+/* The HTTP side: the inference hook (server.h). */
+
+/* Under the pool's lock: whether the client of the suspended request is there. */
+static bool http_alive(void *cls)
+{
+        return !rnnd_http_request_peer_gone(cls);
+}
+
+/* Suspend first, publish second (DESIGN.md §2): the engine holds a reference. */
+static void http_publish(void *cls)
+{
+        struct rnnd_http_request *r = cls;
+        struct rnnd_inference *c = rnnd_http_request_data(r);
+
+        c->http = rnnd_http_request_ref(r);
+        rnnd_http_suspend(r);
+}
+
+/*
+ * Worker thread (or the loop's sweep, or a submit that canceled it): the job
+ * ran, or failed.  Rendering waits for the MHD thread, so that the worker
+ * goes back to its queue.
+ */
+static void http_done(void *cls, int status, const rnnd_error_t *err)
+{
+        struct rnnd_http_request *http = cls;
+        struct rnnd_inference *c = rnnd_http_request_data(http);
+
+        if (status < 0) {
+                bool expected = status == RNND_EUNAVAIL || status == RNND_ETIMEDOUT ||
+                                status == RNND_ECANCELED;
+
+                rnnd_log_req(expected ? RNND_LOG_INFO : RNND_LOG_ERR, rnnd_http_request_id(http),
+                             "model %s: %s", c->sv->owner->entry->name, err->msg);
+                rnnd_http_fail_err(http, status, err);
+                rnnd_inference_record(c, status, 0);
+                rnnd_http_resume(http);
+        } else {
+                rnnd_http_resume_to_prepare(http, prepare_outputs);
+        }
+        rnnd_http_request_unref(http); /* may free c */
+}
+
+static const struct rnnd_inference_owner http_owner = {
+        .publish = http_publish, .alive = http_alive, .done = http_done};
+
+/* The body of an HTTP request into c's request, in the route's API. */
+static int http_parse(struct rnnd_inference *c, struct rnnd_http_request *r,
+                      const struct rnnd_model_config *cfg, rnnd_error_t *reterr)
+{
+        struct rnnd_infer_limits lim;
+        const char *body, *h;
+        size_t len, json_len;
+
+        body = rnnd_http_request_body(r, &len);
+        if (body == NULL)
+                return rnnd_error_set(reterr, RNND_EINVAL, "the request has no body");
+        rnnd_inference_limits(c->srv, &lim);
+        if (c->proto != RNND_SERVER_KSERVE_V2)
+                return rnnd_tfs_parse(body, len, cfg, &lim, &c->req, reterr);
+        h = rnnd_http_request_header(r, "Inference-Header-Content-Length");
+        json_len = len;
+        if (h != NULL && !parse_header_len(h, &json_len))
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "header Inference-Header-Content-Length: not a "
+                                      "number: \"%.32s\"",
+                                      h);
+        return rnnd_kserve_parse(body, len, json_len, &lim, &c->req, reterr);
+}
+
+static int infer_handle(void *cls, struct rnnd_http_request *r, struct rnnd_served_version *sv,
+                        enum rnnd_server_protocol proto, rnnd_error_t *reterr)
+{
+        struct rnnd_inference *c;
+        int ret;
+
+        if (rnnd_inference_new(cls, sv, &c) < 0)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
+        c->proto = proto;
+        rnnd_http_request_set_data(r, c, ctx_free);
+        ret = http_parse(c, r, &sv->owner->entry->cfg, reterr);
+        if (ret < 0)
+                return ret;
+        return rnnd_inference_start(c, &http_owner, r, reterr);
 }
 
 static const char *const infer_extensions[] = {"binary_tensor_data", "schedule_policy", "sequence",

@@ -1,6 +1,6 @@
 /*
  * main.c: rnnd's entry point, in systemd's run() shape: read the settings,
- * build everything (models, plans, the HTTP server), send READY=1, run the
+ * build everything (models, plans, the HTTP and gRPC front ends), send READY=1, run the
  * loop until SIGTERM, free everything, and exit 0 (or RNND_EXIT_DEVICE_FAULT
  * after a GPU device fault, for systemd to restart the daemon).
  */
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "grpcsvc.h"
 #include "infer.h"
 #include "inference.h"
 #include "log.h"
@@ -71,6 +72,7 @@ static int run(int argc, char **argv, int *status)
         rnnd_inference_hook_init(srv, &hook);
         rnnd_server_set_infer_hook(srv, &hook);
         rnnd_server_set_routes(srv, &rnnd_routes);
+        rnnd_server_set_grpc(srv, &rnnd_grpcsvc);
         rnnd_server_set_command_line(srv, argc, argv);
         r = rnnd_server_start(srv, &err);
         if (r < 0)

@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "backends.h"
+#include "decimal.h"
 #include "log.h"
 #include "models.h"
 
@@ -135,6 +136,77 @@ struct rnnd_served_version *rnnd_models_latest(struct rnnd_served_model *m)
                 if (m->versions[i].status == 0)
                         return &m->versions[i];
         return NULL;
+}
+
+/* A positive decimal version without leading zeros. */
+static bool parse_version(const char *s, uint64_t *ret)
+{
+        return s[0] >= '1' && s[0] <= '9' && rnnd_decimal_parse(s, ret) == 0;
+}
+
+int rnnd_models_pin_named(struct rnnd_models *t, const char *name, const char *version_text,
+                          struct rnnd_served_model **model, struct rnnd_served_version **version,
+                          rnnd_error_t *reterr)
+{
+        struct rnnd_served_model *m = rnnd_models_pin(t, name);
+        uint64_t v;
+
+        *model = m;
+        *version = NULL;
+        if (m == NULL) /* a model copied in since the last load is not seen yet */
+                return rnnd_error_set(
+                        reterr, RNND_ENOTFOUND,
+                        "unknown model '%s' (a model put into the repository since the last load "
+                        "is served after a reload: SIGHUP, POST /v2/repository/models/%s/load, or "
+                        "repository_poll_interval)",
+                        name, name);
+        if (version_text == NULL || version_text[0] == '\0') {
+                *version = rnnd_models_latest(m);
+                return 0;
+        }
+        if (!parse_version(version_text, &v) || (*version = rnnd_models_find_version(m, v)) == NULL)
+                return rnnd_error_set(reterr, RNND_ENOTFOUND, "unknown version '%s' of model '%s'",
+                                      version_text, name);
+        return 0;
+}
+
+/* Why m or its version v does not serve: "is not <word>: reason"; 0 when it does. */
+static int why_not(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
+                   const char *word, rnnd_error_t *reterr)
+{
+        if (m->entry->status < 0)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is not %s: %s",
+                                      m->entry->name, word, m->entry->reason);
+        if (v == NULL)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' has no loaded version",
+                                      m->entry->name);
+        if (v->status < 0)
+                return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                      "version %" PRIu64 " of model '%s' is not %s: %s", v->version,
+                                      m->entry->name, word, v->reason);
+        return 0;
+}
+
+int rnnd_models_check_loaded(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
+                             rnnd_error_t *reterr)
+{
+        if (m->unloaded) /* as Triton: not found until it is loaded again */
+                return rnnd_error_set(reterr, RNND_ENOTFOUND,
+                                      "model '%s' is not loaded (unloaded through the "
+                                      "repository API)",
+                                      m->entry->name);
+        return why_not(m, v, "available", reterr);
+}
+
+int rnnd_models_check_model(const struct rnnd_served_model *m, rnnd_error_t *reterr)
+{
+        return m->entry->status < 0 ? why_not(m, NULL, "available", reterr) : 0;
+}
+
+int rnnd_models_check_ready(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
+                            rnnd_error_t *reterr)
+{
+        return why_not(m, v, "ready", reterr);
 }
 
 const char *rnnd_models_platform(const struct rnnd_served_version *sv)

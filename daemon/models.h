@@ -177,6 +177,37 @@ struct rnnd_served_version *rnnd_models_latest(struct rnnd_served_model *m);
 void rnnd_models_count(struct rnnd_models *t, struct rnnd_served_model *m,
                        struct rnnd_served_version *v, unsigned status);
 
+/*
+ * The model called name, pinned (*model), and the version version_text names
+ * ("3"; NULL or "": the highest loaded one) in it (*version, NULL when it
+ * has none loaded), as both front ends resolve a model (routes.c,
+ * grpcsvc.c).  RNND_ENOTFOUND saying why when the model is not in the table
+ * (*model NULL) or has no such version (*model pinned all the same, for the
+ * caller to count the request under it and unpin).  Thread-safe.
+ */
+int rnnd_models_pin_named(struct rnnd_models *t, const char *name, const char *version_text,
+                          struct rnnd_served_model **model, struct rnnd_served_version **version,
+                          rnnd_error_t *reterr);
+
+/*
+ * 0 when v of the pinned m serves: else RNND_ENOTFOUND (m unloaded through
+ * the repository API, as Triton) or RNND_EUNAVAIL (m failed to load, v is
+ * NULL or failed), saying why.  Thread-safe.
+ */
+int rnnd_models_check_loaded(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
+                             rnnd_error_t *reterr);
+
+/* 0 unless the pinned m failed to load (RNND_EUNAVAIL, saying why).  Thread-safe. */
+int rnnd_models_check_model(const struct rnnd_served_model *m, rnnd_error_t *reterr);
+
+/*
+ * 0 when v of the pinned m is ready, else RNND_EUNAVAIL with the reason
+ * (a model's or version's readiness: HTTP's .../ready, gRPC's ModelReady).
+ * Thread-safe.
+ */
+int rnnd_models_check_ready(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
+                            rnnd_error_t *reterr);
+
 /* "rnnd_cpu" or "rnnd_cudnn" for a version's backend.  Borrowed, static. */
 const char *rnnd_models_platform(const struct rnnd_served_version *sv);
 

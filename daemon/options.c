@@ -56,6 +56,7 @@ static const struct rnnd_opt_enum_value backends[] = {
 };
 
 static int check_listen(const char *value, rnnd_error_t *reterr);
+static int check_grpc_listen(const char *value, rnnd_error_t *reterr);
 static int check_nonempty(const char *value, rnnd_error_t *reterr);
 static int check_token_file(const char *value, rnnd_error_t *reterr);
 
@@ -72,6 +73,18 @@ static const struct rnnd_option options[] = {
                         "(127.0.0.1:8000, 0.0.0.0:8000), or an IPv6 address in brackets "
                         "([::1]:8000). Port 0 picks a free port, which is logged. Ignored when "
                         "systemd passes a listening socket (socket activation).",
+        },
+        {
+                .name = "grpc_listen",
+                .type = RNND_OPT_STRING,
+                .offset = OFF(grpc_listen),
+                .def = "127.0.0.1:8001",
+                .check = check_grpc_listen,
+                .metavar = "HOST:PORT",
+                .help = "Address and port of the gRPC front end (KServe v2's "
+                        "GRPCInferenceService, TF Serving's PredictionService and ModelService, "
+                        "grpc.health.v1), as listen's; empty: no gRPC. Ignored when systemd "
+                        "passes a second listening socket, which is then gRPC's.",
         },
         {
                 .name = "model_repository",
@@ -173,6 +186,45 @@ static const struct rnnd_option options[] = {
                 .help = "Largest request body. A request declaring a longer Content-Length is "
                         "answered 413 at once; a chunked body that grows past it is answered "
                         "413 when it ends. Bytes, or with a K, M or G suffix (powers of 1024).",
+        },
+        {
+                .name = "grpc_max_message_bytes",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(grpc_max_message_bytes),
+                .def = "64M",
+                .min = 1024,
+                .max = 2 * GIB - 6,
+                .metavar = "BYTES",
+                .help = "Largest gRPC request message: a longer one ends its call "
+                        "RESOURCE_EXHAUSTED when its length prefix arrives. Also each gRPC "
+                        "stream's receive window; a connection holding more than twice this of "
+                        "bytes not yet handled over its streams fails the stream that passes it "
+                        "(RESOURCE_EXHAUSTED). Bytes, or with a K, M or G suffix.",
+        },
+        {
+                .name = "grpc_max_streams",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(grpc_max_streams),
+                .def = "100",
+                .min = 1,
+                .max = 65536,
+                .metavar = "N",
+                .help = "Most concurrent calls (HTTP/2 streams) on one gRPC connection "
+                        "(SETTINGS_MAX_CONCURRENT_STREAMS). Calls a client reset whose "
+                        "inference is still queued count too, up to twice this, past which new "
+                        "streams are refused.",
+        },
+        {
+                .name = "grpc_max_header_bytes",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(grpc_max_header_bytes),
+                .def = "16K",
+                .min = 1 * KIB,
+                .max = 1 * MIB,
+                .metavar = "BYTES",
+                .help = "Largest header list of a gRPC call, decompressed (names and values "
+                        "plus 32 bytes each, as SETTINGS_MAX_HEADER_LIST_SIZE counts it); a "
+                        "larger one resets its stream. Bytes, or with a K suffix.",
         },
         {
                 .name = "max_tensor_elements",
@@ -579,6 +631,11 @@ static int check_listen(const char *value, rnnd_error_t *reterr)
         unsigned port;
 
         return rnnd_options_split_listen(value, host, sizeof(host), &port, reterr);
+}
+
+static int check_grpc_listen(const char *value, rnnd_error_t *reterr)
+{
+        return value[0] == '\0' ? 0 : check_listen(value, reterr);
 }
 
 static int check_nonempty(const char *value, rnnd_error_t *reterr)

@@ -49,26 +49,30 @@ enum rnnd_access_log {
 };
 
 struct rnnd_options {
-        char *listen;                   /* "host:port" or "[v6]:port" */
-        char *model_repository;         /* directory */
-        uint64_t threads;               /* MHD thread pool; 0 = number of CPUs */
-        uint64_t connection_limit;      /* concurrent connections */
-        uint64_t connection_timeout;    /* seconds of inactivity */
-        uint64_t header_timeout;        /* seconds outside a request before closing; 0 = off */
-        uint64_t per_address_limit;     /* connections from one address; 0 = 3/4 of the limit */
-        uint64_t max_body_bytes;        /* request body cap */
-        uint64_t max_tensor_elements;   /* per tensor in a request */
-        uint64_t max_response_bytes;    /* the outputs one request may ask for */
-        uint64_t max_json_depth;        /* nesting of a request's JSON */
-        uint64_t per_connection_memory; /* MHD memory pool per connection */
-        int log_level;                  /* RNND_LOG_ERR..RNND_LOG_DEBUG */
-        int log_format;                 /* enum rnnd_log_format */
-        int access_log;                 /* enum rnnd_access_log */
-        int backend;                    /* enum rnnd_backend_choice */
-        uint64_t cpu_threads;           /* BLAS threads per CPU instance; 0 = library default */
-        uint64_t shutdown_timeout;      /* seconds to finish in-flight work on SIGTERM */
-        uint64_t worker_stall_timeout;  /* seconds a busy pool may complete nothing (watchdog) */
-        char *auth_token_file;          /* "" = none; else the repository API needs its token */
+        char *listen;                    /* "host:port" or "[v6]:port" */
+        char *grpc_listen;               /* the same for gRPC; "" = none */
+        char *model_repository;          /* directory */
+        uint64_t threads;                /* MHD thread pool; 0 = number of CPUs */
+        uint64_t connection_limit;       /* concurrent connections */
+        uint64_t connection_timeout;     /* seconds of inactivity */
+        uint64_t header_timeout;         /* seconds outside a request before closing; 0 = off */
+        uint64_t per_address_limit;      /* connections from one address; 0 = 3/4 of the limit */
+        uint64_t max_body_bytes;         /* request body cap */
+        uint64_t grpc_max_message_bytes; /* a gRPC request message's cap */
+        uint64_t grpc_max_streams;       /* concurrent streams per gRPC connection */
+        uint64_t grpc_max_header_bytes;  /* a gRPC call's header list */
+        uint64_t max_tensor_elements;    /* per tensor in a request */
+        uint64_t max_response_bytes;     /* the outputs one request may ask for */
+        uint64_t max_json_depth;         /* nesting of a request's JSON */
+        uint64_t per_connection_memory;  /* MHD memory pool per connection */
+        int log_level;                   /* RNND_LOG_ERR..RNND_LOG_DEBUG */
+        int log_format;                  /* enum rnnd_log_format */
+        int access_log;                  /* enum rnnd_access_log */
+        int backend;                     /* enum rnnd_backend_choice */
+        uint64_t cpu_threads;            /* BLAS threads per CPU instance; 0 = library default */
+        uint64_t shutdown_timeout;       /* seconds to finish in-flight work on SIGTERM */
+        uint64_t worker_stall_timeout;   /* seconds a busy pool may complete nothing (watchdog) */
+        char *auth_token_file;           /* "" = none; else the repository API needs its token */
 
         uint64_t repository_poll_interval; /* seconds between repository scans; 0 = off */
 

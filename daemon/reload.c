@@ -327,6 +327,10 @@ bool rnnd_reload_pending(struct rnnd_reload *rl, const char *name)
 /* Settings the running daemon cannot take: its socket, its HTTP threads, its log format. */
 static const char *const fixed_settings[] = {
         "listen",
+        "grpc_listen",
+        "grpc_max_message_bytes",
+        "grpc_max_streams",
+        "grpc_max_header_bytes",
         "threads",
         "connection_limit",
         "connection_timeout",

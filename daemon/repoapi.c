@@ -140,21 +140,26 @@ static bool parse_body(struct rnnd_http_request *r, enum rnnd_reporeq_call call,
         return st == 0;
 }
 
+void rnnd_repoapi_index_json(struct rnnd_server *srv, bool ready_only, struct rnnd_strbuf *b)
+{
+        struct index_walk w = {b, rnnd_server_reload(srv), ready_only};
+
+        rnnd_strbuf_putc(b, '[');
+        rnnd_models_read(rnnd_server_models(srv), put_index, &w);
+        rnnd_strbuf_putc(b, ']');
+}
+
 void rnnd_repoapi_index(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
         struct rnnd_reporeq rq;
         struct rnnd_strbuf b;
-        struct index_walk w = {&b, rnnd_server_reload(q->srv), false};
         size_t len;
         char *body;
 
         if (!parse_body(r, RNND_REPOREQ_INDEX, &rq))
                 return;
-        w.ready_only = rq.ready;
         rnnd_strbuf_init(&b);
-        rnnd_strbuf_putc(&b, '[');
-        rnnd_models_read(rnnd_server_models(q->srv), put_index, &w);
-        rnnd_strbuf_putc(&b, ']');
+        rnnd_repoapi_index_json(q->srv, rq.ready, &b);
         body = rnnd_strbuf_steal(&b, &len);
         if (body == NULL) {
                 rnnd_http_fail(r, RNND_ENOMEM, "out of memory");
@@ -183,6 +188,29 @@ static void load_done(void *cls, unsigned status, const char *msg)
         rnnd_http_request_unref(r);
 }
 
+int rnnd_repoapi_submit(struct rnnd_server *srv, bool load, const char *name,
+                        rnnd_reload_done_fn done, void *cls, void (*publish)(void *cls),
+                        rnnd_error_t *reterr)
+{
+        if (!rnnd_repository_valid_name(name))
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "not a model name: the name of a directory of the "
+                                      "repository ([A-Za-z0-9_.-], at most %u bytes)",
+                                      RNND_CFG_NAME_MAX - 1);
+        if (rnnd_http_stopping(rnnd_server_http(srv)))
+                return rnnd_error_set(reterr, RNND_EUNAVAIL, "the server is shutting down");
+        publish(cls);
+        return rnnd_reload_submit(rnnd_server_reload(srv),
+                                  load ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD, name, done, cls,
+                                  reterr);
+}
+
+/* Suspend first, publish second: the loop thread may answer at once. */
+static void http_publish(void *cls)
+{
+        rnnd_http_suspend(rnnd_http_request_ref(cls));
+}
+
 /* Load or unload q's model: suspends r until reload.c has done it. */
 static void load_or_unload(struct rnnd_http_request *r, struct rnnd_route_req *q,
                            enum rnnd_reporeq_call call)
@@ -193,23 +221,11 @@ static void load_or_unload(struct rnnd_http_request *r, struct rnnd_route_req *q
 
         if (!parse_body(r, call, &rq))
                 return;
-        if (!rnnd_repository_valid_name(q->name)) {
-                rnnd_http_fail(r, RNND_EINVAL,
-                               "not a model name: the name of a directory of the "
-                               "repository ([A-Za-z0-9_.-], at most %u bytes)",
-                               RNND_CFG_NAME_MAX - 1);
-                return;
-        }
-        if (rnnd_http_stopping(rnnd_server_http(q->srv))) {
-                rnnd_http_fail(r, RNND_EUNAVAIL, "the server is shutting down");
-                return;
-        }
-        /* Suspend first, publish second: the loop thread may answer at once. */
-        rnnd_http_suspend(r);
-        ret = rnnd_reload_submit(rnnd_server_reload(q->srv),
-                                 call == RNND_REPOREQ_LOAD ? RNND_RELOAD_LOAD : RNND_RELOAD_UNLOAD,
-                                 q->name, load_done, rnnd_http_request_ref(r), &err);
-        if (ret < 0) {
+        ret = rnnd_repoapi_submit(q->srv, call == RNND_REPOREQ_LOAD, q->name, load_done, r,
+                                  http_publish, &err);
+        if (ret < 0 && !rnnd_http_request_suspended(r)) {
+                rnnd_http_fail(r, ret, "%s", err.msg);
+        } else if (ret < 0) {
                 rnnd_http_request_unref(r);
                 rnnd_http_fail(r, ret, "%s", err.msg);
                 rnnd_http_resume(r);

@@ -19,7 +19,6 @@
 #include <strings.h>
 
 #include "alloc.h"
-#include "decimal.h"
 #include "log.h"
 #include "repoapi.h"
 #include "routes.h"
@@ -84,26 +83,6 @@ const size_t rnnd_routes_table_len = sizeof(rnnd_routes_table) / sizeof(rnnd_rou
 
 /* Matching, at the first call. */
 
-/* A positive decimal version without leading zeros. */
-static bool parse_version(const char *s, uint64_t *ret)
-{
-        return s[0] >= '1' && s[0] <= '9' && rnnd_decimal_parse(s, ret) == 0;
-}
-
-/* Resolves q->version in the pinned q->model: the named one, or the latest. */
-static bool resolve_version(struct rnnd_route_req *q, const char *version_text)
-{
-        uint64_t v;
-
-        if (version_text == NULL) {
-                q->version = rnnd_models_latest(q->model);
-                return true;
-        }
-        q->version_given = true;
-        return parse_version(version_text, &v) &&
-               (q->version = rnnd_models_find_version(q->model, v)) != NULL;
-}
-
 /*
  * An inference request whose body is on its way tells its version's pool,
  * so that a part batch there waits for it rather than for nothing (the
@@ -131,18 +110,13 @@ static void expect_end(struct rnnd_route_req *q)
 static unsigned pin_model(struct rnnd_http_request *r, struct rnnd_route_req *q,
                           const char *version_text)
 {
-        q->model = rnnd_models_pin(rnnd_server_models(q->srv), q->name);
-        if (q->model == NULL) /* a model copied in since the last load is not seen yet */
-                return (unsigned)rnnd_http_fail(
-                        r, RNND_ENOTFOUND,
-                        "unknown model '%s' (a model put into the repository since the last load "
-                        "is served after a reload: SIGHUP, POST /v2/repository/models/%s/load, or "
-                        "repository_poll_interval)",
-                        q->name, q->name);
-        if (!resolve_version(q, version_text))
-                return (unsigned)rnnd_http_fail(r, RNND_ENOTFOUND,
-                                                "unknown version '%s' of model '%s'", version_text,
-                                                q->name);
+        rnnd_error_t err = {0};
+        int st = rnnd_models_pin_named(rnnd_server_models(q->srv), q->name, version_text, &q->model,
+                                       &q->version, &err);
+
+        q->version_given = version_text != NULL;
+        if (st < 0)
+                return (unsigned)rnnd_http_fail_err(r, st, &err);
         expect_begin(q);
         return 0;
 }
@@ -211,34 +185,14 @@ static void respond_empty(struct rnnd_http_request *r, unsigned status)
 static struct rnnd_served_version *loaded_version(struct rnnd_http_request *r,
                                                   struct rnnd_route_req *q)
 {
-        struct rnnd_served_model *m = q->model;
-        struct rnnd_served_version *v = q->version;
+        rnnd_error_t err = {0};
+        int st = rnnd_models_check_loaded(q->model, q->version, &err);
 
-        if (m->unloaded) {
-                /* As Triton: an unloaded model is not found until it is loaded again. */
-                rnnd_http_fail(r, RNND_ENOTFOUND,
-                               "model '%s' is not loaded (unloaded through the "
-                               "repository API)",
-                               m->entry->name);
+        if (st < 0) {
+                rnnd_http_fail_err(r, st, &err);
                 return NULL;
         }
-        if (m->entry->status < 0) {
-                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
-                               m->entry->reason);
-                return NULL;
-        }
-        if (v == NULL) {
-                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' has no loaded version",
-                               m->entry->name);
-                return NULL;
-        }
-        if (v->status < 0) {
-                rnnd_http_fail(r, RNND_EUNAVAIL,
-                               "version %" PRIu64 " of model '%s' is not available: %s", v->version,
-                               m->entry->name, v->reason);
-                return NULL;
-        }
-        return v;
+        return q->version;
 }
 
 /* A body that describes the loaded version q resolved, rendered by render; else why not. */
@@ -266,25 +220,12 @@ static void serve_live(struct rnnd_http_request *r, struct rnnd_route_req *q)
 
 static void serve_ready(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        const char *fault = rnnd_server_device_fault(q->srv);
-        size_t n_models, n_loaded;
+        char why[400];
 
-        if (rnnd_server_ready(q->srv)) {
+        if (rnnd_server_ready_why(q->srv, why, sizeof(why)))
                 respond_empty(r, 200);
-        } else if (fault != NULL) {
-                rnnd_http_respond_error(r, NOT_READY,
-                                        "a GPU device fault (%s): every GPU instance is out of "
-                                        "service; the server is restarting",
-                                        fault);
-        } else if (rnnd_http_stopping(rnnd_server_http(q->srv))) {
-                rnnd_http_respond_error(r, NOT_READY, "the server is shutting down");
-        } else {
-                rnnd_models_counts(rnnd_server_models(q->srv), &n_models, &n_loaded);
-                rnnd_http_respond_error(r, NOT_READY,
-                                        "not every model loaded: %zu of %zu models are "
-                                        "fully loaded",
-                                        n_loaded, n_models);
-        }
+        else
+                rnnd_http_respond_error(r, NOT_READY, "%s", why);
 }
 
 static void serve_server_metadata(struct rnnd_http_request *r, struct rnnd_route_req *q)
@@ -303,19 +244,10 @@ static void serve_model_metadata(struct rnnd_http_request *r, struct rnnd_route_
 
 static void serve_model_ready(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
-        struct rnnd_served_model *m = q->model;
-        struct rnnd_served_version *v = q->version;
+        rnnd_error_t err = {0};
 
-        if (m->entry->status < 0)
-                rnnd_http_respond_error(r, NOT_READY, "model '%s' is not ready: %s", m->entry->name,
-                                        m->entry->reason);
-        else if (v == NULL)
-                rnnd_http_respond_error(r, NOT_READY, "model '%s' has no loaded version",
-                                        m->entry->name);
-        else if (v->status < 0)
-                rnnd_http_respond_error(r, NOT_READY,
-                                        "version %" PRIu64 " of model '%s' is not ready: %s",
-                                        v->version, m->entry->name, v->reason);
+        if (rnnd_models_check_ready(q->model, q->version, &err) < 0)
+                rnnd_http_respond_error(r, NOT_READY, "%s", err.msg);
         else
                 respond_empty(r, 200);
 }
@@ -419,11 +351,11 @@ static void serve_tfs_predict(struct rnnd_http_request *r, struct rnnd_route_req
 static void serve_tfs_status(struct rnnd_http_request *r, struct rnnd_route_req *q)
 {
         struct rnnd_served_model *m = q->model;
+        rnnd_error_t err = {0};
         struct rnnd_strbuf b;
 
-        if (m->entry->status < 0) {
-                rnnd_http_fail(r, RNND_EUNAVAIL, "model '%s' is not available: %s", m->entry->name,
-                               m->entry->reason);
+        if (rnnd_models_check_model(m, &err) < 0) {
+                rnnd_http_fail_err(r, RNND_EUNAVAIL, &err);
                 return;
         }
         rnnd_strbuf_init(&b);

@@ -54,6 +54,28 @@ bool rnnd_server_ready(const struct rnnd_server *srv)
                !atomic_load(&srv->http.stopping) && !atomic_load(&srv->device_fault);
 }
 
+bool rnnd_server_ready_why(struct rnnd_server *srv, char *why, size_t cap)
+{
+        const char *fault = rnnd_server_device_fault(srv);
+        size_t n_models, n_loaded;
+
+        if (rnnd_server_ready(srv))
+                return true;
+        if (fault != NULL) {
+                snprintf(why, cap,
+                         "a GPU device fault (%s): every GPU instance is out of service; the "
+                         "server is restarting",
+                         fault);
+        } else if (rnnd_http_stopping(&srv->http)) {
+                snprintf(why, cap, "the server is shutting down");
+        } else {
+                rnnd_models_counts(&srv->models, &n_models, &n_loaded);
+                snprintf(why, cap, "not every model loaded: %zu of %zu models are fully loaded",
+                         n_loaded, n_models);
+        }
+        return false;
+}
+
 struct rnnd_models *rnnd_server_models(struct rnnd_server *srv)
 {
         return &srv->models;
@@ -89,6 +111,16 @@ const char *const *rnnd_server_extensions(const struct rnnd_server *srv)
 void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_server_hook *hook)
 {
         srv->infer = *hook;
+}
+
+void rnnd_server_set_grpc(struct rnnd_server *srv, const struct rnnd_grpc_handler *methods)
+{
+        srv->grpc_methods = *methods;
+}
+
+struct rnnd_grpc *rnnd_server_grpc(struct rnnd_server *srv)
+{
+        return &srv->grpc;
 }
 
 void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_handler *routes)
@@ -154,6 +186,7 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, r
                                                .arg = srv,
                                        });
         rnnd_http_init(&srv->http, srv, &srv->opts);
+        rnnd_grpc_init(&srv->grpc, srv, &srv->opts);
         srv->reload = rnnd_reload_new(&srv->models, &srv->opts);
         if (srv->reload == NULL) {
                 r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
@@ -210,12 +243,17 @@ static void close_sweep(struct rnnd_server *srv)
 static void finish(struct rnnd_server *srv)
 {
         unsigned left = atomic_load(&srv->http.suspended);
+        unsigned calls = rnnd_grpc_inflight(&srv->grpc);
         size_t i;
 
         if (left > 0)
                 rnnd_log(RNND_LOG_ERR,
                          "%u requests are still suspended after the drain; stopping anyway", left);
+        if (calls > 0)
+                rnnd_log(RNND_LOG_ERR, "%u gRPC calls are still open after the drain; closing them",
+                         calls);
         rnnd_http_stop(&srv->http);
+        rnnd_grpc_stop(&srv->grpc);
         srv->infer.stop(srv->infer.cls);
         uv_timer_stop(&srv->drain_timer);
         close_handle((uv_handle_t *)&srv->drain_timer);
@@ -237,10 +275,11 @@ static void drain_tick(uv_timer_t *t)
 
         rnnd_models_pools_progress(&srv->models, &pr);
         if (srv->drain_phase == 0) {
-                if ((atomic_load(&srv->http.inflight) > 0 || pr.queued > 0 || pr.running > 0) &&
+                if ((atomic_load(&srv->http.inflight) > 0 || rnnd_grpc_inflight(&srv->grpc) > 0 ||
+                     pr.queued > 0 || pr.running > 0) &&
                     now < srv->drain_deadline_ms)
                         return;
-                if (atomic_load(&srv->http.suspended) == 0) {
+                if (atomic_load(&srv->http.suspended) == 0 && rnnd_grpc_inflight(&srv->grpc) == 0) {
                         finish(srv);
                         return;
                 }
@@ -258,7 +297,8 @@ static void drain_tick(uv_timer_t *t)
                 return;
         }
         /* Let the drained requests' 503s go out before MHD closes their connections. */
-        if ((atomic_load(&srv->http.suspended) > 0 || atomic_load(&srv->http.inflight) > 0) &&
+        if ((atomic_load(&srv->http.suspended) > 0 || atomic_load(&srv->http.inflight) > 0 ||
+             rnnd_grpc_inflight(&srv->grpc) > 0) &&
             now < srv->drain_deadline_ms)
                 return;
         finish(srv);
@@ -273,6 +313,7 @@ static void begin_stop(struct rnnd_server *srv, const char *why)
                 return;
         }
         rnnd_http_quiesce(&srv->http);
+        rnnd_grpc_quiesce(&srv->grpc);
         sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
         rnnd_log(RNND_LOG_NOTICE,
                  "%s: stopping; in-flight requests get up to %" PRIu64 "s (send it again to "
@@ -556,6 +597,13 @@ int rnnd_server_start(struct rnnd_server *srv, rnnd_error_t *reterr)
         r = rnnd_http_start(&srv->http, reterr);
         if (r < 0)
                 return r;
+        /* The gRPC front end, where main installed its methods (DESIGN.md §11). */
+        if (srv->grpc_methods.find != NULL) {
+                r = rnnd_grpc_start(&srv->grpc, &srv->loop, &srv->grpc_methods, srv->http.second_fd,
+                                    reterr);
+                if (r < 0)
+                        return r;
+        }
         uv_timer_start(&srv->conn_timer, conn_tick, RNND_HTTP_REAP_MS, RNND_HTTP_REAP_MS);
         return 0;
 }
@@ -597,6 +645,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                 return NULL;
         rnnd_http_stop(&srv->http);
         if (srv->loop_ready) {
+                rnnd_grpc_stop(&srv->grpc);
                 /* run() failed half-way: close what was opened and end the loop. */
                 for (i = 0; i < sizeof(srv->sig) / sizeof(srv->sig[0]); i++)
                         if (srv->sig[i].loop != NULL)

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "error.h"
+#include "grpc.h"
 #include "http.h"
 #include "models.h"
 #include "options.h"
@@ -82,6 +83,8 @@ struct rnnd_server {
         struct rnnd_reload *reload;              /* reload.c's state; loop thread only */
         struct rnnd_server_hook infer;           /* immutable after start */
         struct rnnd_http http;                   /* the HTTP front end (http.h) */
+        struct rnnd_grpc grpc;                   /* the gRPC front end (grpc.h) */
+        struct rnnd_grpc_handler grpc_methods;   /* immutable after start */
 
         uv_loop_t loop;            /* loop thread only */
         uv_signal_t sig[3];        /* SIGINT, SIGTERM, SIGHUP; loop thread only */
@@ -122,6 +125,15 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret,
 
 /* Installs the inference hook (copied).  Before rnnd_server_start(). */
 void rnnd_server_set_infer_hook(struct rnnd_server *srv, const struct rnnd_server_hook *hook);
+
+/*
+ * Installs the gRPC front end's method table (copied; grpcsvc.c's), without
+ * which it does not start.  Before rnnd_server_start().
+ */
+void rnnd_server_set_grpc(struct rnnd_server *srv, const struct rnnd_grpc_handler *methods);
+
+/* The gRPC front end.  Borrowed for the server's life.  Thread-safe. */
+struct rnnd_grpc *rnnd_server_grpc(struct rnnd_server *srv);
 
 /* Installs the route handler (copied).  Before rnnd_server_start(). */
 void rnnd_server_set_routes(struct rnnd_server *srv, const struct rnnd_route_handler *routes);
@@ -166,6 +178,13 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv);
 
 /* Whether the server is ready: every model loaded, listening and not stopping.  Thread-safe. */
 bool rnnd_server_ready(const struct rnnd_server *srv);
+
+/*
+ * rnnd_server_ready(), and when not, why into why[cap] (a device fault, the
+ * drain, or how many models loaded): what /v2/health/ready and gRPC's
+ * ServerReady and health check say.  Thread-safe.
+ */
+bool rnnd_server_ready_why(struct rnnd_server *srv, char *why, size_t cap);
 
 /*
  * The server's parts, for the routes on top of it (docs/DESIGN.md §1): the

@@ -45,7 +45,7 @@ void rnnd_error_prefix(rnnd_error_t *e, const char *fmt, ...)
 const char *rnnd_strerror_name(int code)
 {
         switch (code) {
-#define RNND_ERRNO_NAME(name, val, status, msg)                                                    \
+#define RNND_ERRNO_NAME(name, val, status, grpc, msg)                                              \
         case RNND_##name:                                                                          \
                 return #name;
                 RNND_ERRNO_MAP(RNND_ERRNO_NAME)
@@ -57,7 +57,7 @@ const char *rnnd_strerror_name(int code)
 const char *rnnd_strerror(int code)
 {
         switch (code) {
-#define RNND_ERRNO_MSG(name, val, status, msg)                                                     \
+#define RNND_ERRNO_MSG(name, val, status, grpc, msg)                                               \
         case RNND_##name:                                                                          \
                 return msg;
                 RNND_ERRNO_MAP(RNND_ERRNO_MSG)
@@ -69,11 +69,25 @@ const char *rnnd_strerror(int code)
 int rnnd_error_http_status(int code)
 {
         switch (code) {
-#define RNND_ERRNO_STATUS(name, val, status, msg)                                                  \
+#define RNND_ERRNO_STATUS(name, val, status, grpc, msg)                                            \
         case RNND_##name:                                                                          \
                 return status;
                 RNND_ERRNO_MAP(RNND_ERRNO_STATUS)
 #undef RNND_ERRNO_STATUS
         }
         return 500;
+}
+
+int rnnd_error_grpc_status(int code)
+{
+        switch (code) {
+        case 0:
+                return 0;
+#define RNND_ERRNO_GRPC(name, val, status, grpc, msg)                                              \
+        case RNND_##name:                                                                          \
+                return grpc;
+                RNND_ERRNO_MAP(RNND_ERRNO_GRPC)
+#undef RNND_ERRNO_GRPC
+        }
+        return 13;
 }

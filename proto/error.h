@@ -12,32 +12,35 @@
 #include <stddef.h>
 
 /*
- * The error table: XX(name, value, http status, short message).  This is the
- * only place that maps an error code to an HTTP status (DESIGN.md §5).
+ * The error table: XX(name, value, http status, gRPC status, short message).
+ * This is the only place that maps an error code to an HTTP status (DESIGN.md
+ * §5) or to a gRPC status code (§11; gRPC's own numbers: 1 CANCELLED, 3
+ * INVALID_ARGUMENT, 4 DEADLINE_EXCEEDED, 5 NOT_FOUND, 8 RESOURCE_EXHAUSTED,
+ * 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED).
  */
 #define RNND_ERRNO_MAP(XX)                                                                         \
-        XX(EINVAL, -1, 400, "invalid argument")                                                    \
-        XX(ENOMEM, -2, 500, "out of memory")                                                       \
-        XX(ENOTFOUND, -3, 404, "not found")                                                        \
-        XX(EMETHOD, -4, 405, "method not allowed")                                                 \
-        XX(ELENGTHREQ, -5, 411, "length required")                                                 \
-        XX(ETOOBIG, -6, 413, "payload too large")                                                  \
-        XX(EUNAVAIL, -7, 503, "unavailable")                                                       \
-        XX(ETIMEDOUT, -8, 503, "timed out")                                                        \
-        XX(EIO, -9, 500, "input/output error")                                                     \
-        XX(EMODEL, -10, 400, "invalid model")                                                      \
-        XX(EUNSUPPORTED, -11, 400, "unsupported")                                                  \
-        XX(EGPU, -12, 500, "GPU error")                                                            \
-        XX(EINTERNAL, -13, 500, "internal error")                                                  \
-        XX(ECANCELED, -14, 499, "canceled")                                                        \
-        XX(ELIMIT, -15, 400, "limit exceeded")                                                     \
-        XX(EMEDIATYPE, -16, 415, "unsupported media type")                                         \
-        XX(EDEVLOST, -17, 503, "device unavailable")                                               \
-        XX(EAUTH, -18, 401, "unauthorized")                                                        \
-        XX(ENOTIMPL, -19, 501, "not implemented")
+        XX(EINVAL, -1, 400, 3, "invalid argument")                                                 \
+        XX(ENOMEM, -2, 500, 8, "out of memory")                                                    \
+        XX(ENOTFOUND, -3, 404, 5, "not found")                                                     \
+        XX(EMETHOD, -4, 405, 12, "method not allowed")                                             \
+        XX(ELENGTHREQ, -5, 411, 3, "length required")                                              \
+        XX(ETOOBIG, -6, 413, 8, "payload too large")                                               \
+        XX(EUNAVAIL, -7, 503, 14, "unavailable")                                                   \
+        XX(ETIMEDOUT, -8, 503, 4, "timed out")                                                     \
+        XX(EIO, -9, 500, 13, "input/output error")                                                 \
+        XX(EMODEL, -10, 400, 3, "invalid model")                                                   \
+        XX(EUNSUPPORTED, -11, 400, 3, "unsupported")                                               \
+        XX(EGPU, -12, 500, 13, "GPU error")                                                        \
+        XX(EINTERNAL, -13, 500, 13, "internal error")                                              \
+        XX(ECANCELED, -14, 499, 1, "canceled")                                                     \
+        XX(ELIMIT, -15, 400, 3, "limit exceeded")                                                  \
+        XX(EMEDIATYPE, -16, 415, 12, "unsupported media type")                                     \
+        XX(EDEVLOST, -17, 503, 14, "device unavailable")                                           \
+        XX(EAUTH, -18, 401, 16, "unauthorized")                                                    \
+        XX(ENOTIMPL, -19, 501, 12, "not implemented")
 
 enum rnnd_errno {
-#define RNND_ERRNO_ENUM(name, val, status, msg) RNND_##name = (val),
+#define RNND_ERRNO_ENUM(name, val, status, grpc, msg) RNND_##name = (val),
         RNND_ERRNO_MAP(RNND_ERRNO_ENUM)
 #undef RNND_ERRNO_ENUM
 };
@@ -71,5 +74,8 @@ const char *rnnd_strerror(int code);
 
 /* The HTTP status for code (500 for an unknown code).  Thread-safe. */
 int rnnd_error_http_status(int code);
+
+/* The gRPC status code for code (0 OK for 0, 13 INTERNAL for an unknown code).  Thread-safe. */
+int rnnd_error_grpc_status(int code);
 
 #endif

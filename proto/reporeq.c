@@ -1,5 +1,5 @@
 /*
- * repo.c: parses the repository extension's request bodies (repo.h).
+ * reporeq.c: parses the repository extension's request bodies (reporeq.h).
  */
 #include <jansson.h>
 #include <string.h>
@@ -7,33 +7,43 @@
 #include "json.h"
 #include "reporeq.h"
 
+int rnnd_reporeq_check_param(enum rnnd_reporeq_call call, const char *key, bool is_bool,
+                             const char *got, rnnd_error_t *reterr)
+{
+        if (call == RNND_REPOREQ_UNLOAD && strcmp(key, "unload_dependents") == 0) {
+                if (!is_bool)
+                        return rnnd_error_set(reterr, RNND_EINVAL,
+                                              "parameters.unload_dependents: must be a "
+                                              "boolean, not %s",
+                                              got);
+                return 0; /* rnnd models have no dependents */
+        }
+        if (call == RNND_REPOREQ_LOAD &&
+            (strcmp(key, "config") == 0 || strncmp(key, "file:", 5) == 0))
+                return rnnd_error_set(reterr, RNND_EUNSUPPORTED,
+                                      "parameters.%.64s: not supported; rnnd loads the "
+                                      "model's directory in the repository as it is",
+                                      key);
+        return rnnd_error_set(reterr, RNND_EINVAL, "parameters: unknown key '%.64s'", key);
+}
+
 /* Checks parameters (an object) of load or unload. */
 static int check_parameters(enum rnnd_reporeq_call call, json_t *params, rnnd_error_t *reterr)
 {
         const char *key;
         json_t *v;
         char d[64];
+        int r;
 
         if (!json_is_object(params))
                 return rnnd_error_set(reterr, RNND_EINVAL, "parameters: must be an object, not %s",
                                       rnnd_json_describe(params, d, sizeof(d)));
         json_object_foreach(params, key, v)
         {
-                if (call == RNND_REPOREQ_UNLOAD && strcmp(key, "unload_dependents") == 0) {
-                        if (!json_is_boolean(v))
-                                return rnnd_error_set(reterr, RNND_EINVAL,
-                                                      "parameters.unload_dependents: must be a "
-                                                      "boolean, not %s",
-                                                      rnnd_json_describe(v, d, sizeof(d)));
-                        continue; /* rnnd models have no dependents */
-                }
-                if (call == RNND_REPOREQ_LOAD &&
-                    (strcmp(key, "config") == 0 || strncmp(key, "file:", 5) == 0))
-                        return rnnd_error_set(reterr, RNND_EUNSUPPORTED,
-                                              "parameters.%.64s: not supported; rnnd loads the "
-                                              "model's directory in the repository as it is",
-                                              key);
-                return rnnd_error_set(reterr, RNND_EINVAL, "parameters: unknown key '%.64s'", key);
+                r = rnnd_reporeq_check_param(call, key, json_is_boolean(v),
+                                             rnnd_json_describe(v, d, sizeof(d)), reterr);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

@@ -33,4 +33,13 @@ struct rnnd_reporeq {
 int rnnd_reporeq_parse(enum rnnd_reporeq_call call, const char *body, size_t len,
                        struct rnnd_reporeq *ret, rnnd_error_t *reterr);
 
+/*
+ * One key of a load's or unload's parameters, whatever the wire (JSON, or
+ * gRPC's map): 0 for unload_dependents (a boolean: is_bool; rnnd models
+ * have none), else why not (got describes the value for the message), as
+ * rnnd_reporeq_parse() says it.  Thread-safe.
+ */
+int rnnd_reporeq_check_param(enum rnnd_reporeq_call call, const char *key, bool is_bool,
+                             const char *got, rnnd_error_t *reterr);
+
 #endif

@@ -14,9 +14,11 @@ sim=${3:-build-sim}
 tsan=${4:-build-tsan}
 rc=0
 
-# The interop suite (tests/interop) needs tritonclient[http], numpy and
-# prometheus_client, and the convert suite (tests/convert) safetensors, h5py,
-# onnx and clients/rnnd-convert (installed editable, so the test runs the
+# The interop suite (tests/interop) needs tritonclient[http,grpc], numpy,
+# prometheus_client, grpcio-tools and grpcio-health-checking (the gRPC suite),
+# the hostile suite's gRPC part h2 (HTTP/2 frames of its own), and the convert
+# suite (tests/convert) safetensors, h5py, onnx and clients/rnnd-convert
+# (installed editable, so the test runs the
 # repository's code): a venv at .venv-test, made or completed here when they do
 # not import.  Without PyPI those suites SKIP (77) rather than fail.
 # (perf_analyzer and promtool are fetched by tests/interop/tools.sh.)  The
@@ -24,17 +26,19 @@ rc=0
 # without its dependencies (only its models' source is read), both pinned.
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=$root/.venv-test
-imports='import tritonclient.http, numpy, prometheus_client, safetensors, h5py, onnx, rnnd_convert'
+imports='import tritonclient.http, tritonclient.grpc, grpc_tools, grpc_health, h2, numpy, prometheus_client'
+imports="$imports, safetensors, h5py, onnx, rnnd_convert"
 imports="$imports, kubernetes_validate; import importlib.util as u; assert u.find_spec('kserve')"
 pip_install() {
   "$venv/bin/pip" install -q --disable-pip-version-check --retries 2 --timeout 20 "$@" >/dev/null 2>&1
 }
 if ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
-  echo "making .venv-test with tritonclient[http], numpy, prometheus_client, safetensors, h5py," \
-       "onnx, clients/rnnd-convert, kubernetes-validate and kserve (pip) for the interop," \
-       "convert and kubernetes suites"
+  echo "making .venv-test with tritonclient[http,grpc], grpcio-tools, grpcio-health-checking, h2," \
+       "numpy, prometheus_client, safetensors, h5py, onnx, clients/rnnd-convert," \
+       "kubernetes-validate and kserve (pip) for the interop, hostile, convert and kubernetes suites"
   if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null; } ||
-     ! pip_install 'tritonclient[http]' numpy prometheus_client safetensors h5py onnx \
+     ! pip_install 'tritonclient[http,grpc]' grpcio-tools grpcio-health-checking h2 numpy \
+       prometheus_client safetensors h5py onnx \
        kubernetes-validate==1.37.0 -e "$root/clients/rnnd-convert" ||
      ! pip_install --no-deps kserve==0.21.0 ||
      ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then

@@ -13,7 +13,10 @@
 # RNND_BENCH=json only rnnd-json-bench (`make bench-json`: a KServe request's
 # JSON parse and render on the demo model), which `make bench` runs first.
 # RNND_BENCH=server runs tests/bench/server_bench.py alone (`make bench-server`:
-# rnnd against MLServer on the same model, in a venv of its own).
+# rnnd against MLServer on the same model, in a venv of its own).  Last,
+# tests/bench/grpc_bench.py: gRPC against HTTP under Triton's perf_analyzer
+# (system python3; tests/interop/tools.sh fetches perf_analyzer);
+# RNND_BENCH=grpc runs it alone (`make bench-grpc`).
 # tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #
 # Both parts also write their results as JSON to BUILD/bench-results/, and
@@ -44,13 +47,20 @@ plot() {
   fi
 }
 
-# The load part: system python3, standard library only.
-load_bench() {
+# stdlib_bench SCRIPT NAME [ARGS...]: tests/bench/SCRIPT on BUILD with system
+# python3 (standard library only), --quick passed on, JSON to $results/NAME.json.
+stdlib_bench() {
+  script=$1 name=$2
+  shift 2
   quick=""
   for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
   [ -f "$build/build.ninja" ] || meson setup "$build" >&2
   ninja -C "$build" >&2
-  python3 "$root/tests/bench/load_bench.py" --build "$build" $quick --json "$results/load.json"
+  python3 "$root/tests/bench/$script" --build "$build" $quick --json "$results/$name.json"
+}
+# The load part (load_bench.py).
+load_bench() {
+  stdlib_bench load_bench.py load "$@"
 }
 if [ "$part" = load ]; then
   rm -f "$results/engine.json" "$results/ort.json"
@@ -65,6 +75,14 @@ json_bench() {
 }
 if [ "$part" = json ]; then
   json_bench
+  exit
+fi
+# gRPC against HTTP (grpc_bench.py).
+grpc_bench() {
+  stdlib_bench grpc_bench.py grpc "$@"
+}
+if [ "$part" = grpc ]; then
+  grpc_bench "$@"
   exit
 fi
 # rnnd against MLServer (`make bench-server`, not in `make bench`): its own venv,
@@ -132,3 +150,5 @@ fi
 echo
 load_bench "$@"
 plot "$py"
+echo
+grpc_bench "$@"

@@ -47,7 +47,8 @@ class Instance:
 
     def start(self):
         with open(self.log, "a") as log:
-            self.proc = subprocess.Popen([th.BIN, "--listen=127.0.0.1:%d" % self.port, "--model_repository",
+            self.proc = subprocess.Popen([th.BIN, "--listen=127.0.0.1:%d" % self.port, "--grpc_listen=127.0.0.1:0",
+                                          "--model_repository",
                                           self.repo, "--threads=2", "--shutdown_timeout=10",
                                           "--access_log=all"],
                                          stdout=subprocess.DEVNULL, stderr=log, cwd=th.SRC)

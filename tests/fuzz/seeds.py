@@ -135,3 +135,30 @@ put("safetensors", "ints", st([("a", "I64", [2], struct.pack("<2q", -1, 2)),
                                ("d", "I8", [2], b"\x80\x7f"),
                                ("e", "U8", [0], b""),
                                ("f", "BOOL", [1], b"\x01")]))
+
+# The gRPC messages (fuzz_grpc.c: a selector byte, then the message), made with protobuf's
+# own Python library and tritonclient's stubs where they are installed (the venv of
+# tests/run.sh: .venv-test/bin/python tests/fuzz/seeds.py); skipped otherwise.
+try:
+    from tritonclient.grpc import service_pb2 as kpb
+except ImportError:
+    kpb = None
+if kpb is not None:
+    rq = kpb.ModelInferRequest(model_name="m", id="r1")
+    t = rq.inputs.add(name="input", datatype="FP32", shape=[2, 2, 3])
+    t.contents.fp32_contents.extend([0.5, -1, 2, 0, 1e-3, 3.25, 1, 1, 1, -2, 0.125, 7])
+    t = rq.inputs.add(name="lengths", datatype="INT64", shape=[2])
+    t.contents.int64_contents.extend([1, 2])
+    rq.outputs.add(name="h_n")
+    rq.parameters["sequence_id"].int64_param = 7
+    rq.parameters["sequence_start"].bool_param = True
+    put("grpc", "kserve_typed", b"\0" + rq.SerializeToString())
+    rq = kpb.ModelInferRequest(model_name="m")
+    rq.inputs.add(name="tokens", datatype="INT32", shape=[1, 3])
+    rq.raw_input_contents.append(struct.pack("<3i", 1, 2, 3))
+    put("grpc", "kserve_raw_tokens", b"\0" + rq.SerializeToString())
+    put("grpc", "config_json", b"\2" + js({"config": {
+        "name": "m", "max_batch_size": 8, "input": [{"name": "input", "data_type": "TYPE_FP32",
+                                                       "dims": [-1, 3]}],
+        "dynamic_batching": {"default_queue_policy": {"timeout_action": "REJECT"}},
+        "parameters": {"cell": {"string_value": "lstm"}}}}).encode())

@@ -614,7 +614,8 @@ def test_socket_activation():
         os.environ.pop("RNND_BACKEND", None)
         os.environ.pop("NOTIFY_SOCKET", None)
 
-    p = subprocess.Popen([BIN, "--model_repository", GOLDEN, "--listen=127.0.0.1:0"], stdout=subprocess.DEVNULL,
+    p = subprocess.Popen([BIN, "--model_repository", GOLDEN, "--listen=127.0.0.1:0",
+                          "--grpc_listen=127.0.0.1:0"], stdout=subprocess.DEVNULL,
                          stderr=log, cwd=SRC, close_fds=False, preexec_fn=as_systemd)
     ls.close()
     try:

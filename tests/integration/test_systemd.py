@@ -104,7 +104,7 @@ def notified_rnnd(repo, *flags):
     env.pop("RNND_BACKEND", None)
     # WATCHDOG_PID must be the daemon's own pid: the shell's, which exec keeps.
     p = subprocess.Popen(["sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh", BIN, "--listen=127.0.0.1:%d" % port,
-                          "--model_repository", repo] + list(flags), stdout=subprocess.DEVNULL, stderr=log,
+                          "--grpc_listen=127.0.0.1:0", "--model_repository", repo] + list(flags), stdout=subprocess.DEVNULL, stderr=log,
                          env=env, cwd=SRC)
     try:
         yield p, msgs, port, log.name
@@ -204,39 +204,68 @@ def test_watchdog_stall():
         shutil.rmtree(repo)
 
 
-def test_socket_activate():
-    """systemd-socket-activate -l 127.0.0.1:PORT rnnd ...: serves on the passed socket."""
+def socket_activated(ports, check_more):
+    """systemd-socket-activate -l 127.0.0.1:P for each of ports, then rnnd (its own addresses
+    unusable): inference on the first socket, check_more(log text), and SIGTERM exits 0."""
     tool = shutil.which("systemd-socket-activate")
     if tool is None:
         print("SKIP: systemd-socket-activate is not installed")
         return
-    port = rnndtest.free_port()
     log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", delete=False)
     env = dict(os.environ)
     env.pop("RNND_BACKEND", None)
     env.pop("NOTIFY_SOCKET", None)
-    p = subprocess.Popen([tool, "-l", "127.0.0.1:%d" % port, BIN, "--model_repository", DEMO, "--threads=2",
-                          "--listen=127.0.0.1:1"], stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=SRC)
+    listen = [a for port in ports for a in ("-l", "127.0.0.1:%d" % port)]
+    # With one socket, gRPC binds grpc_listen: a free port here.
+    grpc_listen = "127.0.0.1:1" if len(ports) > 1 else "127.0.0.1:0"
+    p = subprocess.Popen([tool] + listen + [BIN, "--model_repository", DEMO, "--threads=2",
+                                            "--listen=127.0.0.1:1", "--grpc_listen=" + grpc_listen],
+                         stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=SRC)
     try:
         st = None
         deadline = time.time() + 30
         while time.time() < deadline and p.poll() is None:
             try:
-                st = infer(port, timeout=5)[0]
+                st = infer(ports[0], timeout=5)[0]
                 break
             except OSError:
                 time.sleep(0.1)
         check(st == 200, "serves inference on the socket systemd-socket-activate passed", st)
+        check_more()
         p.send_signal(signal.SIGTERM)
         check(p.wait(timeout=10) == 0, "exits 0 on SIGTERM")
         text = open(log.name, "rb").read().decode("utf-8", "replace")
-        check("listening on fd 3 from systemd, port %d" % port in text, "the log names the passed socket",
+        check("listening on fd 3 from systemd, port %d" % ports[0] in text, "the log names the passed socket",
               text[-800:])
+        if len(ports) > 1:
+            check("gRPC listening on fd 4 from systemd, port %d" % ports[1] in text,
+                  "the log names the second passed socket as gRPC's", text[-800:])
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
         os.unlink(log.name)
+
+
+def test_socket_activate():
+    """systemd-socket-activate -l 127.0.0.1:PORT rnnd ...: serves on the passed socket."""
+    socket_activated([rnndtest.free_port()], lambda: None)
+
+
+def http2_settings(port):
+    """Whether an HTTP/2 server answers on port: the client preface and an empty SETTINGS
+    bring the server's SETTINGS frame (type 4) first, as gRPC's transport does."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        head = s.recv(9)
+    return len(head) == 9 and head[3] == 4
+
+
+def test_socket_activate_grpc():
+    """Two sockets, as rnnd.socket passes them: HTTP on fd 3, gRPC on fd 4."""
+    ports = [rnndtest.free_port(), rnndtest.free_port()]
+    socket_activated(ports, lambda: check(http2_settings(ports[1]),
+                                          "serves gRPC (HTTP/2) on the second socket passed"))
 
 
 def test_reload_under_load():
@@ -516,6 +545,7 @@ def main():
     run_test(test_notify)
     run_test(test_watchdog_stall)
     run_test(test_socket_activate)
+    run_test(test_socket_activate_grpc)
     run_test(test_repository_api)
     run_test(test_reload_under_load)
     run_test(test_drain_under_load)

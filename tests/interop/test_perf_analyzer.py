@@ -17,7 +17,9 @@ digits_gru) and one embedding model of the golden repository, and checks:
   request a success on the server's side (statistics: success count equal to
   perf_analyzer's request count, no failure; /metrics: no 4xx for the model);
 - the embedding model with `--input-data zero` (token id 0), JSON and binary:
-  the same.  With random data its INT64 token ids are out of range and rnnd
+  the same;
+- `-i grpc` on the same models, and `--streaming` with sequences on a model
+  with a sequence block (ModelStreamInfer): the same.  With random data its INT64 token ids are out of range and rnnd
   refuses them (400 naming tokens), which perf_analyzer reports and exits
   non-zero: that is checked too, since a 200 there would be a wrong answer.
 
@@ -107,8 +109,9 @@ def client_errors(d, model):
         body.decode(), re.M))
 
 
-def run(pa, d, model, args):
-    cmd = [pa, "-m", model, "-u", "127.0.0.1:%d" % d.port, "-i", "http", "--request-count", str(REQUESTS)] + args
+def run(pa, d, model, args, grpc=False):
+    url = "127.0.0.1:%d" % (d.grpc_port if grpc else d.port)
+    cmd = [pa, "-m", model, "-u", url, "-i", "grpc" if grpc else "http", "--request-count", str(REQUESTS)] + args
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     return r.returncode, r.stdout
 
@@ -141,6 +144,34 @@ def test_runs(pa, d):
           "perf_analyzer %s with random token ids: rnnd's 400 naming tokens, non-zero exit" % EMB, out[-800:])
 
 
+def test_grpc(pa, d):
+    """perf_analyzer -i grpc (ModelInfer, raw tensors) on the demo models and the embedding
+    model, and --streaming (ModelStreamInfer) with sequences of 4 chunks on the sequence model:
+    exit 0, the throughput table, every request a success in rnnd's statistics."""
+    cases = [(m, ["--shape", "input:8,8"]) for m in ("digits_lstm", "digits_gru")]
+    cases.append((EMB, ["--shape", "tokens:8", "--input-data", "zero"]))
+    cases.append((SEQ_MODEL, ["--shape", "input:2,8", "--streaming", "--sequence-length", "4"]))
+    for model, args in cases:
+        what = "perf_analyzer -i grpc %s %s" % (model, " ".join(args))
+        ok0, _ = stats(d, model)
+        err0 = client_errors(d, model)
+        started0, ended0 = sequence_counters(d, SEQ_MODEL)
+        rc, out = run(pa, d, model, args, grpc=True)
+        check(rc == 0 and "error" not in out.lower(), "%s: exit 0, no error" % what, out[-1500:])
+        m = re.search(r"Client:\s+Request count: (\d+)\s+(?:Sequence count: [^\n]*\s+)?"
+                      r"Throughput: ([0-9.]+) infer/sec", out)
+        check(m is not None and int(m.group(1)) >= REQUESTS and float(m.group(2)) > 0,
+              "%s: the Client table with a throughput" % what, out[-1500:])
+        ok1, fail1 = stats(d, model)
+        sent = int(m.group(1)) if m else REQUESTS
+        check(ok1 - ok0 >= sent and fail1 == 0, "%s: rnnd served every request" % what, (ok0, ok1, fail1, sent))
+        check(client_errors(d, model) == err0, "%s: no errors counted" % what, client_errors(d, model))
+        if model == SEQ_MODEL:
+            started, ended = sequence_counters(d, SEQ_MODEL)
+            check(started - started0 >= REQUESTS // 4 and ended - ended0 >= REQUESTS // 4 - 2,
+                  "%s: rnnd started and ended its sequences" % what, (started0, started, ended0, ended))
+
+
 def main():
     pa = perf_analyzer_path()
     t0 = time.time()
@@ -149,6 +180,7 @@ def main():
         try:
             run_test(test_runs, pa, d)
             run_test(test_sequences, pa, d)
+            run_test(test_grpc, pa, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
         finally:

@@ -46,6 +46,7 @@ DEPLOY = os.path.join(SRC, "deploy")
 CONTAINERFILE = os.path.join(DEPLOY, "container", "Containerfile")
 USER_ID = 10001
 PORT = 8080
+GRPC_PORT = 8081  # the gRPC front end's, where a container has one (docs/HTTP.md, "gRPC")
 
 
 def documents():
@@ -121,11 +122,14 @@ def dump_config(args):
 
 
 def probe_paths(c):
+    """(probe, path, port) of the httpGet probes; a gRPC probe's path is "grpc:SERVICE"."""
     out = []
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         get = c.get(probe, {}).get("httpGet")
-        if check(get, "%s has an httpGet %s" % (c["name"], probe)):
-            out.append((probe, get["path"], get["port"]))
+        rpc = c.get(probe, {}).get("grpc")
+        if check(get or rpc, "%s has an httpGet or grpc %s" % (c["name"], probe)):
+            out.append((probe, get["path"], get["port"]) if get else
+                       (probe, "grpc:" + rpc.get("service", ""), rpc["port"]))
     return out
 
 
@@ -138,10 +142,13 @@ def test_containers(docs):
             s = settings(c["args"])
             check(s.get("listen") == "0.0.0.0:%d" % PORT, what + ": listens on 0.0.0.0:%d" % PORT, s)
             ports = [p["containerPort"] for p in c.get("ports", [])]
-            check(ports == [PORT], what + ": declares port %d" % PORT, ports)
+            grpc = s.get("grpc_listen") == "0.0.0.0:%d" % GRPC_PORT
+            check(ports == ([PORT, GRPC_PORT] if grpc else [PORT]),
+                  what + ": declares port %d (and %d for --grpc_listen)" % (PORT, GRPC_PORT), ports)
             named = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
             for probe, ppath, port in probe_paths(c):
-                check(named.get(port, port) == PORT, "%s: %s on port %d" % (what, probe, PORT), port)
+                want = GRPC_PORT if ppath.startswith("grpc:") else PORT
+                check(named.get(port, port) == want, "%s: %s on port %d" % (what, probe, want), port)
             if doc["kind"] == "ServingRuntime":
                 check(s.get("model_repository") == "/mnt/models",
                       what + ": the repository is KServe's /mnt/models", s)
@@ -176,17 +183,30 @@ def test_containers(docs):
 
 def serve_like(c, what):
     """rnnd started with the container's args answers its probes and scrape."""
-    args = [a for a in c["args"] if not a.startswith(("--listen=", "--model_repository="))]
+    args = [a for a in c["args"] if not a.startswith(("--listen=", "--grpc_listen=", "--model_repository="))]
     d = th.Daemon(*args, repo=os.path.join(SRC, "config", "models"))
     try:
         paths = [p for _, p, _ in probe_paths(c)] + ["/metrics"]
         for p in paths:
+            if p.startswith("grpc:"):
+                check(grpc_serving(d.grpc_port, p[5:]),
+                      "%s: the gRPC health check of %r is SERVING in rnnd with its args" % (what, p[5:]))
+                continue
             with urllib.request.urlopen("http://127.0.0.1:%d%s" % (d.port, p), timeout=10) as r:
                 check(r.status == 200, "%s: GET %s answers 200 from rnnd with its args" % (what, p), r.status)
     finally:
         rc, _ = d.stop()
         check(rc == 0, what + ": SIGTERM drains and exits 0", rc)
         d.close()
+
+
+def grpc_serving(port, service):
+    """Whether grpc.health.v1's Check (the kubelet's grpc probe) says SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+        return r.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def containerfile_args():
@@ -264,13 +284,16 @@ def test_containerfile():
             check(re.search(r"^USER %d:%d\s*$" % (USER_ID, USER_ID), stage, re.M),
                   "stage %s runs as %d" % (stage.split()[2], USER_ID))
             check("VOLUME /models" in stage, "stage %s has the repository volume" % stage.split()[2])
-    check(re.search(r"^EXPOSE %d$" % PORT, text, re.M), "the image exposes %d" % PORT)
+    check(re.search(r"^EXPOSE %d %d$" % (PORT, GRPC_PORT), text, re.M),
+          "the image exposes %d and %d (gRPC)" % (PORT, GRPC_PORT))
     m = re.search(r"^CMD (\[.*\])$", text, re.M)
     import json
     cmd = json.loads(m.group(1)) if m else []
     r = dump_config(cmd)
-    check(r.returncode == 0 and "model_repository = /models" in r.stdout and "listen = 0.0.0.0:%d" % PORT in r.stdout,
-          "rnnd accepts the image's CMD: 0.0.0.0:%d, the repository /models" % PORT, r.stderr[-400:])
+    check(r.returncode == 0 and "model_repository = /models" in r.stdout and "listen = 0.0.0.0:%d" % PORT in r.stdout
+          and "grpc_listen = 0.0.0.0:%d" % GRPC_PORT in r.stdout,
+          "rnnd accepts the image's CMD: 0.0.0.0:%d, gRPC on %d, the repository /models" % (PORT, GRPC_PORT),
+          r.stderr[-400:])
     with open(os.path.join(SRC, ".dockerignore")) as f:
         ignore = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
     for p in ("build*", ".venv*", ".git"):

@@ -144,7 +144,7 @@ class Soak:
         move = "" if fd == 3 else " 3<&%d %d<&-" % (fd, fd)  # the socket as fd 3
         cmd = ["sh", "-c", 'LISTEN_PID=$$; export LISTEN_PID; exec "$@"' + move, "sh",
                self.args.rnnd, "--model_repository", self.repo, "--threads=2", "--listen=127.0.0.1:1",
-               "--shutdown_timeout=10s"]
+               "--grpc_listen=127.0.0.1:0", "--shutdown_timeout=10s"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env, pass_fds=(fd,),
                                      cwd=SRC)
 

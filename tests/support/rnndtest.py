@@ -127,8 +127,10 @@ class Daemon:
 
     def __init__(self, *args, repo=GOLDEN, wait_ready=True, env=None):
         self.port = free_port()
+        self.grpc_port = free_port()  # the gRPC front end's (docs/HTTP.md, "gRPC")
         self.log = tempfile.NamedTemporaryFile(prefix="rnnd-log-", suffix=".txt", delete=False)
-        cmd = [BIN, "--listen=127.0.0.1:%d" % self.port, "--model_repository", repo, "--threads=2"]
+        cmd = [BIN, "--listen=127.0.0.1:%d" % self.port, "--grpc_listen=127.0.0.1:%d" % self.grpc_port,
+               "--model_repository", repo, "--threads=2"]
         cmd += list(args)
         e = dict(os.environ)
         e.pop("RNND_BACKEND", None)

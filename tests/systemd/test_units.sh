@@ -3,7 +3,8 @@
 # verify` on the units as built, and `systemd-analyze security --offline=yes`
 # on the service, whose overall exposure must be at most 2.0; with the
 # template pair (rnnd@.service, rnnd@.socket), the same for instance rnnd@1,
-# which must listen on 127.0.0.1:8001 and want its own socket.  ExecStart is pointed at $RNND_BIN,
+# which must listen on 127.0.0.1:8001, then 127.0.0.1:8101 for gRPC, and want
+# its own socket.  ExecStart is pointed at $RNND_BIN,
 # since verify checks that the binary exists.  Exit 77 without
 # systemd-analyze.
 set -u
@@ -23,8 +24,8 @@ if [ -n "$template" ]; then
   else
     echo "ok: systemd-analyze verify rnnd@1.service rnnd@1.socket"
   fi
-  grep -qx 'ListenStream=127.0.0.1:800%i' "$tmp/rnnd@.socket" ||
-    { echo "FAIL: rnnd@.socket does not listen on 800%i"; rc=1; }
+  [ "$(grep '^ListenStream=' "$tmp/rnnd@.socket")" = "$(printf 'ListenStream=127.0.0.1:800%%i\nListenStream=127.0.0.1:810%%i')" ] ||
+    { echo "FAIL: rnnd@.socket does not listen on 800%i, then 810%i (gRPC)"; rc=1; }
   grep -qx 'Wants=rnnd@%i.socket' "$tmp/rnnd@.service" ||
     { echo "FAIL: rnnd@.service does not want its own socket"; rc=1; }
   cmp -s "$(sed '/^#/d;/^Description=/d;/^After=/d;/^Wants=/d' "$tmp/rnnd.service" > "$tmp/a"; echo "$tmp/a")" \
@@ -44,6 +45,12 @@ for want in 'Type=notify' 'WatchdogSec=' 'ExecReload=/bin/kill -HUP $MAINPID' 'D
             'StateDirectory=rnnd' 'CacheDirectory=rnnd' 'Environment=CUDA_CACHE_PATH=/var/cache/rnnd'; do
   grep -qF -- "$want" "$tmp/rnnd.service" || { echo "FAIL: rnnd.service lacks $want"; rc=1; }
 done
+# Two sockets, HTTP then gRPC, as rnnd.conf's listen and grpc_listen (sd_listen_fds order).
+conf=$RNND_SRC/config/rnnd.conf
+want=$(printf 'ListenStream=%s\nListenStream=%s' "$(sed -n 's/^listen = //p' "$conf")" \
+       "$(sed -n 's/^grpc_listen = //p' "$conf")")
+[ "$(grep '^ListenStream=' "$tmp/rnnd.socket")" = "$want" ] ||
+  { echo "FAIL: rnnd.socket does not listen on rnnd.conf's listen, then grpc_listen"; rc=1; }
 if grep -q '^PrivateDevices=yes' "$tmp/rnnd.service"; then
   echo "FAIL: PrivateDevices=yes hides the GPU"; rc=1
 fi

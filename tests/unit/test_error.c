@@ -7,23 +7,28 @@
 #include "error.h"
 #include "tensor.h"
 
+/* Each code's HTTP status and gRPC status code (gRPC's numbers: docs/DESIGN.md §11). */
 static const struct {
         int code;
         int status;
+        int grpc;
         const char *name;
 } statuses[] = {
-        {RNND_EINVAL, 400, "EINVAL"},       {RNND_ENOTFOUND, 404, "ENOTFOUND"},
-        {RNND_EMETHOD, 405, "EMETHOD"},     {RNND_ELENGTHREQ, 411, "ELENGTHREQ"},
-        {RNND_ETOOBIG, 413, "ETOOBIG"},     {RNND_EUNAVAIL, 503, "EUNAVAIL"},
-        {RNND_ETIMEDOUT, 503, "ETIMEDOUT"}, {RNND_EINTERNAL, 500, "EINTERNAL"},
-        {RNND_ENOMEM, 500, "ENOMEM"},       {RNND_EAUTH, 401, "EAUTH"},
-        {-9999, 500, "EUNKNOWN"},
+        {RNND_EINVAL, 400, 3, "EINVAL"},          {RNND_ENOTFOUND, 404, 5, "ENOTFOUND"},
+        {RNND_EMETHOD, 405, 12, "EMETHOD"},       {RNND_ELENGTHREQ, 411, 3, "ELENGTHREQ"},
+        {RNND_ETOOBIG, 413, 8, "ETOOBIG"},        {RNND_EUNAVAIL, 503, 14, "EUNAVAIL"},
+        {RNND_ETIMEDOUT, 503, 4, "ETIMEDOUT"},    {RNND_EINTERNAL, 500, 13, "EINTERNAL"},
+        {RNND_ENOMEM, 500, 8, "ENOMEM"},          {RNND_EAUTH, 401, 16, "EAUTH"},
+        {RNND_ECANCELED, 499, 1, "ECANCELED"},    {RNND_ELIMIT, 400, 3, "ELIMIT"},
+        {RNND_EMEDIATYPE, 415, 12, "EMEDIATYPE"}, {-9999, 500, 13, "EUNKNOWN"},
 };
 
 START_TEST(test_http_status)
 {
         ck_assert_int_eq(rnnd_error_http_status(statuses[_i].code), statuses[_i].status);
+        ck_assert_int_eq(rnnd_error_grpc_status(statuses[_i].code), statuses[_i].grpc);
         ck_assert_str_eq(rnnd_strerror_name(statuses[_i].code), statuses[_i].name);
+        ck_assert_int_eq(rnnd_error_grpc_status(0), 0);
 }
 END_TEST
 

@@ -89,6 +89,7 @@ START_TEST(test_table_rows)
         const struct rnnd_option *t = rnnd_options_table(&n);
         static const char *const keys[] = {
                 "listen",
+                "grpc_listen",
                 "model_repository",
                 "repository_poll_interval",
                 "threads",
@@ -97,6 +98,9 @@ START_TEST(test_table_rows)
                 "header_timeout",
                 "per_address_limit",
                 "max_body_bytes",
+                "grpc_max_message_bytes",
+                "grpc_max_streams",
+                "grpc_max_header_bytes",
                 "max_tensor_elements",
                 "max_response_bytes",
                 "max_json_depth",

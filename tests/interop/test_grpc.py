@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""test_grpc.py: gRPC clients, unchanged, against the real rnnd (docs/DESIGN.md §11, docs/HTTP.md
+"gRPC").
+
+Starts $RNND_BIN (HTTP and gRPC on free loopback ports) and drives its gRPC front end with:
+
+- Triton's `tritonclient.grpc` (PyPI `tritonclient[grpc]`): every method of
+  inference.GRPCInferenceService rnnd serves (live, ready, server and model metadata, model
+  ready, config, statistics, the repository index, load and unload), each answer held to what
+  the HTTP route of the same name answers; ModelInfer on every golden case with raw tensors
+  (raw_input_contents / raw_output_contents) and, through tritonclient's own generated stubs,
+  with typed contents (fp32_contents, int64_contents, int_contents), each output within 1e-5
+  of PyTorch; errors (NOT_FOUND, INVALID_ARGUMENT with the HTTP 400's very message,
+  UNIMPLEMENTED); ModelStreamInfer with `start_stream` / `async_stream_infer`: four stateful
+  sequences of the demo digits_stream interleaved chunk by chunk on one stream, with a
+  stateless request and a request that fails among them, answered in order, each sequence's
+  scores equal to the whole image's within 1e-5, the failing one's error its own;
+- grpcio-health-checking's client: Check and Watch of grpc.health.v1;
+- TF Serving's PredictionService and ModelService through stubs generated here with
+  grpcio-tools from rnnd's own proto/pb/*.proto (tensorflow-serving-api pulls TensorFlow:
+  docs/HTTP.md says what running the real package once showed): Predict with float_val and
+  with tensor_content against the goldens, GetModelMetadata's signature_def, GetModelStatus;
+- grpc-timeout: a deadline shorter than the queue's wait ends the call DEADLINE_EXCEEDED and the
+  daemon keeps serving;
+- metrics and the drain: gRPC calls in rnnd_requests_total; SIGTERM answers the call in
+  flight, turns health Watch NOT_SERVING, refuses new calls, exits 0.
+
+Exits 77 (meson SKIP) without the venv tests/run.sh makes (tritonclient[grpc], grpcio-tools,
+grpcio-health-checking).  Environment: RNND_BIN, RNND_SRC.
+"""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+try:
+    import grpc
+    import numpy as np
+    import tritonclient.grpc as gc
+    import tritonclient.http as httpclient
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from tritonclient.grpc import service_pb2 as pb
+    from tritonclient.grpc import service_pb2_grpc as pbg
+    from tritonclient.utils import InferenceServerException
+    import grpc_tools
+except ImportError as e:  # meson reads 77 as SKIP
+    print("test_grpc: SKIP: cannot import tritonclient[grpc], grpcio-tools or "
+          "grpcio-health-checking (%s); tests/run.sh makes .venv-test with them" % e)
+    sys.exit(77)
+
+import rnndtest as th  # the harness (tests/support)
+from rnndtest import Daemon, check, GOLDEN, run_test
+from test_tritonclient import FULL, Golden
+
+TOL = 1e-5
+DT = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64", np.dtype(np.int32): "INT32",
+      np.dtype(np.float16): "FP16"}
+INPUTS = (("x", "input"), ("tokens", "tokens"), ("lengths", "lengths"), ("h0", "h0"), ("c0", "c0"))
+
+
+def grpc_inputs(g, index_dtype=np.int64):
+    ins = []
+    for key, name in INPUTS:
+        if key in g.t:
+            a = g.t[key].astype(index_dtype) if g.t[key].dtype == np.int64 else g.t[key]
+            i = gc.InferInput(name, list(a.shape), DT[a.dtype])
+            i.set_data_from_numpy(a)
+            ins.append(i)
+    return ins
+
+
+def close_to(g, key, got, how):
+    want = g.t[key]
+    if not check(got is not None and got.shape == want.shape, "%s %s: %s shape" % (g.name, how, key),
+                 (None if got is None else got.shape, want.shape)):
+        return
+    err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)), initial=0.0))
+    check(err <= TOL, "%s %s: %s within %g of PyTorch" % (g.name, how, key, TOL), err)
+
+
+# ---------------------------------------------------------------- the control methods
+
+def test_control(c, d):
+    """Each method's answer is the HTTP route's (the same functions render both)."""
+    h = httpclient.InferenceServerClient("127.0.0.1:%d" % d.port)
+    m = th.MODEL
+    check(c.is_server_live() is True and c.is_server_ready() is True, "ServerLive, ServerReady")
+    meta = c.get_server_metadata(as_json=True)
+    check(meta == h.get_server_metadata(), "ServerMetadata is GET /v2's", (meta, h.get_server_metadata()))
+    check(c.is_model_ready(m) is True and c.is_model_ready("no_such") is False,
+          "ModelReady: true for a loaded model, false for an unknown one")
+    gm, hm = c.get_model_metadata(m, as_json=True), h.get_model_metadata(m)
+    check(gm["name"] == hm["name"] and gm["versions"] == hm["versions"] and gm["platform"] == hm["platform"]
+          and [(t["name"], t["datatype"], [int(x) for x in t["shape"]]) for t in gm["inputs"]]
+          == [(t["name"], t["datatype"], t["shape"]) for t in hm["inputs"]]
+          and len(gm["outputs"]) == len(hm["outputs"]), "ModelMetadata is GET /v2/models/M's", (gm, hm))
+    gcfg, hcfg = c.get_model_config(m, as_json=True)["config"], h.get_model_config(m)
+    check(gcfg["max_batch_size"] == hcfg["max_batch_size"] and gcfg["name"] == m
+          and [i["name"] for i in gcfg["input"]] == [i["name"] for i in hcfg["input"]]
+          and gcfg["input"][0]["data_type"] == hcfg["input"][0]["data_type"]
+          and gcfg["parameters"] == hcfg["parameters"]
+          and gcfg["instance_group"][0]["kind"] == hcfg["instance_group"][0]["kind"]
+          and int(gcfg["dynamic_batching"]["max_queue_delay_microseconds"])
+          == hcfg["dynamic_batching"]["max_queue_delay_microseconds"],
+          "ModelConfig is GET .../config's", (gcfg, hcfg))
+    before = h.get_inference_statistics(m)["model_stats"][0]["inference_stats"]["success"]["count"]
+    c.infer(m, grpc_inputs(Golden(m)))
+    gs = c.get_inference_statistics(m, as_json=True)["model_stats"][0]
+    check(int(gs["inference_stats"]["success"]["count"]) == before + 1 and gs["version"] == "1",
+          "ModelStatistics counts the gRPC inference", gs)
+    check(len(c.get_inference_statistics(as_json=True)["model_stats"])
+          == len(h.get_inference_statistics()["model_stats"]), "ModelStatistics of every model")
+    gi = [(r["name"], r.get("version", ""), r["state"]) for r in c.get_model_repository_index(as_json=True)["models"]]
+    hi = [(r["name"], r.get("version", ""), r["state"]) for r in h.get_model_repository_index()]
+    check(gi == hi and len(gi) > 50, "RepositoryIndex is POST /v2/repository/index's", (gi[:3], hi[:3]))
+    c.unload_model(m)
+    check(c.is_model_ready(m) is False, "RepositoryModelUnload: the model is no longer ready")
+    try:
+        c.infer(m, grpc_inputs(Golden(m)))
+        check(False, "inference on an unloaded model fails")
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.NOT_FOUND" and "unloaded" in e.message(),
+              "inference on an unloaded model is NOT_FOUND, as HTTP's 404", (e.status(), e.message()))
+    c.load_model(m)
+    check(c.is_model_ready(m) is True and h.is_model_ready(m), "RepositoryModelLoad serves it again")
+    try:
+        c.load_model(m, config="{}")
+        check(False, "a load with a config override is refused")
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.INVALID_ARGUMENT" and "parameters.config" in e.message(),
+              "a load with a config override is INVALID_ARGUMENT naming parameters.config", e.message())
+    h.close()
+
+
+# ---------------------------------------------------------------- inference
+
+def test_goldens(c, goldens):
+    """Raw tensors both ways on every golden case (tritonclient's way)."""
+    for g in goldens.values():
+        try:
+            r = c.infer(g.name, grpc_inputs(g), request_id="gold-" + g.name[:40])
+        except InferenceServerException as e:
+            check(False, "%s: ModelInfer" % g.name, e)
+            continue
+        check(r.get_response().id == "gold-" + g.name[:40], "%s: the id comes back" % g.name)
+        check(len(r.get_response().raw_output_contents) == len(g.outputs),
+              "%s: every output in raw_output_contents" % g.name)
+        for key in g.outputs:
+            close_to(g, key, r.as_numpy(key), "raw")
+
+
+def test_typed_contents(url, goldens):
+    """Typed contents in, through tritonclient's own generated stubs (service_pb2)."""
+    stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel(url))
+    for name in FULL:
+        g = goldens[name]
+        for index_dtype in (np.int64, np.int32):
+            rq = pb.ModelInferRequest(model_name=g.name)
+            for key, tname in INPUTS:
+                if key not in g.t:
+                    continue
+                a = g.t[key]
+                t = rq.inputs.add(name=tname, shape=list(a.shape))
+                if a.dtype == np.float32:
+                    t.datatype = "FP32"
+                    t.contents.fp32_contents.extend(a.ravel().tolist())
+                elif index_dtype == np.int64:
+                    t.datatype = "INT64"
+                    t.contents.int64_contents.extend(a.ravel().tolist())
+                else:
+                    t.datatype = "INT32"
+                    t.contents.int_contents.extend(a.ravel().tolist())
+            r = stub.ModelInfer(rq, timeout=60)
+            for i, o in enumerate(r.outputs):
+                got = np.frombuffer(r.raw_output_contents[i], np.float32).reshape(list(o.shape))
+                if o.name in g.t:
+                    close_to(g, o.name, got, "typed %s" % np.dtype(index_dtype).name)
+
+
+def test_errors(c, d):
+    g = Golden(th.MODEL)
+    x = g.t["x"][:, :, :2]
+    i = gc.InferInput("input", list(x.shape), "FP32")
+    i.set_data_from_numpy(np.ascontiguousarray(x))
+    hi = httpclient.InferInput("input", list(x.shape), "FP32")
+    hi.set_data_from_numpy(np.ascontiguousarray(x), binary_data=True)
+    h = httpclient.InferenceServerClient("127.0.0.1:%d" % d.port)
+    try:
+        h.infer(th.MODEL, [hi])
+        http_msg = None
+    except InferenceServerException as e:
+        http_msg = e.message()
+    try:
+        c.infer(th.MODEL, [i])
+        check(False, "a wrong shape is refused")
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.INVALID_ARGUMENT" and e.message() == http_msg,
+              "a wrong shape is INVALID_ARGUMENT with HTTP's 400 message", (e.status(), e.message(), http_msg))
+    for model, version in (("no_such_model", ""), (th.MODEL, "7")):
+        try:
+            c.infer(model, grpc_inputs(g), model_version=version)
+            check(False, "unknown model/version %s/%s is refused" % (model, version))
+        except InferenceServerException as e:
+            check(e.status() == "StatusCode.NOT_FOUND", "unknown model/version is NOT_FOUND", e.status())
+    stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port))
+    try:
+        stub.TraceSetting(pb.TraceSettingRequest(), timeout=5)
+        check(False, "an unserved method is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.UNIMPLEMENTED, "an unserved method is UNIMPLEMENTED", e.code())
+    h.close()
+
+
+# ---------------------------------------------------------------- streams of sequences
+
+def stream_repo(tmp):
+    shutil.copytree(os.path.join(th.SRC, "config", "models", "digits_stream"), os.path.join(tmp, "digits_stream"))
+    with open(os.path.join(th.SRC, "config", "models", "digits_lstm", "test_set.json")) as f:
+        return json.load(f)
+
+
+def test_stream_sequences():
+    """Four sequences interleaved chunk by chunk on one ModelStreamInfer stream, a stateless
+    request and a failing one among them: answers in request order, each sequence's last
+    chunk scoring as its whole image, the failure its own."""
+    with tempfile.TemporaryDirectory(prefix="rnnd-grpc-seq-") as tmp:
+        ts = stream_repo(tmp)
+        d = Daemon(repo=tmp)
+        try:
+            url = "127.0.0.1:%d" % d.grpc_port
+            c = gc.InferenceServerClient(url)
+            check("sequence_batching" in c.get_model_config("digits_stream", as_json=True)["config"],
+                  "ModelConfig of a sequence model has sequence_batching")
+            xs = [np.array(ts["x"][k], dtype=np.float32)[None] for k in range(4)]
+            whole = []
+            for x in xs:
+                i = gc.InferInput("input", list(x.shape), "FP32")
+                i.set_data_from_numpy(x)
+                whole.append(c.infer("digits_stream", [i]).as_numpy("scores"))
+            got, lock, done = [], threading.Lock(), threading.Event()
+            T = xs[0].shape[1]
+            cuts = [0, 2, 3, 5, T]
+            n_sent = 4 * (len(cuts) - 1) + 2
+
+            def cb(result, error):
+                with lock:
+                    got.append((result, error))
+                    if len(got) == n_sent:
+                        done.set()
+
+            sent = []
+            c.start_stream(callback=cb)
+            for j in range(len(cuts) - 1):
+                for k, x in enumerate(xs):
+                    part = gc.InferInput("input", [1, cuts[j + 1] - cuts[j], x.shape[2]], "FP32")
+                    part.set_data_from_numpy(np.ascontiguousarray(x[:, cuts[j]:cuts[j + 1]]))
+                    rid = "s%d-c%d" % (k, j)
+                    c.async_stream_infer("digits_stream", [part], request_id=rid, sequence_id=1000 + k,
+                                         sequence_start=j == 0, sequence_end=j == len(cuts) - 2)
+                    sent.append(rid)
+                if j == 1:
+                    i = gc.InferInput("input", list(xs[0].shape), "FP32")
+                    i.set_data_from_numpy(xs[0])
+                    c.async_stream_infer("digits_stream", [i], request_id="stateless")
+                    sent.append("stateless")
+                    c.async_stream_infer("digits_stream", [i], request_id="bad", sequence_id=999)
+                    sent.append("bad")
+            check(len(sent) == n_sent, "the test sent what it counts", len(sent))
+            check(done.wait(60), "every request on the stream is answered", len(got))
+            c.stop_stream()
+            ids = [r.get_response().id if r is not None else "error" for r, e in got]
+            check(ids == [s if s != "bad" else "error" for s in sent], "answers in request order", ids)
+            errs = [str(e) for r, e in got if e is not None]
+            check(len(errs) == 1 and "never started" in errs[0], "the failing request's error is its own", errs)
+            by_id = {r.get_response().id: r for r, e in got if r is not None}
+            for k in range(4):
+                last = by_id["s%d-c%d" % (k, len(cuts) - 2)].as_numpy("scores")
+                err = float(np.abs(last - whole[k]).max())
+                check(err <= TOL, "sequence %d in chunks on the stream scores as the whole image" % k, err)
+            err = float(np.abs(by_id["stateless"].as_numpy("scores") - whole[0]).max())
+            check(err <= TOL, "a stateless request on the stream", err)
+            c.close()
+        finally:
+            d.close()
+
+
+# ---------------------------------------------------------------- health
+
+def test_health(d):
+    ch = grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port)
+    stub = health_pb2_grpc.HealthStub(ch)
+    S = health_pb2.HealthCheckResponse
+    for svc in ("", "inference.GRPCInferenceService", "tensorflow.serving.PredictionService", "live"):
+        r = stub.Check(health_pb2.HealthCheckRequest(service=svc), timeout=5)
+        check(r.status == S.SERVING, "health Check(%r) is SERVING" % svc, r.status)
+    try:
+        stub.Check(health_pb2.HealthCheckRequest(service="nope"), timeout=5)
+        check(False, "health Check of an unknown service fails")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.NOT_FOUND, "health Check of an unknown service is NOT_FOUND", e.code())
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=2)
+    first = next(watch)
+    check(first.status == S.SERVING, "health Watch says SERVING at once", first.status)
+    try:
+        next(watch)
+        check(False, "health Watch sends nothing while nothing changes")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, "health Watch waits for a change", e.code())
+    ch.close()
+
+
+# ---------------------------------------------------------------- TF Serving
+
+def tfs_stubs(tmp):
+    """Python stubs from rnnd's proto/pb, with protobuf's own well-known types."""
+    src = os.path.join(th.SRC, "proto", "pb")
+    for f in ("tf_framework.proto", "tf_error_codes.proto", "tfs_apis.proto"):
+        with open(os.path.join(src, f)) as fi, open(os.path.join(tmp, f), "w") as fo:
+            fo.write(fi.read().replace('import "wellknown.proto";',
+                                       'import "google/protobuf/any.proto";\n'
+                                       'import "google/protobuf/wrappers.proto";'))
+    inc = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", tmp, "-I", inc, "--python_out=" + tmp,
+                    "--grpc_python_out=" + tmp, "tf_framework.proto", "tf_error_codes.proto", "tfs_apis.proto"],
+                   check=True)
+    sys.path.insert(0, tmp)
+    import tfs_apis_pb2
+    import tfs_apis_pb2_grpc
+    import tf_framework_pb2
+    return tfs_apis_pb2, tfs_apis_pb2_grpc, tf_framework_pb2
+
+
+def test_tfs(d, goldens):
+    with tempfile.TemporaryDirectory(prefix="rnnd-tfs-stubs-") as tmp:
+        apis, apis_grpc, fw = tfs_stubs(tmp)
+        ch = grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port)
+        pred = apis_grpc.PredictionServiceStub(ch)
+        ms = apis_grpc.ModelServiceStub(ch)
+        for name in FULL[:6]:
+            g = goldens[name]
+            for how in ("float_val", "tensor_content"):
+                rq = apis.PredictRequest()
+                rq.model_spec.name = g.name
+                rq.model_spec.signature_name = "serving_default"
+                for key, tname in INPUTS:
+                    if key not in g.t:
+                        continue
+                    a = g.t[key]
+                    t = rq.inputs[tname]
+                    t.dtype = fw.DT_FLOAT if a.dtype == np.float32 else fw.DT_INT64
+                    t.tensor_shape.dim.extend([fw.TensorShapeProto.Dim(size=s) for s in a.shape])
+                    if how == "tensor_content":
+                        t.tensor_content = a.tobytes()
+                    elif a.dtype == np.float32:
+                        t.float_val.extend(a.ravel().tolist())
+                    else:
+                        t.int64_val.extend(a.ravel().tolist())
+                r = pred.Predict(rq, timeout=60)
+                check(r.model_spec.name == g.name and r.model_spec.version.value == 1,
+                      "%s Predict: model_spec answered" % g.name)
+                for key in g.outputs:
+                    t = r.outputs[key]
+                    got = np.frombuffer(t.tensor_content, np.float32).reshape([x.size for x in t.tensor_shape.dim])
+                    close_to(g, key, got, "Predict %s" % how)
+        rq = apis.GetModelMetadataRequest(metadata_field=["signature_def"])
+        rq.model_spec.name = th.MODEL
+        r = pred.GetModelMetadata(rq, timeout=10)
+        any_ = r.metadata["signature_def"]
+        sigs = apis.SignatureDefMap.FromString(any_.value)
+        sd = sigs.signature_def["serving_default"]
+        check(any_.type_url.endswith("tensorflow.serving.SignatureDefMap")
+              and sd.method_name == "tensorflow/serving/predict"
+              and set(sd.inputs) >= {"input", "lengths", "h0", "c0"} and "h_n" in sd.outputs
+              and [x.size for x in sd.inputs["input"].tensor_shape.dim] == [-1, -1, 5],
+              "GetModelMetadata: the signature_def of GET /v1/models/M/metadata", sd)
+        rq = apis.GetModelStatusRequest()
+        rq.model_spec.name = th.MODEL
+        r = ms.GetModelStatus(rq, timeout=10)
+        check(len(r.model_version_status) == 1 and r.model_version_status[0].version == 1
+              and r.model_version_status[0].state == apis.ModelVersionStatus.AVAILABLE,
+              "GetModelStatus: version 1 AVAILABLE", r)
+        try:
+            rq = apis.PredictRequest()
+            rq.model_spec.name = th.MODEL
+            rq.model_spec.signature_name = "other"
+            rq.inputs["input"].dtype = fw.DT_FLOAT
+            pred.Predict(rq, timeout=10)
+            check(False, "Predict with another signature fails")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "signature_name" in e.details(),
+                  "Predict with another signature is INVALID_ARGUMENT naming it", e.details())
+        ch.close()
+
+
+# ---------------------------------------------------------------- deadlines
+
+@contextlib.contextmanager
+def slow_daemon():
+    """rnnd on one model, "slow": a zero LSTM of 1024 units, one sequence a batch (about 1 ms a step)."""
+    with tempfile.TemporaryDirectory(prefix="rnnd-grpc-slow-") as tmp:
+        th.zero_lstm(tmp, "slow", 1024, 4096, batching={"max_batch_size": 1})
+        d = Daemon(repo=tmp)
+        try:
+            yield d
+        finally:
+            d.close()
+
+
+def zeros_input(steps):
+    x = np.zeros((1, steps, 8), np.float32)
+    i = gc.InferInput("input", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    return i
+
+
+def test_deadline():
+    """A deadline shorter than the queue's wait: DEADLINE_EXCEEDED at it, and the daemon serves on."""
+    with slow_daemon() as d:
+        url = "127.0.0.1:%d" % d.grpc_port
+        c = gc.InferenceServerClient(url)
+        i = zeros_input(2000)
+        slow = [c.async_infer("slow", [i], callback=lambda result, error: None) for _ in range(3)]
+        t0 = time.time()
+        try:
+            c.infer("slow", [i], client_timeout=0.3)
+            check(False, "a call past its deadline fails")
+        except InferenceServerException as e:
+            check("DEADLINE_EXCEEDED" in e.status(), "a call past its deadline is DEADLINE_EXCEEDED", e.status())
+        check(time.time() - t0 < 2.0, "answered at the deadline, not when the queue reached it",
+              time.time() - t0)
+        time.sleep(0.5)
+        check(c.is_server_ready(), "the daemon serves after the deadline")
+        del slow
+        c.close()
+        log = d.stderr()
+        check("runtime error" not in log and "AddressSanitizer" not in log, "no sanitizer report", log[-2000:])
+
+
+# ---------------------------------------------------------------- metrics and the drain
+
+def requests_total(d, model, code):
+    """rnnd_requests_total of a model (any version; "" for requests naming none) and an HTTP
+    status (docs/OPERATIONS.md)."""
+    text = d.request("GET", "/metrics")[2].decode()
+    pat = r'^rnnd_requests_total\{model="%s",version="[^"]*",code="%d"\} (\d+)$' % (model, code)
+    return sum(int(n) for n in re.findall(pat, text, re.M))
+
+
+def test_metrics_and_drain():
+    """gRPC calls count in rnnd_requests_total under the HTTP status theirs stands for; SIGTERM
+    with a call in flight and a health Watch open: the call is answered, Watch says
+    NOT_SERVING, a new call is refused, and the daemon exits 0 (docs/DESIGN.md §11, "Drain")."""
+    with slow_daemon() as d:
+        url = "127.0.0.1:%d" % d.grpc_port
+        c = gc.InferenceServerClient(url)
+        i = zeros_input(2)
+        ok0, nf0 = requests_total(d, "slow", 200), requests_total(d, "", 404)
+        for _ in range(3):
+            c.infer("slow", [i])
+        try:
+            c.infer("nope", [i])
+        except InferenceServerException:
+            pass
+        ok, nf = requests_total(d, "slow", 200) - ok0, requests_total(d, "", 404) - nf0
+        check(ok == 3, "3 gRPC calls OK: rnnd_requests_total of slow, code 200, += 3", ok)
+        check(nf == 1, "a call to no such model, NOT_FOUND: code 404 += 1", nf)
+
+        ch = grpc.insecure_channel(url)
+        watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        S = health_pb2.HealthCheckResponse
+        check(next(watch).status == S.SERVING, "health Watch: SERVING before the drain")
+        bi = zeros_input(1500)
+        done = []
+        # Kept: grpc cancels a call whose future is collected.
+        ctx = c.async_infer("slow", [bi], callback=lambda result, error: done.append((result, error)),
+                            client_timeout=30)
+        time.sleep(0.3)  # the call is in flight
+        check(not done, "the long call is in flight at SIGTERM", done)
+        d.proc.send_signal(15)
+        t0 = time.time()
+        time.sleep(0.1)
+        try:  # after GOAWAY grpc opens a new connection, which waits in the backlog until the end
+            gc.InferenceServerClient(url).infer("slow", [i], client_timeout=60)
+            check(False, "a call during the drain is refused")
+        except InferenceServerException as e:
+            check("UNAVAILABLE" in e.status(), "a call during the drain: UNAVAILABLE", e.status())
+        statuses = []
+        try:
+            for m in watch:
+                statuses.append(m.status)
+        except grpc.RpcError as e:
+            statuses.append(e.code())
+        check(S.NOT_SERVING in statuses, "health Watch: NOT_SERVING at the drain", statuses)
+        try:
+            rc = d.proc.wait(25)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0 and time.time() - t0 < 25, "SIGTERM exits 0 once the call is answered, not at the "
+              "drain's 30 s", (rc, time.time() - t0))
+        for _ in range(50):
+            if not done:
+                time.sleep(0.1)
+        check(len(done) == 1 and done[0][1] is None and done[0][0].as_numpy("h_n") is not None,
+              "the call in flight at SIGTERM is answered", done)
+        del ctx
+        ch.close()
+        c.close()
+
+
+def main():
+    names = sorted(e for e in os.listdir(GOLDEN) if os.path.isfile(os.path.join(GOLDEN, e, "io.safetensors")))
+    goldens = {n: Golden(n) for n in names}
+    d = Daemon()
+    try:
+        url = "127.0.0.1:%d" % d.grpc_port
+        c = gc.InferenceServerClient(url)
+        run_test(test_goldens, c, goldens)
+        run_test(test_typed_contents, url, goldens)
+        run_test(test_errors, c, d)
+        run_test(test_health, d)
+        run_test(test_tfs, d, goldens)
+        run_test(test_control, c, d)
+        c.close()
+        check(d.request("GET", "/v2/health/ready")[0] == 200, "HTTP still serves at the end")
+        rc, _ = d.stop()
+        check(rc == 0, "SIGTERM exits 0", rc)
+        err = d.stderr()
+        check("AddressSanitizer" not in err and "runtime error:" not in err and "LeakSanitizer" not in err
+              and "ThreadSanitizer" not in err, "no sanitizer report from the daemon", err[-3000:])
+    finally:
+        d.close()
+    run_test(test_stream_sequences)
+    run_test(test_deadline)
+    run_test(test_metrics_and_drain)
+    return th.summary("test_grpc")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -165,4 +165,37 @@ void rnnd__cpu_project(const struct rnnd__cpu_step *s);
 void rnnd__cpu_sigmoid(uint32_t n, const float *x, float *y);
 void rnnd__cpu_tanh(uint32_t n, const float *x, float *y);
 
+/*
+ * The floating-point mode the engine runs in: denormal floats read as zero
+ * (DAZ) and results that would be denormal written as zero (FTZ).  An x86
+ * core takes a microcode assist of about a hundred cycles for each denormal
+ * operand or result, so a batch of them (random bytes sent as FP32 hold many:
+ * perf_analyzer's default data does) ran ten times slower than the same batch
+ * of zeros, a slowdown any client could buy.  Values below 2^-126 (1.2e-38)
+ * become 0, far under the 1e-5 the engine holds against PyTorch.  cpu_run()
+ * sets the mode on the calling thread for the run and puts the caller's back
+ * after; a team's helpers take the mode of the thread that runs the team
+ * (team.c).  Elsewhere (not x86-64) the mode is left as it is.  Thread-safe:
+ * the mode is per thread.
+ */
+#define RNND_CPU_FP_FLUSH 0x8040u /* MXCSR's FTZ (bit 15) and DAZ (bit 6) */
+
+static inline unsigned rnnd__cpu_fp_mode(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+        return __builtin_ia32_stmxcsr();
+#else
+        return 0;
+#endif
+}
+
+static inline void rnnd__cpu_fp_set(unsigned mode)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_ia32_ldmxcsr(mode);
+#else
+        (void)mode;
+#endif
+}
+
 #endif

@@ -1270,15 +1270,21 @@ static int cpu_run(void *plan, const struct rnnd_batch *b, rnnd_error_t *reterr)
         uint64_t S = 0;
         uint32_t longest;
         enum mode mode;
+        unsigned fp;
         int r;
 
         r = rnnd_batch_check(p->m, b, &S, &longest, reterr);
         if (r < 0)
                 return r;
+        fp = rnnd__cpu_fp_mode();
+        rnnd__cpu_fp_set(fp | RNND_CPU_FP_FLUSH); /* denormals as zero (cpu-int.h) */
         mode = batch_mode(p, b->n);
         if (mode == MODE_SPLIT)
-                return run_split(p, b, reterr);
-        return run_batch(p, &p->lanes[0], b, S, mode, reterr);
+                r = run_split(p, b, reterr);
+        else
+                r = run_batch(p, &p->lanes[0], b, S, mode, reterr);
+        rnnd__cpu_fp_set(fp);
+        return r;
 }
 
 /* One block's engine; rnnd_cpu_backend (chain.c) runs a chain's blocks on it. */

@@ -7,13 +7,15 @@
  * participants meet once per time step, thousands of times a batch, so that
  * barrier spins (with a pause hint) for a while before yielding the CPU:
  * a futex round trip per step would cost more than the step on small
- * batches.  Lock order: only t->mu.
+ * batches.  A helper takes the runner's floating-point mode with the task,
+ * since the engine's is per thread (cpu-int.h).  Lock order: only t->mu.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 
 #include "alloc.h"
+#include "cpu/cpu-int.h"
 #include "cpu/team.h"
 
 #define SPINS_BEFORE_YIELD 4000
@@ -36,6 +38,7 @@ struct rnnd_team {
         bool quit;                         /* guarded by mu */
         void (*fn)(void *arg, unsigned i); /* guarded by mu */
         void *arg;                         /* guarded by mu */
+        unsigned fp_mode;                  /* the runner's (cpu-int.h); guarded by mu */
 };
 
 static inline void cpu_relax(void)
@@ -91,6 +94,7 @@ static void *helper_main(void *arg)
                 seen = t->gen;
                 fn = t->fn;
                 fa = t->arg;
+                rnnd__cpu_fp_set(t->fp_mode);
                 pthread_mutex_unlock(&t->mu);
 
                 fn(fa, h->index);
@@ -132,6 +136,7 @@ void rnnd_team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg)
         pthread_mutex_lock(&t->mu);
         t->fn = fn;
         t->arg = arg;
+        t->fp_mode = rnnd__cpu_fp_mode();
         t->finished = 0;
         t->gen++;
         pthread_cond_broadcast(&t->start);

@@ -28,7 +28,9 @@ rnnd_team_t *rnnd_team_new(unsigned n);
 
 /*
  * Runs fn(arg, i) for i = 0..n-1: i = 0 on the calling thread, the others on
- * the helpers, and returns when all have.  One caller at a time.
+ * the helpers, and returns when all have.  The helpers run in the calling
+ * thread's floating-point mode (its MXCSR on x86-64: cpu-int.h).  One caller
+ * at a time.
  */
 void rnnd_team_run(rnnd_team_t *t, void (*fn)(void *arg, unsigned i), void *arg);
 

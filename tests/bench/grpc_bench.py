@@ -10,8 +10,9 @@ over rounds:
 - "binary-64": 64 clients, one [1, 8, 8] image a request to digits_lstm, as `-i grpc`
   (ModelInfer, raw_input_contents / raw_output_contents), `-i http` with binary input and
   output tensors, and `-i http` with JSON tensors; the data a file of fixed values in
-  [0, 1) (perf_analyzer's own random bytes hold denormal floats, which slow the engine's
-  arithmetic tenfold for every protocol alike and hide the front ends' cost);
+  [0, 1) (perf_analyzer's own random bytes held denormal floats, which slowed the engine's
+  arithmetic tenfold for every protocol alike before it read them as zeros, and would
+  hide the front ends' cost);
 - "binary-4000/s": the same requests sent at a fixed 4,000 a second, so that every protocol
   gets the same batches and the daemon's CPU per request compares the front ends alone;
 - "sequences-32": 32 clients each running sequences of 8 chunks of one step on

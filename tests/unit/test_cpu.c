@@ -194,11 +194,12 @@ END_TEST
  * Models of any size, which no golden has: a random model written as a
  * repository entry would be (config.json, 1/model.safetensors with
  * PyTorch's names under "rnn."), loaded and the directory removed.  spec is
- * "CELL H I LAYERS DIRS LBR" ("gru 48 5 2 2 0": a reset-before GRU of 48 units,
- * input 5, 2 layers, bidirectional).
+ * "CELL H I LAYERS DIRS LBR [BIAS]" ("gru 48 5 2 2 0": a reset-before GRU of 48
+ * units, input 5, 2 layers, bidirectional); weights in [-0.3, 0.3), biases too
+ * unless BIAS is 0, which makes them zero.
  */
 static void put_tensor(FILE *hdr, FILE *data, size_t *off, const char *name, uint32_t rows,
-                       uint32_t cols, unsigned *seed)
+                       uint32_t cols, float scale, unsigned *seed)
 {
         const size_t n = (size_t)rows * (cols ? cols : 1);
 
@@ -217,7 +218,7 @@ static void put_tensor(FILE *hdr, FILE *data, size_t *off, const char *name, uin
 
                 ck_assert_ptr_nonnull(v);
                 for (size_t i = 0; i < n; i++)
-                        v[i] = 0.3f * frand(seed);
+                        v[i] = scale * frand(seed);
                 ck_assert_uint_eq(fwrite(v, 4, n, data), n);
                 free(v);
         }
@@ -228,14 +229,15 @@ static rnnd_model_t *load_random(const char *spec)
 {
         char cell[16], dir[] = "/tmp/rnnd-test-model-XXXXXX", path[4200], *hbuf = NULL,
                        *dbuf = NULL;
-        unsigned H, I, L, D, lbr, seed = 3;
+        unsigned H, I, L, D, lbr, bias = 1, seed = 3;
         size_t hlen = 0, dlen = 0, off = 0;
         struct rnnd_model_config cfg;
         rnnd_error_t err = {0};
         rnnd_model_t *m = NULL;
         FILE *f, *hdr = open_memstream(&hbuf, &hlen), *data = open_memstream(&dbuf, &dlen);
 
-        ck_assert_int_eq(sscanf(spec, "%15s %u %u %u %u %u", cell, &H, &I, &L, &D, &lbr), 6);
+        ck_assert_int_ge(sscanf(spec, "%15s %u %u %u %u %u %u", cell, &H, &I, &L, &D, &lbr, &bias),
+                         6);
         ck_assert_ptr_nonnull(mkdtemp(dir));
         snprintf(path, sizeof(path), "%s/config.json", dir);
         f = fopen(path, "w");
@@ -259,10 +261,10 @@ static rnnd_model_t *load_random(const char *spec)
                         snprintf(n[1], sizeof(n[1]), "weight_hh_l%u%s", l, sfx);
                         snprintf(n[2], sizeof(n[2]), "bias_ih_l%u%s", l, sfx);
                         snprintf(n[3], sizeof(n[3]), "bias_hh_l%u%s", l, sfx);
-                        put_tensor(hdr, data, &off, n[0], g * H, l ? D * H : I, &seed);
-                        put_tensor(hdr, data, &off, n[1], g * H, H, &seed);
-                        put_tensor(hdr, data, &off, n[2], g * H, 0, &seed);
-                        put_tensor(hdr, data, &off, n[3], g * H, 0, &seed);
+                        put_tensor(hdr, data, &off, n[0], g * H, l ? D * H : I, 0.3f, &seed);
+                        put_tensor(hdr, data, &off, n[1], g * H, H, 0.3f, &seed);
+                        put_tensor(hdr, data, &off, n[2], g * H, 0, bias ? 0.3f : 0, &seed);
+                        put_tensor(hdr, data, &off, n[3], g * H, 0, bias ? 0.3f : 0, &seed);
                 }
         fputc('}', hdr);
         ck_assert_int_eq(fclose(hdr), 0);
@@ -529,6 +531,42 @@ START_TEST(test_single)
         for (uint32_t k = 0; k < T * ow; k++)
                 ck_assert_float_eq_tol(y1[k], y3[0][k], 1e-6f);
         ck_assert(isnan(y1[T * ow]));
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
+ * Denormal floats run as zeros (cpu-int.h: an x86 core takes a slow assist
+ * for each, which a client could buy by the batch): a ReLU RNN without biases
+ * on inputs of 1e-39 gives exactly 0 everywhere, where products of denormals
+ * would give denormals, on one thread and on the helpers of a split batch;
+ * and the caller's floating-point mode is its own again after the run.
+ */
+START_TEST(test_denormals)
+{
+        rnnd_model_t *m = load_random("rnn_relu 32 8 2 1 1 0");
+        const uint32_t N = 40, T = 6, I = 8, H = 32;
+        static float x[40 * 6 * 8], y[40 * 6 * 32];
+        struct rnnd_seq seqs[40];
+        struct rnnd_batch b = {seqs, N};
+        struct rnnd_instance_opts o = {-1, 1 + (unsigned)_i};
+        rnnd_error_t err = {0};
+        unsigned before;
+        void *plan;
+
+        for (size_t k = 0; k < RNND_ELEMENTSOF(x); k++)
+                x[k] = k % 2 ? 1e-39f : -1e-39f;
+        ck_assert(fpclassify(x[0]) == FP_SUBNORMAL);
+        for (uint32_t i = 0; i < N; i++)
+                seqs[i] = (struct rnnd_seq){.len = T, .x = x + i * T * I, .y = y + i * T * H};
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, &o, &plan, &err), 0);
+        before = rnnd__cpu_fp_mode();
+        ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+        ck_assert_uint_eq(rnnd__cpu_fp_mode(), before);
+        for (size_t k = 0; k < RNND_ELEMENTSOF(y); k++)
+                ck_assert_msg(y[k] == 0.0f, "%u thread(s): y[%zu] = %g, not 0", o.threads, k,
+                              (double)y[k]);
         rnnd_cpu_backend.close(plan);
         rnnd_model_unref(m);
 }
@@ -1130,6 +1168,7 @@ static Suite *cpu_suite(void)
         tcase_set_timeout(tc, 60); /* the kernels against double precision, under ASan too */
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_single);
+        tcase_add_loop_test(tc, test_denormals, 0, 2);
         tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));

@@ -119,6 +119,14 @@ struct rnnd__cpu_step {
         uint32_t ldh, ldy;
 };
 
+/*
+ * The packed weights P of the fused kernels start at a multiple of a vector
+ * (lu floats), and so does each panel: a vector then never straddles two
+ * cache lines.  The kernels assert it; cpu.c aligns its buffers to
+ * RNND_CPU_ALIGN bytes.
+ */
+#define RNND_CPU_ALIGN 64u
+
 /* Floats needed to pack W_ih [4H, KX], W_hh [4H, K] and the biases.  Thread-safe. */
 size_t rnnd__cpu_lstm_packed_size(uint32_t lu, uint32_t H, uint32_t KX, uint32_t K);
 

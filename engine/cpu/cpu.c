@@ -98,7 +98,7 @@ struct packed {
  * has run.
  */
 struct lane {
-        float *scratch;        /* [cap] */
+        float *scratch;        /* [cap]; the buffers start at its first cache line (align()) */
         size_t cap;            /* floats in scratch */
         uint32_t *ibuf;        /* order, nt, offs */
         size_t icap;           /* uint32s in ibuf */
@@ -113,7 +113,7 @@ struct lane {
 struct cpu_plan {
         rnnd_model_t *m;     /* a reference; immutable after open */
         struct packed *pw;   /* [num_layers * dirs]; immutable after open */
-        float *pbuf;         /* owns what pw points to */
+        float *pbuf;         /* owns what pw points to, from its first cache line (align()) */
         unsigned n_threads;  /* the worker and its team's helpers; immutable */
         unsigned slices;     /* of them, those that slice a step by hidden unit; immutable */
         uint32_t split_rows; /* batches of this many sequences or more are split by
@@ -143,6 +143,20 @@ struct pack {
         uint32_t *nt;    /* [T] rows still running at step t */
         uint32_t *offs;  /* [T + 1] first row of step t; offs[T] = S */
 };
+
+/*
+ * The first cache line of an allocation of n + ALIGN_FLOATS floats.  The
+ * kernels' vectors of 16 floats are a cache line each: at malloc's 16-byte
+ * alignment every one of them straddled two lines, which cost a third of a
+ * lone row's step and more than a tenth of a batch's (issue 28).  The
+ * kernels assert it (cpu-int.h).
+ */
+#define ALIGN_FLOATS (RNND_CPU_ALIGN / sizeof(float))
+
+static float *align(float *raw)
+{
+        return (float *)(((uintptr_t)raw + RNND_CPU_ALIGN - 1) & ~(uintptr_t)(RNND_CPU_ALIGN - 1));
+}
 
 /* Buffers of one run, carved from the plan's scratch. */
 struct work {
@@ -308,10 +322,10 @@ static int pack_weights(struct cpu_plan *p)
                 total += s1 + s2;
         }
         p->pw = rnnd_calloc(n, sizeof(*p->pw));
-        p->pbuf = rnnd_mallocarray(total, sizeof(float));
+        p->pbuf = rnnd_mallocarray(total + ALIGN_FLOATS, sizeof(float));
         if (p->pw == NULL || p->pbuf == NULL)
                 return RNND_ENOMEM;
-        at = p->pbuf;
+        at = align(p->pbuf);
         for (unsigned ld = 0; ld < n; ld++) {
                 pack_layer(m, ld, &p->pw[ld], at);
                 s1 = packed_sizes(m, &m->layers[ld], &s2);
@@ -600,6 +614,7 @@ static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk
 
         for (int i = 0; i < nbuf; i++)
                 total += (sizes[i] + 15) & ~(size_t)15; /* keep each buffer 64-byte aligned */
+        total += ALIGN_FLOATS;                          /* and the first */
         if (total > ln->cap) {
                 float *s = rnnd_realloc(ln->scratch, total * sizeof(float));
 
@@ -611,7 +626,7 @@ static int reserve(const rnnd_model_t *m, struct lane *ln, const struct pack *pk
         }
         total = 0;
         for (int i = 0; i < nbuf; i++) {
-                *dst[i] = ln->scratch + total;
+                *dst[i] = align(ln->scratch) + total;
                 total += (sizes[i] + 15) & ~(size_t)15;
         }
         w[1].in = w[0].in;

@@ -3,6 +3,7 @@
  * per row per step; the loops are written so that the compiler vectorises
  * them, and the exponential is a branch-free polynomial for that reason.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -436,6 +437,7 @@ KERNEL void rnnd__cpu_lstm_step(const struct rnnd__cpu_step *s, uint32_t j0, uin
 {
         const size_t M = s->M;
 
+        assert((uintptr_t)s->P % (s->lu * sizeof(float)) == 0);
 #if defined(__x86_64__) && defined(__GNUC__)
         /*
          * A lone row of 16-unit panels (a one-sequence batch) runs step.c's

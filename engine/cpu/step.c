@@ -13,6 +13,7 @@
  * lone row (a one-sequence batch) takes groups of more panels, so that its
  * sums are independent enough to hide the multiply-adds' latency.
  */
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -460,6 +461,7 @@ static AVX512_ONLY __attribute__((noinline)) void step_avx512(const struct rnnd_
 
 void rnnd__cpu_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1)
 {
+        assert((uintptr_t)s->P % (s->lu * sizeof(float)) == 0);
         if (s->lu == 8)
                 step_avx2(s, false, j0, j1);
         else
@@ -468,6 +470,7 @@ void rnnd__cpu_step(const struct rnnd__cpu_step *s, uint32_t j0, uint32_t j1)
 
 void rnnd__cpu_project(const struct rnnd__cpu_step *s)
 {
+        assert((uintptr_t)s->P % (s->lu * sizeof(float)) == 0);
         if (s->lu == 8)
                 step_avx2(s, true, 0, s->H);
         else

@@ -21,7 +21,12 @@ For every row, with the machine quiet (as engine_vs_torch.py waits for it):
      with intra_op_num_threads N, inter_op_num_threads 1, sequential execution,
      all graph optimisations), then torch (torch.set_num_threads(N),
      inference_mode): each 3 warm-up runs, then runs until --seconds and 5 runs,
-     median per batch; each keeps its fastest median.
+     median per batch; each keeps its fastest median.  The clock (--clock):
+     on one-thread rows the process's CPU time by default (rnnd-engine-bench's
+     median_cpu_s; time.process_time() for ORT and torch, whose one-thread
+     runs stay on the calling thread), which the preemptions of a busy machine
+     do not inflate; on rows of more threads the wall clock, since CPU time
+     would count a waiting thread's spinning.
 The FMA peak is measured first with rnnd-fma-peak (built beside
 rnnd-engine-bench) for each thread count, the best of 3 runs: the share of peak of a row is its
 useful fp32 flops (2 per multiply-add of x W_ih^T and h W_hh^T, gates not
@@ -36,7 +41,7 @@ Exits 1 if an answer was wrong.
 Usage:
     .venv-bench/bin/python tests/bench/engine_vs_ort.py --bench BUILD/tests/bench/rnnd-engine-bench
         [--quick] [--seconds S] [--rounds R] [--only I,J,...] [--wait S] [--out FILE]
-        [--json FILE]
+        [--json FILE] [--clock auto|cpu|wall]
 Needs torch, onnx, onnxruntime, numpy and safetensors (run.sh's .venv-bench).
 """
 
@@ -218,21 +223,29 @@ def check(bench, module, sess, mdir, spec, batch, threads, tmp):
     return float(np.max(np.abs(got.reshape(want.shape) - want))), err_ort
 
 
-def time_fn(fn, seconds):
-    """Median seconds per call, as rnnd-engine-bench times run()."""
+def time_fn(fn, seconds, clock):
+    """Median seconds per call on clock ("wall" or "cpu"), as rnnd-engine-bench times run()."""
+    tick = time.process_time if clock == "cpu" else time.monotonic
     times = []
     for _ in range(WARMUP_RUNS):
         fn()
     start = time.monotonic()
     while len(times) < MIN_RUNS or time.monotonic() - start < seconds:
-        t0 = time.monotonic()
+        t0 = tick()
         fn()
-        times.append(time.monotonic() - t0)
+        times.append(tick() - t0)
     return statistics.median(times)
 
 
-def measure(bench, module, sess, mdir, spec, batch, threads, seconds, rounds, wait_s):
-    """rnnd, ORT and torch alternately, rounds times; each side's fastest median."""
+def row_clock(args, threads):
+    """The clock a row is timed on: --clock, or by default CPU time on one thread."""
+    if args.clock != "auto":
+        return args.clock
+    return "cpu" if threads == 1 else "wall"
+
+
+def measure(bench, module, sess, mdir, spec, batch, threads, seconds, rounds, wait_s, clock):
+    """rnnd, ORT and torch alternately, rounds times; each side's fastest median on clock."""
     x_np = make_input(spec, batch)
     x_t = torch.from_numpy(x_np)
     torch.set_num_threads(threads)
@@ -250,13 +263,13 @@ def measure(bench, module, sess, mdir, spec, batch, threads, seconds, rounds, wa
             got = {}
             with OtherLoad() as lr:
                 r = run_bench(bench, mdir, batch, threads, seconds, steps=spec[5])
-                got["rnnd"] = r["median_s"]
+                got["rnnd"] = r["median_cpu_s" if clock == "cpu" else "median_s"]
                 algo = r["algo"]
                 time.sleep(0.2)  # let one engine's spinning threads settle before the next
-                got["ort"] = time_fn(lambda: sess.run(["y"], {"x": x_np}), seconds)
+                got["ort"] = time_fn(lambda: sess.run(["y"], {"x": x_np}), seconds, clock)
                 time.sleep(0.2)
                 if spec[0] != "gru_rbr":
-                    got["torch"] = time_fn(torch_run, seconds)
+                    got["torch"] = time_fn(torch_run, seconds, clock)
             if lr.cores < QUIET_CORES or attempt == ATTEMPTS - 1:
                 worst_load = max(worst_load, lr.cores)
                 for k, v in got.items():
@@ -295,6 +308,9 @@ def parse_args():
     ap.add_argument("--out", help="also write the markdown report to this file")
     ap.add_argument("--json", help="also write the rows as JSON to this file (plots.py draws "
                                    "engine_vs_ort.png from it)")
+    ap.add_argument("--clock", choices=["auto", "cpu", "wall"], default="auto",
+                    help="what a run's time is: the process's CPU time, the wall clock, or "
+                         "auto: CPU time on one-thread rows, wall on the others (auto)")
     args = ap.parse_args()
     args.seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 1.0)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
@@ -312,7 +328,7 @@ def parse_args():
     return args
 
 
-def json_rows(results, peaks):
+def json_rows(args, results, peaks):
     """The rows that were timed, for plots.py: seq/s of each engine and rnnd's ratios."""
     rows = []
     for i, spec, batch, threads, res in results:
@@ -325,7 +341,7 @@ def json_rows(results, peaks):
                      "rnnd_vs_torch": sps["rnnd"] / sps["torch"] if sps["torch"] else None,
                      "rnnd_peak": useful_flops(spec, batch) / best["rnnd"] /
                                   (peaks[threads]["gflops"] * 1e9),
-                     "kernel": algo, "load": load})
+                     "kernel": algo, "load": load, "clock": row_clock(args, threads)})
     return rows
 
 
@@ -344,7 +360,9 @@ def report(args, results, peaks, command):
            f"- Per row: answers checked first (max abs error <= {TOLERANCE:g} against "
            f"torch, or ORT for the reset-before GRU); then rnnd, ORT and torch timed in "
            f"turn {args.rounds} time(s), median of >= {MIN_RUNS} runs and >= "
-           f"{args.seconds:g} s after {WARMUP_RUNS} warm-ups, fastest median kept; "
+           f"{args.seconds:g} s after {WARMUP_RUNS} warm-ups, fastest median kept; clock: "
+           + {"auto": "CPU time of the process on one-thread rows, wall on the others",
+              "cpu": "CPU time of the process", "wall": "wall"}[args.clock] + "; "
            f"peak % = useful flops/s over the FMA peak of that many threads",
            "",
            "| # | model | B | threads | rnnd seq/s | ORT seq/s | torch seq/s | rnnd/ORT "
@@ -419,7 +437,8 @@ def main():
                 failed += 1
                 continue
             best, load, algo = measure(bench, module, sess, mdir, spec, batch, threads,
-                                       args.seconds, args.rounds, wait_s)
+                                       args.seconds, args.rounds, wait_s,
+                                       row_clock(args, threads))
             log(f"#{i + 1} {describe(spec)} B={batch} threads={threads}: "
                 + "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in best.items() if v < math.inf)
                 + f"  rnnd/ORT {best['ort'] / best['rnnd']:.2f}  err {err:.1e}  load {load:.2f}")
@@ -432,7 +451,7 @@ def main():
             f.write(text)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"header": text.splitlines()[:5], "rows": json_rows(results, peaks)}, f,
+            json.dump({"header": text.splitlines()[:5], "rows": json_rows(args, results, peaks)}, f,
                       indent=1)
     return 1 if failed else 0
 

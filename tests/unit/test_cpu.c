@@ -630,13 +630,20 @@ static void fill_rand(float *p, size_t n, float scale, unsigned *seed)
                 p[i] = scale * frand(seed);
 }
 
+/* Room for n floats of packed weights, aligned as the kernels assert (cpu-int.h). */
+static float *packed_alloc(size_t n)
+{
+        return aligned_alloc(RNND_CPU_ALIGN, (n * sizeof(float) + RNND_CPU_ALIGN - 1) /
+                                                     RNND_CPU_ALIGN * RNND_CPU_ALIGN);
+}
+
 static double check_step(uint32_t lu, bool fuse_x, uint32_t H, uint32_t KX, uint32_t M, bool split,
                          unsigned *seed)
 {
         const uint32_t G = 4 * H, lda = H + 3, ldh = H + 1, ldy = 2 * H;
         float *Wi = malloc(sizeof(float) * G * KX), *Wh = malloc(sizeof(float) * G * H);
         float *bi = malloc(sizeof(float) * G), *bh = malloc(sizeof(float) * G);
-        float *P = malloc(sizeof(float) * rnnd__cpu_lstm_packed_size(lu, H, KX, H));
+        float *P = packed_alloc(rnnd__cpu_lstm_packed_size(lu, H, KX, H));
         float *X = malloc(sizeof(float) * M * KX), *xg = malloc(sizeof(float) * M * G);
         float *A = malloc(sizeof(float) * M * lda);
         float *c = malloc(sizeof(float) * M * H), *c0 = malloc(sizeof(float) * M * H);
@@ -926,7 +933,7 @@ static void run_fused(enum step_cell cell, uint32_t lu, bool fuse_x, bool split,
                                    .ldh = c->ldh,
                                    .ldy = c->ldy};
 
-        c->P = malloc(sizeof(float) * rnnd__cpu_step_packed_size(s.kind, lu, H, KX, H));
+        c->P = packed_alloc(rnnd__cpu_step_packed_size(s.kind, lu, H, KX, H));
         rnnd__cpu_step_pack(s.kind, lu, H, KX, c->Wi, H, c->Wh, c->bi, c->bh, c->P);
         s.P = c->P;
         if (cell != CELL_GRU_RBR) {
@@ -938,7 +945,7 @@ static void run_fused(enum step_cell cell, uint32_t lu, bool fuse_x, bool split,
         s.ldh = H;
         s.y = NULL;
         run_pass(&s, split);
-        c->P2 = malloc(sizeof(float) * rnnd__cpu_step_packed_size(RNND_CPU_GRU_N, lu, H, KX, H));
+        c->P2 = packed_alloc(rnnd__cpu_step_packed_size(RNND_CPU_GRU_N, lu, H, KX, H));
         rnnd__cpu_step_pack(RNND_CPU_GRU_N, lu, H, KX, c->Wi + (size_t)2 * H * KX, H,
                             c->Wh + (size_t)2 * H * H, c->bi + 2 * H, c->bh + 2 * H, c->P2);
         s.kind = RNND_CPU_GRU_N;
@@ -1030,9 +1037,9 @@ static double check_project(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, u
         float *Wi = malloc(sizeof(float) * G * H * KX), *Wh = calloc((size_t)G * H * H, 4);
         float *b = calloc((size_t)G * H, sizeof(float)), *X = malloc(sizeof(float) * M * KX);
         float *xg = malloc(sizeof(float) * M * ld);
-        float *P = malloc(sizeof(float) *
-                          (kind == RNND_CPU_LSTM ? rnnd__cpu_lstm_packed_size(lu, H, KX, H)
-                                                 : rnnd__cpu_step_packed_size(kind, lu, H, KX, H)));
+        float *P = packed_alloc(kind == RNND_CPU_LSTM
+                                        ? rnnd__cpu_lstm_packed_size(lu, H, KX, H)
+                                        : rnnd__cpu_step_packed_size(kind, lu, H, KX, H));
         struct rnnd__cpu_step st = {.kind = kind,
                                     .lu = lu,
                                     .M = M,

@@ -23,7 +23,7 @@
                 srunner_run(sr, NULL, only, CK_NORMAL);                                            \
                 failed = srunner_ntests_failed(sr);                                                \
                 if (only != NULL && srunner_ntests_run(sr) == 0) {                                 \
-                        printf("no test case is called %s\n", only);                              \
+                        printf("no test case is called %s\n", only);                               \
                         failed = 1;                                                                \
                 }                                                                                  \
                 srunner_free(sr);                                                                  \

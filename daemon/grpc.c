@@ -46,6 +46,7 @@
 #include "grpc.h"
 #include "http.h"
 #include "log.h"
+#include "strbuf.h"
 
 /* Answers of one streaming call that may wait to be sent before its client must wait. */
 #define STREAM_MAX_WAITING 64
@@ -244,9 +245,19 @@ void *rnnd_grpc_call_data(const struct rnnd_grpc_call *c)
         return c->data;
 }
 
+/* s (NULL: "") into dst[n], cut to fit: snprintf("%s")'s result without its set-up, which a
+ * call would pay several times (docs/DESIGN.md §11). */
+static void copy_str(char *dst, size_t n, const char *s)
+{
+        size_t k = s != NULL ? strnlen(s, n - 1) : 0;
+
+        memcpy(dst, s != NULL ? s : "", k);
+        dst[k] = '\0';
+}
+
 void rnnd_grpc_call_log_model(struct rnnd_grpc_call *c, const char *model, uint64_t version)
 {
-        snprintf(c->log_model, sizeof(c->log_model), "%s", model != NULL ? model : "");
+        copy_str(c->log_model, sizeof(c->log_model), model);
         c->log_version = version;
 }
 
@@ -306,10 +317,13 @@ static void percent_encode(const char *s, char *dst, size_t cap)
 /* The trailers (or, with no answer sent, the trailers-only response). */
 static int submit_trailers(struct rnnd_grpc_call *c, bool only)
 {
-        char status[8], msg[3 * sizeof(c->message)];
+        unsigned code = c->status >= 0 && c->status < 100 ? (unsigned)c->status : 2; /* UNKNOWN */
+        char status[3] = {(char)('0' + code / 10), (char)('0' + code % 10), '\0'};
         size_t n = c->message[0] != '\0' ? 4 : 3;
+        char msg[3 * sizeof(c->message)];
 
-        snprintf(status, sizeof(status), "%d", c->status);
+        if (code < 10)
+                status[0] = status[1], status[1] = '\0';
         percent_encode(c->message, msg, sizeof(msg));
         c->trailers_sent = true;
         {
@@ -430,7 +444,7 @@ void rnnd_grpc_finish(struct rnnd_grpc_call *c, int status, const char *message)
                 return;
         c->finished = true;
         c->status = status;
-        snprintf(c->message, sizeof(c->message), "%s", message != NULL ? message : "");
+        copy_str(c->message, sizeof(c->message), message);
         if (status != RNND_GRPC_OK)
                 atomic_store(&c->alive, false);
         if (c->conn == NULL)
@@ -754,6 +768,16 @@ static struct rnnd_grpc_call *call_of(struct rnnd_grpc_conn *conn, int32_t id)
 }
 
 /* A new stream: a call, unless the connection holds too many (its resets' work included). */
+/* The call's request id: the daemon's random prefix, then a counter. */
+static void call_id(struct rnnd_grpc_call *c, struct rnnd_grpc *g)
+{
+        struct rnnd_strbuf b;
+
+        rnnd_strbuf_init_fixed(&b, c->id, sizeof(c->id));
+        rnnd_strbuf_puts(&b, g->id_prefix);
+        rnnd_strbuf_put_u64(&b, ++g->id_counter);
+}
+
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
 {
         struct rnnd_grpc_conn *conn = user;
@@ -775,7 +799,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *us
         c->counted = conn;
         c->stream_id = f->hd.stream_id;
         c->t0_ns = rnnd_now_ns();
-        snprintf(c->id, sizeof(c->id), "%08" PRIx32 "-%" PRIu64, g->id_seed, ++g->id_counter);
+        call_id(c, g);
         c->next = conn->calls;
         if (conn->calls != NULL)
                 conn->calls->prev = c;
@@ -1375,6 +1399,7 @@ void rnnd_grpc_init(struct rnnd_grpc *g, struct rnnd_server *app,
         if (getrandom(&g->id_seed, sizeof(g->id_seed), GRND_NONBLOCK) !=
             (ssize_t)sizeof(g->id_seed))
                 g->id_seed = (uint32_t)getpid() ^ (uint32_t)time(NULL) ^ 0x9e3779b9u;
+        snprintf(g->id_prefix, sizeof(g->id_prefix), "%08" PRIx32 "-", g->id_seed);
 }
 
 /* Binds the listener to host:port (getaddrinfo, numeric port). */

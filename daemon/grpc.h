@@ -97,6 +97,7 @@ struct rnnd_grpc {
         int held_fd;                              /* the listening socket kept while quiesced */
         size_t n_conns;                           /* loop thread only */
         uint32_t id_seed;                         /* random prefix of call ids; immutable */
+        char id_prefix[10];                       /* id_seed as "%08x-"; immutable */
         uint64_t id_counter;                      /* loop thread only */
         bool deferring;                           /* in run_posts(); loop thread only */
         struct rnnd_grpc_conn *pending;           /* the conns it touched; loop thread only */

@@ -71,7 +71,10 @@ void rnnd__infer_pathf(char *dst, const char *fmt, ...)
                 size_t prec = SIZE_MAX;
 
                 if (*f != '%') {
-                        rnnd_strbuf_putc(&b, *f);
+                        size_t lit = strcspn(f, "%");
+
+                        rnnd_strbuf_putn(&b, f, lit);
+                        f += lit - 1;
                         continue;
                 }
                 if (*++f == '.')

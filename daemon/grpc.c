@@ -90,6 +90,8 @@ struct rnnd_grpc_conn {
         uint64_t ctrl_since_ms; /* uv_now */
         size_t buffered;        /* bytes in its calls' input buffers */
         char peer[64];
+        struct sockaddr_storage addr; /* the client's, for per_address_limit */
+        int alen;                     /* 0: unknown */
 };
 
 struct rnnd_grpc_call {
@@ -1235,16 +1237,57 @@ static int session_new(struct rnnd_grpc_conn *conn)
         return 0;
 }
 
+/* The client's address into conn (addr, alen), and as text (peer). */
 static void peer_name(struct rnnd_grpc_conn *conn)
 {
-        struct sockaddr_storage ss;
-        int len = sizeof(ss);
         char host[48] = "?", port[8] = "?";
 
-        if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &len) == 0)
-                getnameinfo((struct sockaddr *)&ss, (socklen_t)len, host, sizeof(host), port,
-                            sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+        conn->alen = sizeof(conn->addr);
+        if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&conn->addr, &conn->alen) == 0)
+                getnameinfo((struct sockaddr *)&conn->addr, (socklen_t)conn->alen, host,
+                            sizeof(host), port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+        else
+                conn->alen = 0;
         snprintf(conn->peer, sizeof(conn->peer), "%s:%s", host, port);
+}
+
+/* Whether a and b are the same host (the port aside). */
+static bool same_host(const struct rnnd_grpc_conn *a, const struct rnnd_grpc_conn *b)
+{
+        const struct sockaddr *x = (const struct sockaddr *)&a->addr;
+        const struct sockaddr *y = (const struct sockaddr *)&b->addr;
+
+        if (a->alen == 0 || b->alen == 0 || x->sa_family != y->sa_family)
+                return false;
+        if (x->sa_family == AF_INET)
+                return ((const struct sockaddr_in *)x)->sin_addr.s_addr ==
+                       ((const struct sockaddr_in *)y)->sin_addr.s_addr;
+        if (x->sa_family == AF_INET6)
+                return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
+                              &((const struct sockaddr_in6 *)y)->sin6_addr,
+                              sizeof(struct in6_addr)) == 0;
+        return false;
+}
+
+/*
+ * Whether conn may not be served: connection_limit connections are open, or
+ * per_address_limit from its address (docs/OPERATIONS.md), as HTTP counts
+ * them (http-conns.c).  Counts the refusal.
+ */
+static bool over_limits(struct rnnd_grpc *g, const struct rnnd_grpc_conn *conn)
+{
+        unsigned limit = rnnd_options_per_address_limit(*g->opts), n = 0;
+
+        if (g->n_conns >= (*g->opts)->connection_limit) {
+                g->refused_limit++;
+                return true;
+        }
+        for (const struct rnnd_grpc_conn *o = g->conns; o != NULL; o = o->next)
+                if (!o->closing && same_host(o, conn) && ++n >= limit) {
+                        g->refused_address++;
+                        return true;
+                }
+        return false;
 }
 
 static void refuse_closed(uv_handle_t *h)
@@ -1267,9 +1310,10 @@ static void on_connection(uv_stream_t *server, int status)
         }
         conn->tcp.data = conn;
         conn->g = g;
-        if (uv_accept(server, (uv_stream_t *)&conn->tcp) < 0 ||
-            g->n_conns >= (*g->opts)->connection_limit ||
-            (conn->rbuf = rnnd_malloc(65536)) == NULL || session_new(conn) < 0) {
+        if (uv_accept(server, (uv_stream_t *)&conn->tcp) == 0)
+                peer_name(conn);
+        if (conn->alen == 0 || over_limits(g, conn) || (conn->rbuf = rnnd_malloc(65536)) == NULL ||
+            session_new(conn) < 0) {
                 if (conn->s != NULL)
                         nghttp2_session_del(conn->s);
                 rnnd_free(conn->rbuf);
@@ -1277,7 +1321,6 @@ static void on_connection(uv_stream_t *server, int status)
                 return;
         }
         uv_tcp_nodelay(&conn->tcp, 1);
-        peer_name(conn);
         conn->last_read_ms = conn->last_sent_ms = uv_now(g->loop);
         conn->next = g->conns;
         if (g->conns != NULL)
@@ -1372,6 +1415,14 @@ static void tick_cb(uv_timer_t *t)
         struct rnnd_grpc_conn *conn, *next;
 
         expire_deadlines(g, rnnd_now_ns());
+        if (g->refused_limit + g->refused_address > 0 && now - g->refused_logged_ms >= 10000) {
+                rnnd_log(RNND_LOG_NOTICE,
+                         "gRPC: refused %u connections past connection_limit, %u past "
+                         "per_address_limit (%zu open)",
+                         g->refused_limit, g->refused_address, g->n_conns);
+                g->refused_limit = g->refused_address = 0;
+                g->refused_logged_ms = now;
+        }
         if (now - g->swept_ms >= SWEEP_MS) {
                 g->swept_ms = now;
                 for (conn = g->conns; conn != NULL; conn = next) {

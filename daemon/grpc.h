@@ -96,6 +96,8 @@ struct rnnd_grpc {
         uint64_t swept_ms;                        /* uv_now of the last connection sweep; loop */
         int held_fd;                              /* the listening socket kept while quiesced */
         size_t n_conns;                           /* loop thread only */
+        unsigned refused_limit, refused_address;  /* refused since logged; loop thread only */
+        uint64_t refused_logged_ms;               /* uv_now of that log line; loop thread only */
         uint32_t id_seed;                         /* random prefix of call ids; immutable */
         char id_prefix[10];                       /* id_seed as "%08x-"; immutable */
         uint64_t id_counter;                      /* loop thread only */

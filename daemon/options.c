@@ -134,8 +134,9 @@ static const struct rnnd_option options[] = {
                 .min = 1,
                 .max = 1048576,
                 .metavar = "N",
-                .help = "Most concurrent client connections; more are refused. The limit is "
-                        "split evenly across the HTTP threads, so it must be at least threads.",
+                .help = "Most concurrent client connections on each listener (HTTP, gRPC); "
+                        "more are refused. HTTP's is split evenly across its threads, so it "
+                        "must be at least threads.",
         },
         {
                 .name = "connection_timeout",
@@ -171,9 +172,10 @@ static const struct rnnd_option options[] = {
                 .min = 0,
                 .max = 1048576,
                 .metavar = "N",
-                .help = "Most concurrent connections from one client address; more are "
-                        "refused. 0 is three quarters of connection_limit. Behind a proxy, where "
-                        "every connection comes from its address, set it to connection_limit.",
+                .help = "Most concurrent connections from one client address on each "
+                        "listener (HTTP, gRPC); more are refused. 0 is three quarters of "
+                        "connection_limit. Behind a proxy, where every connection comes from "
+                        "its address, set it to connection_limit.",
         },
         {
                 .name = "max_body_bytes",

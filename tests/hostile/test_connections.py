@@ -15,7 +15,8 @@ docs/OPERATIONS.md):
   the longest idle connections closed to make room);
 - clients trickling header bytes are closed after header_timeout, while a
   keep-alive client asking every second is served throughout;
-- per_address_limit: one address past it is refused, another is served.
+- per_address_limit: one address past it is refused, another is served, on the
+  HTTP and on the gRPC listener alike.
 
 Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
@@ -227,7 +228,22 @@ def test_per_address():
         check(closed == 2, "12 connections from one address with a limit of 10: 2 refused", closed)
         st, dt = probe(d.port)
         check(st == 200, "another address is served", (st, dt))
+        # gRPC counts its own connections the same way: a refused one is closed at once, an
+        # accepted one gets the server's SETTINGS frame (type 4) first.
+        gsocks = [socket.create_connection(("127.0.0.1", d.grpc_port), source_address=("127.0.0.4", 0))
+                  for _ in range(12)]
+        socks += gsocks
+        time.sleep(1)
+        closed = sum(closed_by_daemon(s, 0.2) for s in gsocks)
+        check(closed == 2, "gRPC: 12 connections from one address with a limit of 10: 2 refused", closed)
+        other = socket.create_connection(("127.0.0.1", d.grpc_port), source_address=("127.0.0.2", 0))
+        socks.append(other)
+        other.settimeout(5)
+        head = other.recv(9)
+        check(len(head) == 9 and head[3] == 4, "gRPC: another address is served (the server's SETTINGS)", head)
         d.stop()
+        check("refused 0 connections past connection_limit, 2 past per_address_limit" in d.stderr(),
+              "gRPC: the refusals are logged", d.stderr()[-600:])
     finally:
         for s in socks:
             s.close()

@@ -9,7 +9,7 @@
 #   make bench-load  only rnnd under rnnd-load (tests/bench/scenarios.json)
 #   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
 #   make bench-server  rnnd against MLServer on the same model (tests/bench/server_bench.py)
-#   make bench-grpc  gRPC against HTTP under perf_analyzer (tests/bench/grpc_bench.py)
+#   make bench-grpc  gRPC against HTTP under perf_analyzer and h2load (tests/bench/grpc_bench.py)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
 #   make fuzz-cover  line and branch coverage of make fuzz's corpus
 #   make gpu-prep  build-gpu, .gpu-debs and .gpu-wheels for a GPU check on a
@@ -28,6 +28,10 @@ DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
            libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
            nginx-light debootstrap
+
+# make bench and make bench-grpc also drive rnnd with h2load (nghttp2's HTTP/1.1 and
+# HTTP/2 load client) beside perf_analyzer.
+BENCH_PKGS = nghttp2-client
 
 # make fuzz also needs clang and its libFuzzer runtime (make test's fuzz
 # smoke runs when they are there and skips when not).
@@ -81,6 +85,7 @@ test: deps
 	@sh tests/run.sh $(BUILD) $(ASAN_BUILD) $(SIM_BUILD) $(TSAN_BUILD)
 
 bench: build
+	@$(MAKE) -s install-debs PKGS="$(BENCH_PKGS)"
 	@sh tests/bench/run.sh $(BUILD)
 
 bench-load: build
@@ -93,6 +98,7 @@ bench-server: build
 	@RNND_BENCH=server sh tests/bench/run.sh $(BUILD)
 
 bench-grpc: build
+	@$(MAKE) -s install-debs PKGS="$(BENCH_PKGS)"
 	@RNND_BENCH=grpc sh tests/bench/run.sh $(BUILD)
 
 fuzz: deps deps-fuzz

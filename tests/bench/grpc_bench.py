@@ -19,6 +19,18 @@ over rounds:
   digits_stream (the sequence_id / start / end parameters), as gRPC `--streaming`
   (ModelStreamInfer, one stream a client) and HTTP (one request a chunk).
 
+perf_analyzer's gRPC client (gRPC's C++ library) costs more CPU a request than its HTTP
+one (libcurl), and on a host where client and daemon share the CPUs that alone decides
+"binary-64".  So the same requests also go out through h2load (nghttp2's load client,
+Debian's nghttp2-client; one client thread), which speaks HTTP/1.1 and HTTP/2 with the
+same code and sends a fixed body: "binary-64-h2load" sends the digits_lstm image as HTTP
+binary tensors (--h1, 64 connections), and as a gRPC ModelInfer (its body packed by
+BUILD/tests/bench/rnnd-grpc-body) on one connection of 64 streams, as a gRPC channel
+shared by 64 callers; on 8 connections of 8 streams, about as perf_analyzer's 64 clients
+share channels (it opened 11 connections); and on 64 connections of one stream.  h2load reads no gRPC status,
+so every h2load run also checks that the daemon counted as many successes as h2load had
+answers and no failure.
+
 For each run: the throughput perf_analyzer measures (requests, i.e. chunks, a second), its
 p50 and p99, the daemon's CPU time per request (utime + stime of /proc/PID/stat over the
 run over the requests its statistics counted) and perf_analyzer's (its rusage), and the
@@ -40,6 +52,7 @@ import random
 import re
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -66,6 +79,15 @@ CASES = {
     "sequences-32": ("digits_stream", ["--shape", "input:1,8", "--sequence-length", "8", "--concurrency-range",
                                        "32", "--input-data", "zero"],
                      {"grpc": ["--streaming"], "http": ["--sync"]}),
+}
+
+
+# case: (model, {protocol: (h2load arguments, body kind)}); 64 requests in flight each.
+H2LOAD_CASES = {
+    "binary-64-h2load": ("digits_lstm", {"grpc": (["-c", "1", "-m", "64"], "grpc"),
+                                         "grpc-8conn": (["-c", "8", "-m", "8"], "grpc"),
+                                         "grpc-64conn": (["-c", "64", "-m", "1"], "grpc"),
+                                         "http": (["--h1", "-c", "64", "-m", "1"], "http")}),
 }
 
 
@@ -98,6 +120,79 @@ def write_data(tmp):
     with open(path, "w") as f:
         json.dump({"data": data}, f)
     return path
+
+
+def answered(port, model):
+    """{HTTP code: count} of rnnd_requests_total for model (a gRPC call under the HTTP code its
+    status stands for: OK 200, CANCELLED 499, ...)."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    return {int(c): int(n) for c, n in
+            re.findall(r'^rnnd_requests_total\{model="%s",version="[^"]*",code="(\d+)"\} (\d+)$' % model, text,
+                       re.M)}
+
+
+def write_bodies(build, tmp):
+    """h2load's bodies: the first image of write_data's file as HTTP binary tensors (the JSON
+    header, then the floats) and as a framed gRPC ModelInferRequest; both ask for scores."""
+    rng = random.Random(31)
+    raw = struct.pack("<64f", *[round(rng.random(), 6) for _ in range(64)])
+    head = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 8, 8],
+                                   "parameters": {"binary_data_size": len(raw)}}],
+                       "outputs": [{"name": "scores", "parameters": {"binary_data": True}}]}).encode()
+    bodies = {"http": os.path.join(tmp, "http.bin"), "grpc": os.path.join(tmp, "grpc.bin"),
+              "http_header_len": len(head)}
+    with open(bodies["http"], "wb") as f:
+        f.write(head + raw)
+    with open(bodies["grpc"], "wb") as f:
+        subprocess.run([os.path.join(build, "tests", "bench", "rnnd-grpc-body"), "digits_lstm", "input",
+                        "1,8,8", "scores"], input=raw, stdout=f, check=True)
+    return bodies
+
+
+def run_h2load(h2load, d, case, proto, seconds):
+    model, protos = H2LOAD_CASES[case]
+    args, kind = protos[proto]
+    if kind == "grpc":
+        url = "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % d["grpc"]
+        headers = ["-H", "content-type: application/grpc", "-H", "te: trailers"]
+    else:
+        url = "http://127.0.0.1:%d/v2/models/%s/infer" % (d["http"], model)
+        headers = ["-H", "content-type: application/octet-stream", "-H",
+                   "inference-header-content-length: %d" % d["bodies"]["http_header_len"]]
+    cmd = [h2load, "-D", str(int(seconds)), "-t", "1", "-d", d["bodies"][kind]] + args + headers + [url]
+    load = os.getloadavg()[0]
+    a0, c0, k0 = answered(d["http"], model), cpu_seconds(d["pid"]), children_cpu()
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600).stdout
+    time.sleep(0.5)  # the calls h2load left in flight end
+    a1, c1, k1 = answered(d["http"], model), cpu_seconds(d["pid"]), children_cpu()
+    m = re.search(r"finished in ([0-9.]+)s, ([0-9.]+) req/s", out)
+    ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored",
+                   out)
+    mean = re.search(r"time for request:\s+\S+\s+\S+\s+(\S+)", out)
+    if m is None or ok is None:
+        raise RuntimeError("h2load %s %s:\n%s" % (proto, case, out[-2000:]))
+    succeeded, failed = int(ok.group(1)), int(ok.group(2)) + int(ok.group(3))
+    delta = {c: a1.get(c, 0) - a0.get(c, 0) for c in set(a0) | set(a1)}
+    delta = {c: v for c, v in delta.items() if v}
+    # h2load ends a run with up to 64 calls in flight and leaves them: the daemon answers
+    # them (200), or counts them CANCELLED (499) when it sees the client gone first.
+    n = delta.get(200, 0)
+    if failed or set(delta) - {200, 499} or not succeeded <= n <= succeeded + 64 or delta.get(499, 0) > 64:
+        raise RuntimeError("h2load %s %s: %d answers (%d failed), the daemon counted %s" % (
+            proto, case, succeeded, failed, delta))
+    n = max(1, n)
+    return {"throughput": float(m.group(2)), "mean_ms": h2load_ms(mean.group(1)) if mean else None,
+            "requests": n, "daemon_cpu_us": (c1 - c0) * 1e6 / n, "client_cpu_us": (k1 - k0) * 1e6 / n,
+            "load": round(max(load, os.getloadavg()[0]), 2)}
+
+
+def h2load_ms(text):
+    """h2load's "1.23ms", "456us", "1.2s" in ms."""
+    for unit, scale in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * scale
+    return None
 
 
 def run_one(pa, d, case, proto, seconds):
@@ -142,29 +237,32 @@ def start(build, tmp):
     else:
         proc.kill()
         raise RuntimeError("rnnd did not become ready")
-    return {"http": http, "grpc": grpc, "pid": proc.pid, "proc": proc, "data": write_data(tmp)}
+    return {"http": http, "grpc": grpc, "pid": proc.pid, "proc": proc, "data": write_data(tmp),
+            "bodies": write_bodies(build, tmp)}
 
 
 def better(case, a, b):
     """Whether round a beats round b: at a fixed rate the lower daemon CPU, else the higher throughput."""
-    if "--request-rate-range" in CASES[case][1]:
+    if case in CASES and "--request-rate-range" in CASES[case][1]:
         return a["daemon_cpu_us"] < b["daemon_cpu_us"]
     return a["throughput"] > b["throughput"]
 
 
-def measure(pa, build, seconds, rounds, only):
+def measure(pa, h2load, build, seconds, rounds, only):
     """{(case, protocol): best round}, the rounds alternating the protocols' order."""
     best = {}
+    cases = [c for c in list(CASES) + (list(H2LOAD_CASES) if h2load else []) if not only or c in only]
     with tempfile.TemporaryDirectory(prefix="rnnd-grpc-bench-") as tmp:
         d = start(build, tmp)
         try:
-            for case in only or CASES:
-                protos = list(CASES[case][2])
+            for case in cases:
+                protos = list(CASES[case][2] if case in CASES else H2LOAD_CASES[case][1])
                 for r in range(rounds):
                     for proto in (protos if r % 2 == 0 else protos[::-1]):
-                        res = run_one(pa, d, case, proto, seconds)
-                        log("%s %s round %d: %.0f/s, p50 %s us, daemon %.1f us, client %.1f us CPU a request, "
-                            "load %.2f" % (case, proto, r, res["throughput"], res["p50_us"], res["daemon_cpu_us"],
+                        res = (run_one(pa, d, case, proto, seconds) if case in CASES
+                               else run_h2load(h2load, d, case, proto, seconds))
+                        log("%s %s round %d: %.0f/s, daemon %.1f us, client %.1f us CPU a request, "
+                            "load %.2f" % (case, proto, r, res["throughput"], res["daemon_cpu_us"],
                                            res["client_cpu_us"], res["load"]))
                         if (case, proto) not in best or better(case, res, best[case, proto]):
                             best[case, proto] = res
@@ -187,18 +285,29 @@ def cpu_model():
 
 def report(best, a, command):
     print("## gRPC against HTTP\n")
-    print("%s, %d CPUs (%s), perf_analyzer and rnnd on the same host; %s; best of %d rounds of %g s; "
+    print("%s, %d CPUs (%s), the clients and rnnd on the same host; %s; best of %d rounds of %g s; "
           "`%s`.\n" % (cpu_model(), os.cpu_count(), platform.platform(), datetime.date.today().isoformat(),
                        a.rounds, a.seconds, command))
-    print("| case | protocol | throughput /s | p50 / p99 ms | daemon CPU us / request | perf_analyzer CPU us "
-          "/ request | load avg |")
-    print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
+    print("| case | client | protocol | throughput /s | latency ms: p50 / p99 (h2load: mean) | daemon CPU us "
+          "/ request | client CPU us / request | load avg |")
+    print("| --- | --- | --- | ---: | --- | ---: | ---: | ---: |")
     for (case, proto), r in best.items():
-        print("| %s | %s | %.0f | %.2f / %.2f | %.1f | %.1f | %.2f |" % (
-            case, proto, r["throughput"], (r["p50_us"] or 0) / 1e3, (r["p99_us"] or 0) / 1e3, r["daemon_cpu_us"],
-            r["client_cpu_us"], r["load"]))
-    targets = (("binary ModelInfer at 64 clients / HTTP binary tensors, throughput", "binary-64", "grpc", "http",
+        if case in H2LOAD_CASES:
+            client, lat = "h2load", "%.2f" % (r["mean_ms"] or 0)
+        else:
+            client, lat = "perf_analyzer", "%.2f / %.2f" % ((r["p50_us"] or 0) / 1e3, (r["p99_us"] or 0) / 1e3)
+        print("| %s | %s | %s | %.0f | %s | %.1f | %.1f | %.2f |" % (
+            case, client, proto, r["throughput"], lat, r["daemon_cpu_us"], r["client_cpu_us"], r["load"]))
+    targets = (("binary ModelInfer at 64 clients / HTTP binary tensors, throughput (perf_analyzer)", "binary-64",
+                "grpc", "http", "throughput", True),
+               ("the same, h2load for both, gRPC on one connection of 64 streams", "binary-64-h2load", "grpc",
+                "http", "throughput", True),
+               ("the same, h2load for both, gRPC on 8 connections of 8 streams", "binary-64-h2load",
+                "grpc-8conn", "http", "throughput", True),
+               ("the same, h2load for both, gRPC on 64 connections", "binary-64-h2load", "grpc-64conn", "http",
                 "throughput", True),
+               ("daemon CPU per request at 64 clients, h2load, gRPC on one connection / HTTP binary",
+                "binary-64-h2load", "grpc", "http", "daemon_cpu_us", False),
                ("daemon CPU per request at 4,000/s, gRPC binary / HTTP JSON", "binary-4000/s", "grpc", "http-json",
                 "daemon_cpu_us", False),
                ("daemon CPU per request at 4,000/s, gRPC binary / HTTP binary", "binary-4000/s", "grpc", "http",
@@ -229,7 +338,10 @@ def main():
     if pa is None:
         log("no perf_analyzer: %s" % why[1])
         return 1
-    best = measure(pa, a.build, a.seconds, a.rounds, a.only.split(",") if a.only else None)
+    h2load = shutil.which("h2load")
+    if h2load is None:
+        log("no h2load (Debian's nghttp2-client): no binary-64-h2load")
+    best = measure(pa, h2load, a.build, a.seconds, a.rounds, a.only.split(",") if a.only else None)
     command = os.environ.get("RNND_BENCH_COMMAND") or " ".join(["python3", "tests/bench/grpc_bench.py"] + sys.argv[1:])
     report(best, a, command)
     if a.json:

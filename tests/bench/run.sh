@@ -14,8 +14,9 @@
 # JSON parse and render on the demo model), which `make bench` runs first.
 # RNND_BENCH=server runs tests/bench/server_bench.py alone (`make bench-server`:
 # rnnd against MLServer on the same model, in a venv of its own).  Last,
-# tests/bench/grpc_bench.py: gRPC against HTTP under Triton's perf_analyzer
-# (system python3; tests/interop/tools.sh fetches perf_analyzer);
+# tests/bench/grpc_bench.py: gRPC against HTTP under Triton's perf_analyzer and
+# h2load (system python3; tests/interop/tools.sh fetches perf_analyzer, the
+# Makefile installs h2load's Debian package, nghttp2-client);
 # RNND_BENCH=grpc runs it alone (`make bench-grpc`).
 # tests/bench/http_bench.sh (wrk and nginx) runs on its own.
 #

@@ -91,11 +91,26 @@ def mutate(text, trap):
     return out
 
 
+def unmount_under(root):
+    """Unmounts whatever this mount namespace has under root, deepest first: what a run
+    killed before its namespace ended may have left there."""
+    prefix = os.path.realpath(root) + "/"
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def remove_machine(root):
+    if os.path.exists(root):
+        unmount_under(root)
+        sh(["rm", "-rf", "--one-file-system", root])
+
+
 def make_machine(work, base, plant):
     """A fresh copy of the base root holding what the device tool carries."""
     root = os.path.join(work, "machine")
-    if os.path.exists(root):
-        sh(["rm", "-rf", "--one-file-system", root])
+    remove_machine(root)
     sh(["cp", "-a", base, root])
     home = root + HOME
     os.makedirs(home)
@@ -134,6 +149,22 @@ def make_machine(work, base, plant):
     return root
 
 
+# The machine's process group while it runs: in a session of its own, so that a signal to
+# this script does not reach it; on_signal ends it, and with it its mount namespace, so
+# that no mount outlives a killed run (a root still mounted is what the next run copies
+# over).
+RUNNING = []
+
+
+def on_signal(signum, frame):
+    for p in RUNNING:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(128 + signum)
+
+
 def suites_of():
     sys.path.insert(0, os.path.join(SRC, "tests", "gpu"))
     import run_on_gpu
@@ -152,6 +183,7 @@ def run_machine(root):
     t = time.time()
     p = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "sh", "-ec", script],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    RUNNING.append(p)
     try:
         out, _ = p.communicate(timeout=LIMIT + 30)
         rc = p.returncode
@@ -159,6 +191,8 @@ def run_machine(root):
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
         rc = None
+    finally:
+        RUNNING.remove(p)
     secs = time.time() - t
     print(out.decode(errors="replace"), flush=True)
     results = {}
@@ -211,6 +245,8 @@ def main():
     if not os.path.exists(os.path.join(CUDA_LIB, "libcudnn.so.9")):
         skip("no CUDA toolkit with cuDNN 9 in /usr/local/cuda to build build-gpu with")
     os.makedirs(work, exist_ok=True)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
     try:
         base = Builder(work).debootstrap(SUITE, include=("python3", "meson"))
     except subprocess.CalledProcessError as e:
@@ -240,7 +276,7 @@ def main():
         v = verdicts(rc, secs, results, build_meson, suites)
         check(not v[must_fail], "%s: the dry run fails at '%s'" % (what, must_fail),
               results.get("summary.txt", "(no summary)"))
-    sh(["rm", "-rf", "--one-file-system", os.path.join(work, "machine")])
+    remove_machine(os.path.join(work, "machine"))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

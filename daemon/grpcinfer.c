@@ -8,8 +8,10 @@
  * struct rnnd_infer_request HTTP's JSON also makes (proto/infer-grpc.c) and
  * run by inference.c's core on the model version's pool, with the call's
  * deadline (grpc-timeout) as the request's timeout.  The worker that ran it
- * posts the inference back to the loop (grpc.h), which builds the answer
- * there, pointing at the outputs, and packs it.  On a ModelStreamInfer
+ * builds the answer, pointing at the outputs, and packs it, then posts the
+ * inference back to the loop (grpc.h), which sends it: packing is a good
+ * part of a call's cost, and the loop carries every gRPC connection while
+ * the workers are many.  On a ModelStreamInfer
  * stream each message is an inference of its own whose answer takes its
  * place in the stream when the message arrives (grpc.h's slots), so answers
  * go out in request order, each a ModelStreamInferResponse, errors in
@@ -41,11 +43,15 @@ struct ginfer {
         enum api api;
         int status; /* the job's, set by done() */
         rnnd_error_t err;
+        void *buf;                  /* the answer done() packed (rnnd_grpc_fill's), or NULL */
+        size_t len;                 /* its message's bytes */
+        uint64_t render_ns;         /* what packing it took */
         struct rnnd_grpc_post post; /* done()'s way back to the loop */
 };
 
 static void ginfer_free(struct ginfer *gi)
 {
+        rnnd_free(gi->buf);
         rnnd_inference_free(gi->inf);
         rnnd_pbarena_done(&gi->arena);
         rnnd_models_unpin(gi->model);
@@ -116,6 +122,10 @@ static void answered(struct rnnd_grpc_call *c, void *arg)
         void *buf;
 
         (void)c;
+        if (gi->status == 0 && gi->buf == NULL && rnnd_grpc_call_open(gi->call))
+                gi->buf = render(gi, &gi->len); /* done() found the client gone, or ran out */
+        else
+                t -= gi->render_ns;
         if (gi->status < 0 || !rnnd_grpc_call_open(gi->call)) {
                 int code = gi->status < 0 ? gi->status : RNND_ECANCELED;
 
@@ -129,7 +139,9 @@ static void answered(struct rnnd_grpc_call *c, void *arg)
                 ginfer_free(gi);
                 return;
         }
-        buf = render(gi, &len);
+        buf = gi->buf;
+        len = gi->len;
+        gi->buf = NULL; /* the call's now */
         if (buf == NULL) {
                 rnnd_error_t err = {0};
 
@@ -164,6 +176,12 @@ static void gi_done(void *cls, int status, const rnnd_error_t *err)
         gi->status = status;
         if (status < 0 && err != NULL)
                 gi->err = *err;
+        if (status == 0 && rnnd_grpc_call_alive(gi->call)) {
+                uint64_t t = rnnd_now_ns();
+
+                gi->buf = render(gi, &gi->len);
+                gi->render_ns = rnnd_now_ns() - t;
+        }
         rnnd_grpc_call_post(gi->call, &gi->post, answered, gi);
 }
 

@@ -65,7 +65,8 @@ CK_TIMEOUT_MULTIPLIER=4 meson test -C "$asan" --print-errorlogs --num-processes 
 logs="$build/meson-logs/testlog.json $asan/meson-logs/testlog.json"
 
 # ThreadSanitizer, where the compiler can build and run a program with it: the
-# daemon's unit suites (and the pool's) and the integration suites, each
+# daemon's unit suites (and the pool's), the integration suites and the gRPC
+# suites (whose answers the pool's workers pack and post to the loop), each
 # stopping at the first report (TSAN_OPTIONS in tests/meson.build).  The other
 # unit suites have no threads of their own and would only run slower.
 probe=$(mktemp -d)
@@ -78,7 +79,10 @@ if printf 'int main(void){return 0;}\n' | cc -fsanitize=thread -x c - -o "$probe
     --logbase testlog-unit options metrics route pool || rc=1
   meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
     --logbase testlog-integration --suite integration || rc=1
+  meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
+    --logbase testlog-grpc grpc hostile_grpc || rc=1
   logs="$logs $tsan/meson-logs/testlog-unit.json $tsan/meson-logs/testlog-integration.json"
+  logs="$logs $tsan/meson-logs/testlog-grpc.json"
 else
   echo "WARNING: the compiler cannot build with -fsanitize=thread: no ThreadSanitizer run"
 fi

@@ -16,7 +16,10 @@ every thread count (1, 2) and batch size (1, 8, 32, 128):
      input shape, the same method as the C program (3 warm-up runs, then runs
      until at least --seconds and 5 runs, median time per batch).
 Steps 2 and 3 alternate --rounds times (2 by default) and each side keeps its
-fastest median: noise on a small machine only ever slows a run down.
+fastest median: noise on a small machine only ever slows a run down.  One-thread
+rows are timed on the process's CPU time (rnnd-engine-bench's median_cpu_s,
+time.process_time() around torch's runs), which other processes on a shared
+machine cannot inflate; two-thread rows on the wall clock (--clock changes it).
 
 The machine may be shared: before each pair of measurements the script waits
 (up to a minute) until other processes use under 0.1 of a core, measures how
@@ -31,7 +34,7 @@ Progress goes to stderr.  Exits 1 if any check failed.
 Usage (what `make bench` runs, through tests/bench/run.sh):
     python3 tests/bench/engine_vs_torch.py --bench BUILD/tests/bench/rnnd-engine-bench
         [--quick] [--seconds S] [--rounds R] [--out FILE]
-        [--cells lstm,gru] [--batches 1,8,32,128] [--threads 1,2]
+        [--cells lstm,gru] [--batches 1,8,32,128] [--threads 1,2] [--clock auto|cpu|wall]
 Needs torch, numpy and safetensors.
 """
 
@@ -218,8 +221,10 @@ def check(bench, module, mdir, cell, batch, threads, tmp):
     return float(np.max(np.abs(got.reshape(want.shape) - want)))
 
 
-def time_torch(module, batch, seconds):
-    """Median seconds per batch, timed as rnnd-engine-bench times run()."""
+def time_torch(module, batch, seconds, clock):
+    """Median seconds per batch on clock ("cpu" or "wall"), timed as rnnd-engine-bench times
+    run()."""
+    tick = time.process_time if clock == "cpu" else time.monotonic
     x = torch.from_numpy(make_input("torch", batch))
     times = []
     with torch.inference_mode():
@@ -227,13 +232,20 @@ def time_torch(module, batch, seconds):
             module(x)
         start = time.monotonic()
         while len(times) < MIN_RUNS or time.monotonic() - start < seconds:
-            t0 = time.monotonic()
+            t0 = tick()
             module(x)
-            times.append(time.monotonic() - t0)
+            times.append(tick() - t0)
     return statistics.median(times), len(times)
 
 
-def measure(bench, module, mdir, batch, threads, seconds, rounds, wait_s):
+def row_clock(args, threads):
+    """The clock a row is timed on: --clock, or by default CPU time on one thread."""
+    if args.clock != "auto":
+        return args.clock
+    return "cpu" if threads == 1 else "wall"
+
+
+def measure(bench, module, mdir, batch, threads, seconds, rounds, wait_s, clock):
     """
     Times rnnd and torch alternately, rounds times with the machine quiet
     (a pair measured while other processes used QUIET_CORES or more is taken
@@ -251,13 +263,15 @@ def measure(bench, module, mdir, batch, threads, seconds, rounds, wait_s):
             with OtherLoad() as lr:
                 r = run_bench(bench, mdir, batch, threads, seconds)
             with OtherLoad() as lt:
-                t_med, t_runs = time_torch(module, batch, seconds)
+                t_med, t_runs = time_torch(module, batch, seconds, clock)
             tries.append((max(lr.cores, lt.cores), r, t_med, t_runs))
             if tries[-1][0] < QUIET_CORES:
                 break
             log(f"  other processes used {tries[-1][0]:.2f} cores meanwhile; again")
         pairs.append(min(tries, key=lambda x: x[0]))
-    r = min(pairs, key=lambda x: x[1]["median_s"])[1]
+    key = "median_cpu_s" if clock == "cpu" else "median_s"
+    r = dict(min(pairs, key=lambda x: x[1][key])[1])
+    r["median"] = r[key]
     t_med, t_runs = min((p[2], p[3]) for p in pairs)
     return r, t_med, t_runs, max(p[0] for p in pairs)
 
@@ -286,6 +300,9 @@ def parse_args():
                     help="comma-separated batch sizes (default: %(default)s)")
     ap.add_argument("--threads", default=",".join(map(str, THREADS)),
                     help="comma-separated thread counts (default: %(default)s)")
+    ap.add_argument("--clock", choices=("auto", "cpu", "wall"), default="auto",
+                    help="what times a run: the process's CPU time, the wall clock, or "
+                         "auto: CPU time on one thread, the wall clock on more")
     args = ap.parse_args()
     args.seconds = args.seconds if args.seconds is not None else (0.25 if args.quick else 2.0)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
@@ -315,15 +332,16 @@ def run_configuration(args, module, mdir, cell, threads, batch, tmp):
     if not err <= TOLERANCE:
         log(f"{cell} threads={threads} batch={batch}: WRONG ANSWER, "
             f"max abs error {err:.3g} > {TOLERANCE:g}; not timed")
-        return (cell, threads, batch, None, None, None, err, None), None
+        return (cell, threads, batch, None, None, None, err, None, None), None
+    clock = row_clock(args, threads)
     r, t_med, t_runs, load = measure(args.bench, module, mdir, batch, threads,
-                                     args.seconds, args.rounds, args.wait_s)
-    t_sps = batch / t_med
+                                     args.seconds, args.rounds, args.wait_s, clock)
+    t_sps, r_sps = batch / t_med, batch / r["median"]
     log(f"{cell} threads={threads} batch={batch:3d}: max|dy| {err:.2e}  "
         f"torch {t_med * 1e3:8.3f} ms ({t_runs} runs)  "
-        f"rnnd {r['median_s'] * 1e3:8.3f} ms ({r['runs']} runs)  "
-        f"ratio {r['seq_per_s'] / t_sps:.2f}  other load {load:.2f}")
-    return (cell, threads, batch, t_sps, r["seq_per_s"], r["steps_per_s"], err, load), r
+        f"rnnd {r['median'] * 1e3:8.3f} ms ({r['runs']} runs), {clock} time  "
+        f"ratio {r_sps / t_sps:.2f}  other load {load:.2f}")
+    return (cell, threads, batch, t_sps, r_sps, r_sps * STEPS, err, load, clock), r
 
 
 def run_all(args):
@@ -369,19 +387,20 @@ def report(args, rows, blas):
     out.append(f"- Model: input {INPUT_SIZE}, hidden {HIDDEN_SIZE}, {NUM_LAYERS} layers, "
                f"unidirectional, T = {STEPS}, fp32; outputs y and h_n (and c_n); "
                f"time per batch = median of >= {MIN_RUNS} runs and >= {args.seconds:g} s after "
-               f"{WARMUP_RUNS} warm-up runs, rnnd and torch measured alternately "
+               f"{WARMUP_RUNS} warm-up runs, on the clock of the row's last column (cpu: the "
+               f"process's CPU time), rnnd and torch measured alternately "
                f"{args.rounds} time(s), fastest median kept for each; rnnd's y checked against "
                f"torch's (max abs error <= {TOLERANCE:g}) before timing")
     out.append("")
     out.append("| cell | threads | batch | torch seq/s | rnnd seq/s | rnnd/torch "
-               "| rnnd steps/s | max abs err | other load |")
-    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for cell, threads, batch, t_sps, r_sps, r_steps, err, load in rows:
+               "| rnnd steps/s | max abs err | other load | clock |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for cell, threads, batch, t_sps, r_sps, r_steps, err, load, clock in rows:
         if t_sps is None:
-            out.append(f"| {cell} | {threads} | {batch} | - | - | WRONG | - | {err:.2e} | - |")
+            out.append(f"| {cell} | {threads} | {batch} | - | - | WRONG | - | {err:.2e} | - | - |")
             continue
         out.append(f"| {cell} | {threads} | {batch} | {fmt(t_sps)} | {fmt(r_sps)} | "
-                   f"{r_sps / t_sps:.2f}x | {fmt(r_steps)} | {err:.1e} | {load:.2f} |")
+                   f"{r_sps / t_sps:.2f}x | {fmt(r_steps)} | {err:.1e} | {load:.2f} | {clock} |")
     out.append("")
     out.append(f"other load: CPU cores used by other processes while the row was measured "
                f"(the worst round); a row at {QUIET_CORES:g} or above was measured on a busy "
@@ -400,7 +419,7 @@ def main():
             f.write(text)
     if args.json:
         keys = ("cell", "threads", "batch", "torch_seq_s", "rnnd_seq_s", "rnnd_steps_s",
-                "max_abs_err", "other_load")
+                "max_abs_err", "other_load", "clock")
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"header": out[:6], "rows": [dict(zip(keys, r)) for r in rows]}, f, indent=1)
     if failed:

@@ -48,7 +48,7 @@ MODELS = {  # name in the test repository: (golden model, batching settings)
     "adaptive": ("gru_h48_l2_bi_ragged_h0", {"max_batch_size": 64, "max_queue_delay_us": 300000}),
 }
 INPUT = 5  # input_size of both golden models
-PRIO_STEPS = 64
+PRIO_STEPS = 128
 # Instance groups: the concurrent clients run on three CPU instances in two groups.
 GROUPS = {"lstm": [{"kind": "cpu", "count": 2}, {"kind": "auto", "count": 1}]}
 
@@ -68,10 +68,10 @@ def make_repo(tmp):
             json.dump(cfg, f)
         os.symlink(os.path.join(src, "1", "model.safetensors"), os.path.join(dst, "1", "model.safetensors"))
     # One instance running one full-length sequence a batch (max_batch_steps), each tens of
-    # milliseconds (hidden 1024), and a 400 ms delay: the order in which the sequences run is
-    # the order of their answers.
+    # milliseconds (hidden 1024, 128 steps), and a 1 s delay: the order in which the
+    # sequences run is the order of their answers, with room for a loaded machine's jitter.
     zero_lstm(tmp, "prio", 1024, PRIO_STEPS, batching={
-        "max_batch_size": 8, "max_queue_delay_us": 400000, "max_batch_steps": PRIO_STEPS,
+        "max_batch_size": 8, "max_queue_delay_us": 1000000, "max_batch_steps": PRIO_STEPS,
         "priority_levels": 2, "adaptive_delay": False}, instances=[{"kind": "cpu", "count": 1}])
     return tmp
 
@@ -310,9 +310,10 @@ def test_priority_order(d):
             order.append((name, st))
 
     threads = []
-    # Arrivals 80 ms apart (20 ms for D, whose place among the lows does not depend on C's),
-    # all well inside the 400 ms that A's delay holds the queue.
-    for name, prio, pause in (("A", 2, 0.08), ("B", 2, 0.08), ("C", 1, 0.02), ("D", None, 0)):
+    # Arrivals 200 ms apart (50 ms for D, whose place among the lows does not depend on C's),
+    # all well inside the 1 s that A's delay holds the queue.  (With 80 ms inside 400 ms,
+    # make test under other builds' load once saw A answered before C.)
+    for name, prio, pause in (("A", 2, 0.2), ("B", 2, 0.2), ("C", 1, 0.05), ("D", None, 0)):
         t = threading.Thread(target=send, args=(name, prio))
         t.start()
         threads.append(t)

@@ -846,6 +846,9 @@ struct step_case {
 static void step_case_init(struct step_case *c, enum step_cell cell, uint32_t H, uint32_t KX,
                            uint32_t M, unsigned *seed)
 {
+        /* weights of 0.5 at most, less where x and h are thousands wide (fp32 sums of them) */
+        const float ws = KX + H > 256 ? 4.0f / sqrtf((float)(KX + H)) : 0.5f;
+
         c->G = cell == CELL_TANH || cell == CELL_RELU ? 1 : 3;
         c->H = H;
         c->KX = KX;
@@ -865,9 +868,9 @@ static void step_case_init(struct step_case *c, enum step_cell cell, uint32_t H,
         c->rh = calloc((size_t)M * H, sizeof(float));
         c->z = calloc((size_t)M * H, sizeof(float));
         for (uint32_t i = 0; i < c->G * H * KX; i++)
-                c->Wi[i] = 0.5f * frand(seed);
+                c->Wi[i] = ws * frand(seed);
         for (uint32_t i = 0; i < c->G * H * H; i++)
-                c->Wh[i] = 0.5f * frand(seed);
+                c->Wh[i] = ws * frand(seed);
         for (uint32_t i = 0; i < c->G * H; i++) {
                 c->bi[i] = frand(seed);
                 c->bh[i] = frand(seed);
@@ -992,26 +995,61 @@ static double check_cell_step(enum step_cell cell, uint32_t lu, bool fuse_x, uin
         return worst;
 }
 
-START_TEST(test_cell_step)
+/* A row count and the widths of one step check. */
+struct cell_shape {
+        uint32_t H, KX, M;
+};
+
+/* Loop case i (cell, panel width, fuse_x) over the shapes, each split and not. */
+static void check_cell_shapes(int i, unsigned seed, const struct cell_shape *sh, size_t n,
+                              const char *what)
 {
-        static const uint32_t Hs[] = {5, 13, 16, 24, 37, 136}, KXs[] = {3, 8};
-        const enum step_cell cell = (enum step_cell)(_i / 4);
-        const uint32_t lu = step_lus[_i / 2 % 2];
-        const bool fuse_x = _i % 2 == 0;
-        unsigned seed = 11u + (unsigned)_i;
+        const enum step_cell cell = (enum step_cell)(i / 4);
+        const uint32_t lu = step_lus[i / 2 % 2];
+        const bool fuse_x = i % 2 == 0;
         double worst = 0;
 
         if (!can_run_lu(lu))
                 return;
+        for (size_t k = 0; k < n; k++)
+                for (int split = 0; split < 2; split++)
+                        worst = fmax(worst, check_cell_step(cell, lu, fuse_x, sh[k].H, sh[k].KX,
+                                                            sh[k].M, split, &seed));
+        fprintf(stderr, "%s: cell %d, lu %u, fuse_x %d: worst error %.3g\n", what, cell, lu, fuse_x,
+                worst);
+}
+
+START_TEST(test_cell_step)
+{
+        static const uint32_t Hs[] = {5, 13, 16, 24, 37, 136}, KXs[] = {3, 8};
+        struct cell_shape sh[6 * 2 * 14];
+        size_t n = 0;
+
         for (size_t hi = 0; hi < RNND_ELEMENTSOF(Hs); hi++)
                 for (size_t ki = 0; ki < RNND_ELEMENTSOF(KXs); ki++)
                         for (uint32_t M = 1; M <= (Hs[hi] > 64 ? 9 : 14); M++)
-                                for (int split = 0; split < 2; split++)
-                                        worst = fmax(worst,
-                                                     check_cell_step(cell, lu, fuse_x, Hs[hi],
-                                                                     KXs[ki], M, split, &seed));
-        fprintf(stderr, "test_cell_step: cell %d, lu %u, fuse_x %d: worst error %.3g\n", cell, lu,
-                fuse_x, worst);
+                                sh[n++] = (struct cell_shape){Hs[hi], KXs[ki], M};
+        check_cell_shapes(_i, 11u + (unsigned)_i, sh, n, "test_cell_step");
+}
+END_TEST
+
+/*
+ * The same, on the shapes where the kernel's blocking changes: x (fused) or h
+ * longer than the weights of k a block sums before it stores its partial sums
+ * (256 KiB of a group of panels: 1,365 k of a GRU panel of 16 units, 1,024 of
+ * an RNN's group of 4), so that both are summed in several chunks, the last
+ * one short; and batches of 63 to 65 rows and 203 (several groups of rows),
+ * with weights over 1 MiB, whose blocks prefetch their share of the next
+ * group's (a hint: no answer depends on it).
+ */
+START_TEST(test_cell_step_long)
+{
+        static const struct cell_shape sh[] = {
+                {136, 3000, 1},  {136, 3000, 9},  {136, 3000, 17}, {1400, 8, 9},
+                {136, 1000, 63}, {136, 1000, 64}, {136, 1000, 65}, {136, 1000, 203},
+        };
+
+        check_cell_shapes(_i, 23u + (unsigned)_i, sh, RNND_ELEMENTSOF(sh), "test_cell_step_long");
 }
 END_TEST
 
@@ -1179,6 +1217,7 @@ static Suite *cpu_suite(void)
         tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
+        tcase_add_loop_test(tc, test_cell_step_long, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_project, 0, 2 * RNND_ELEMENTSOF(project_kinds));
         tcase_add_loop_test(tc, test_threading, 0, RNND_ELEMENTSOF(threading_cases));
         tcase_add_test(tc, test_chain_threading);

@@ -337,8 +337,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         if (kind == RNND_CPU_LSTM)                                                 \
                                 st##LU(st->c + r * st->H + uq, t[i], nq);                          \
                         st##LU(st->h + r * st->ldh + uq, o[i], nq);                                \
-                        if (st->y != NULL)                                                         \
-                                st##LU(st->y + r * st->ldy + uq, o[i], nq);                        \
+                        if (st->y != NULL || st->ys != NULL)                                       \
+                                st##LU(rnnd__cpu_yrow(st, r) + uq, o[i], nq);                      \
                 }                                                                                  \
         }                                                                                          \
         /*                                                                                         \

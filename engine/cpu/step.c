@@ -105,7 +105,13 @@ static ALWAYS_INLINE AVX512_ONLY v16 recip16(v16 x)
 #define recip16(x) (1.0f / (x))
 #endif
 
-/* sigmoid and tanh as vec-int.h's, on recip. */
+/*
+ * sigmoid and tanh as vec-int.h's, on recip: for the GRU and RNN kinds, whose
+ * batches and lone rows both run here.  The LSTM's lone row keeps
+ * vec-int.h's division, as gates.c's kernel of its batches does, so that a
+ * sequence's answer does not depend on the batch it ran in, to the bit
+ * (tests/hostile/test_grpc.py's load client compares them exactly).
+ */
 #define GATE_MATH(V, VI, W, ATTR)                                                                  \
         static ALWAYS_INLINE ATTR V sig##W(V x)                                                    \
         {                                                                                          \
@@ -298,10 +304,10 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         memcpy(g, acc + i * kind_slots(kind) * LU, kind_slots(kind) * sizeof(V));  \
                                                                                                    \
                         switch (kind) {                                                            \
-                        case RNND_CPU_LSTM: /* t: the new cell, o: h */                            \
-                                tv = sig##LU(g[1]) * ld##LU(st->c + r * st->H + uq, nq) +          \
-                                     sig##LU(g[0]) * tnh##LU(g[2]);                                \
-                                ov = sig##LU(g[3]) * tnh##LU(tv);                                  \
+                        case RNND_CPU_LSTM: /* t: the new cell, o: h; gates.c's division */        \
+                                tv = sigmoid_##LU(g[1]) * ld##LU(st->c + r * st->H + uq, nq) +     \
+                                     sigmoid_##LU(g[0]) * tanh_##LU(g[2]);                         \
+                                ov = sigmoid_##LU(g[3]) * tanh_##LU(tv);                           \
                                 break;                                                             \
                         case RNND_CPU_GRU:                                                         \
                                 tv = sig##LU(g[0]);                                                \

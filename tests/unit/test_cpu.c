@@ -537,6 +537,50 @@ START_TEST(test_single)
 END_TEST
 
 /*
+ * A sequence's y and h_n alone and beside one or two others are the same to
+ * the bit: below FUSE_X_ROWS (cpu.c) a batch's rows sum in the lone row's
+ * order, and their gate math is the same text (a client that sends the same
+ * sequence twice gets the same answer whatever else the batcher put beside
+ * it: tests/hostile/test_grpc.py compares them exactly).  The LSTM's batches
+ * run gates.c's kernel and its lone row step.c's.
+ */
+static const char *const paired_models[] = {"lstm_l1_uni_equal_noh0", "gru_l1_uni_equal_noh0",
+                                            "lstm_l1_bi_equal_noh0", "gru_l1_bi_equal_noh0"};
+
+START_TEST(test_alone_and_paired)
+{
+        rnnd_model_t *m = rnnd_test_load_golden(paired_models[_i]);
+        const uint32_t T = 6, I = m->cfg.input_size, ow = m->dirs * m->out_size;
+        static float x[3][6 * 16], y[2][3][6 * 16], h[2][3][64];
+        struct rnnd_seq seqs[3];
+        struct rnnd_batch b = {seqs, 1};
+        rnnd_error_t err = {0};
+        unsigned seed = 5;
+        void *plan;
+
+        ck_assert_uint_le(I, 16);
+        ck_assert_uint_le(ow, 16);
+        ck_assert_uint_le(m->cfg.num_layers * ow, 64);
+        for (uint32_t i = 0; i < 3; i++)
+                for (uint32_t k = 0; k < T * I; k++)
+                        x[i][k] = frand(&seed);
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+        for (b.n = 1; b.n <= 3; b.n++) {
+                for (uint32_t i = 0; i < b.n; i++)
+                        seqs[i] = (struct rnnd_seq){
+                                .len = T - i, .x = x[i], .y = y[b.n > 1][i], .h_n = h[b.n > 1][i]};
+                ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+                ck_assert_msg(b.n == 1 || (memcmp(y[0][0], y[1][0], T * ow * sizeof(float)) == 0 &&
+                                           memcmp(h[0][0], h[1][0], ow * sizeof(float)) == 0),
+                              "%s: sequence 0 alone and in a batch of %u differ", paired_models[_i],
+                              b.n);
+        }
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
  * Denormal floats run as zeros (cpu-int.h: an x86 core takes a slow assist
  * for each, which a client could buy by the batch): a ReLU RNN without biases
  * on inputs of 1e-39 gives exactly 0 everywhere, where products of denormals
@@ -1213,6 +1257,7 @@ static Suite *cpu_suite(void)
         tcase_set_timeout(tc, 60); /* the kernels against double precision, under ASan too */
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_single);
+        tcase_add_loop_test(tc, test_alone_and_paired, 0, RNND_ELEMENTSOF(paired_models));
         tcase_add_loop_test(tc, test_denormals, 0, 2);
         tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));

@@ -117,7 +117,17 @@ struct rnnd__cpu_step {
         float *z;     /* GRU_RZ writes, GRU_N reads: [M, H] z, row stride H */
         float *h, *y; /* [M, H] the new h (GRU_RZ: r*h_old), and y unless NULL (LSTM: never) */
         uint32_t ldh, ldy;
+        float *const *ys; /* or, unless NULL, row r's y at ys[r] + yoff (y, ldy unused) */
+        size_t yoff;
 };
+
+/* Where row r of a step writes its y, or NULL: y + r ldy, or ys[r] + yoff. */
+static inline float *rnnd__cpu_yrow(const struct rnnd__cpu_step *s, size_t r)
+{
+        if (s->ys != NULL)
+                return s->ys[r] + s->yoff;
+        return s->y != NULL ? s->y + r * s->ldy : NULL;
+}
 
 /*
  * The packed weights P of the fused kernels start at a multiple of a vector

@@ -98,10 +98,12 @@ struct packed {
  * has run.
  */
 struct lane {
-        float *scratch;        /* [cap]; the buffers start at its first cache line (align()) */
-        size_t cap;            /* floats in scratch */
-        uint32_t *ibuf;        /* order, nt, offs */
-        size_t icap;           /* uint32s in ibuf */
+        float *scratch; /* [cap]; the buffers start at its first cache line (align()) */
+        size_t cap;     /* floats in scratch */
+        uint32_t *ibuf; /* order, nt, offs */
+        size_t icap;    /* uint32s in ibuf */
+        float **ybuf;   /* [ycap] the sorted rows' y (direct_y()) */
+        size_t ycap;
         struct rnnd_seq *seqs; /* a split run's share of the batch: [n] of [seqcap] */
         uint32_t n;
         size_t seqcap;
@@ -160,14 +162,15 @@ static float *align(float *raw)
 
 /* Buffers of one run, carved from the plan's scratch. */
 struct work {
-        float *in, *out; /* [S, max(in, D*H')] layer input and output (ping-pong) */
-        float *xg;       /* [chunk rows, G*H] input projections */
-        float *hg;       /* [n, G*H] recurrent projections */
-        float *h, *c;    /* [n, H'], [n, H] state */
-        float *h2;       /* [n, H'] the other state buffer of the sliced recurrence */
-        float *tmp;      /* [n, H]: o*tanh(c) before projection, or r*h */
-        float *feat;     /* [n, D*H'] top layer final states (head last) */
-        float *head;     /* [S or n, units] */
+        float *in, *out;  /* [S, max(in, D*H')] layer input and output (ping-pong) */
+        float *xg;        /* [chunk rows, G*H] input projections */
+        float *hg;        /* [n, G*H] recurrent projections */
+        float *h, *c;     /* [n, H'], [n, H] state */
+        float *h2;        /* [n, H'] the other state buffer of the sliced recurrence */
+        float *tmp;       /* [n, H]: o*tanh(c) before projection, or r*h */
+        float *feat;      /* [n, D*H'] top layer final states (head last) */
+        float *head;      /* [S or n, units] */
+        float *const *ys; /* the top layer's y: [n] each sorted row's own, or NULL: out */
 };
 
 static void cpu_close(void *plan);
@@ -480,6 +483,7 @@ static void cpu_close(void *plan)
         for (unsigned i = 0; p->lanes != NULL && i < p->n_threads; i++) {
                 rnnd_free(p->lanes[i].scratch);
                 rnnd_free(p->lanes[i].ibuf);
+                rnnd_free(p->lanes[i].ybuf);
                 rnnd_free(p->lanes[i].seqs);
         }
         rnnd_free(p->lanes);
@@ -901,6 +905,8 @@ static struct rnnd__cpu_step step_args(const struct sliced *sc, uint32_t r0, uin
                 .ldh = H,
                 .y = sc->w->out + (size_t)pk->offs[t] * ow + (size_t)sc->d * H,
                 .ldy = ow,
+                .ys = sc->w->ys,
+                .yoff = (size_t)t * ow + (size_t)sc->d * H,
         };
 }
 
@@ -923,6 +929,7 @@ static void fused_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32
         }
         st.h = sc->w->tmp;
         st.y = NULL;
+        st.ys = NULL;
         rnnd__cpu_step(&st, j0, j1);
         if (sc->slices > 1)
                 rnnd_barrier_wait((struct rnnd_spin_barrier *)&sc->barrier, sense);
@@ -932,6 +939,7 @@ static void fused_step(const struct sliced *sc, uint32_t j0, uint32_t j1, uint32
         st.A = sc->w->tmp;
         st.h = hn;
         st.y = y;
+        st.ys = sc->w->ys;
         rnnd__cpu_step(&st, j0, j1);
 }
 
@@ -1096,6 +1104,7 @@ static void apply_head(const rnnd_model_t *m, uint32_t rows, const float *src, f
 static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                             const struct pack *pk, const struct work *w)
 {
+        const bool copy_y = w->ys == NULL; /* else the kernels wrote each row's y */
         const uint32_t ow = m->dirs * m->out_size;
         const uint32_t U = m->cfg.head.present ? m->cfg.head.units : 0;
         const bool head_all = m->cfg.head.present && m->cfg.head.apply == RNND_HEAD_ALL;
@@ -1105,7 +1114,7 @@ static void scatter_outputs(const rnnd_model_t *m, const struct rnnd_batch *b,
                         const struct rnnd_seq *q = &b->seqs[pk->order[i]];
                         size_t row = pk->offs[t] + i;
 
-                        if (q->y != NULL && q->y != w->out) /* run_batch() wrote it in place */
+                        if (copy_y && q->y != NULL && q->y != w->out) /* or written in place */
                                 memcpy(q->y + (size_t)t * ow, w->out + row * ow,
                                        ow * sizeof(float));
                         if (head_all && q->scores != NULL)
@@ -1158,6 +1167,41 @@ static void side_part(void *arg, unsigned i)
 }
 
 /* Runs batch b of S steps on lane ln, as mode says (lane 0 unless MODE_ONE). */
+/*
+ * The sorted rows' own y, for the top layer's kernels to write each step's
+ * rows where their sequences want them (the y of a batch of 64 GRU sequences
+ * of 200 steps of 512 units is 26 MB, which the engine wrote and then copied
+ * out): where every sequence takes y, no head reads the top layer's rows, and
+ * every direction of the top layer runs a fused step kernel.  NULL otherwise,
+ * or when the array cannot be had (the rows are then copied).
+ */
+static float *const *direct_y(const struct cpu_plan *p, struct lane *ln, const struct rnnd_batch *b,
+                              const struct pack *pk)
+{
+        const rnnd_model_t *m = p->m;
+        const unsigned top = (m->cfg.num_layers - 1) * m->dirs;
+
+        if (!sliceable(m) || (m->cfg.head.present && m->cfg.head.apply == RNND_HEAD_ALL))
+                return NULL;
+        for (unsigned d = 0; d < m->dirs; d++)
+                if (p->pw[top + d].lstm_lu == 0 && p->pw[top + d].step_lu == 0)
+                        return NULL;
+        for (uint32_t i = 0; i < b->n; i++)
+                if (b->seqs[i].y == NULL)
+                        return NULL;
+        if (b->n > ln->ycap) {
+                float **y = rnnd_realloc(ln->ybuf, b->n * sizeof(*y));
+
+                if (y == NULL)
+                        return NULL;
+                ln->ybuf = y;
+                ln->ycap = b->n;
+        }
+        for (uint32_t i = 0; i < b->n; i++)
+                ln->ybuf[i] = b->seqs[pk->order[i]].y;
+        return ln->ybuf;
+}
+
 static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batch *b, uint64_t S,
                      enum mode mode, rnnd_error_t *reterr)
 {
@@ -1182,6 +1226,7 @@ static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batc
         if (r < 0)
                 return r;
         spare = w[0].in;
+        w[0].ys = w[1].ys = NULL;
 
         /*
          * One sequence of x: its packed rows are its own x and y, so layer 0
@@ -1197,6 +1242,8 @@ static int run_batch(struct cpu_plan *p, struct lane *ln, const struct rnnd_batc
 
                 if (q1 != NULL && q1->y != NULL && l == L - 1)
                         w[0].out = w[1].out = q1->y;
+                else if (q1 == NULL && l == L - 1)
+                        w[0].ys = w[1].ys = direct_y(p, ln, b, &pk);
                 if (side)
                         rnnd_team_run(p->team, side_part, &lr);
                 else

@@ -82,7 +82,7 @@ static inline __attribute__((always_inline)) float tanh1(float x)
                 for (size_t i = 0; i < mr; i++) {                                                  \
                         memcpy(s->c + (m + i) * s->H + u, &c[i], sizeof(c[i]));                    \
                         memcpy(s->h + (m + i) * s->ldh + u, &t[i], sizeof(t[i]));                  \
-                        memcpy(s->y + (m + i) * s->ldy + u, &t[i], sizeof(t[i]));                  \
+                        memcpy(rnnd__cpu_yrow(s, m + i) + u, &t[i], sizeof(t[i]));                 \
                 }                                                                                  \
         }
 
@@ -377,7 +377,7 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
                         const size_t uq = u + q * lu, nq = n - q * lu < lu ? n - q * lu : lu;
                         const float *xg = s->xg != NULL ? s->xg + (m + r) * s->ldx + uq : NULL;
                         float *c = s->c + (m + r) * H + uq, *h = s->h + (m + r) * s->ldh + uq;
-                        float *y = s->y + (m + r) * s->ldy + uq;
+                        float *y = rnnd__cpu_yrow(s, m + r) + uq;
 
                         if (nq == lu)
                                 lstm_cell(lu, lu, H, acc[r * np + q], xg, c, h, y);

@@ -22,16 +22,111 @@
 #include "cpu/cpu-int.h"
 #include "cpu/vec-int.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define SLOTS_MAX     4u
 #define BLOCK_MAX     24u /* row x panel pairs of a block at most: 6 x 4 */
 
 /*
- * A sweep's partial sums (rows x panels x slots x units, 24 KiB) and the
- * weights of one chunk of k (20 KiB of the 32 or 48 KiB L1 data caches).
+ * A sweep's partial sums (rows x panels x slots x units, 24 KiB), and the
+ * weights of one chunk of k: 256 KiB, which every block of rows reads from
+ * the L2 cache (1 or 2 MiB a core on AVX-512 servers) while the next group's
+ * are fetched into it.  Chunks that stayed in L1 (20 KiB) ran the step of
+ * the GRU of hidden 512 at batch 64 at 122 GFLOP/s, these at 129, on a core
+ * of 172 (docs/BENCHMARKS.md): a block's 8 streams of h from L2 restarted
+ * every 106 k, and its partial sums went through memory 6 times.
  */
 #define PART_FLOATS 6144u
-#define L1_WEIGHTS  20480u
+#define L2_WEIGHTS  262144u
+
+/* Weights larger than this are read from L3 each step: prefetch the next group's. */
+#define L3_WEIGHTS  1048576u
+#define LINE_FLOATS 16u
+
+/*
+ * Lines of weights that a block prefetches into the L2 cache as it sums: the
+ * next group of panels, lines of them from at (none: lines 0).
+ */
+struct ahead {
+        const float *at;
+        size_t lines;
+};
+
+#define NO_AHEAD ((struct ahead){NULL, 0})
+
+/*
+ * Rows [m, m + mr) of M's share of the lines of the group after this one
+ * (from at, lines in all), one line a sum of the block's K: with fewer than
+ * about 8 blocks of rows, only the first part of each share.
+ */
+static inline struct ahead ahead_share(const float *at, size_t lines, size_t m, size_t mr, size_t M,
+                                       size_t K)
+{
+        const size_t a = m * lines / M, e = (m + mr) * lines / M;
+
+        return (struct ahead){at + a * LINE_FLOATS, e - a < K ? e - a : K};
+}
+
+/* In sweep: a block's share, from the first chunk of h (the weights of x are few). */
+#define AHEAD(mr) (c0 == st->KX ? ahead_share(nxt, nlines, m, mr, M, c1 - c0) : NO_AHEAD)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AVX512_ONLY __attribute__((target("arch=x86-64-v4")))
+#else
+#define AVX512_ONLY
+#endif
+
+/*
+ * 1/x for the gate math's sigmoid and tanh, x >= 1: the CPU's estimate
+ * (12 bits with AVX2, 14 with AVX-512) and one Newton step, within 2 ulp.
+ * A division takes the one divider of the core for 10 to 16 cycles a vector,
+ * and a GRU block's 8 rows divide 24 times; the estimate and the step take
+ * three instructions of the two vector ports.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+static ALWAYS_INLINE AVX2_ONLY v8 recip8(v8 x)
+{
+        v8 r = (v8)_mm256_rcp_ps((__m256)x);
+
+        return r + r * (1.0f - x * r);
+}
+
+static ALWAYS_INLINE AVX512_ONLY v16 recip16(v16 x)
+{
+        v16 r = (v16)_mm512_rcp14_ps((__m512)x);
+
+        return r + r * (1.0f - x * r);
+}
+#else
+#define recip8(x)  (1.0f / (x))
+#define recip16(x) (1.0f / (x))
+#endif
+
+/*
+ * sigmoid and tanh as vec-int.h's, on recip: for the GRU and RNN kinds, whose
+ * batches and lone rows both run here.  The LSTM's lone row keeps
+ * vec-int.h's division, as gates.c's kernel of its batches does, so that a
+ * sequence's answer does not depend on the batch it ran in, to the bit
+ * (tests/hostile/test_grpc.py's load client compares them exactly).
+ */
+#define GATE_MATH(V, VI, W, ATTR)                                                                  \
+        static ALWAYS_INLINE ATTR V sig##W(V x)                                                    \
+        {                                                                                          \
+                return recip##W(1.0f + exp_##W(-x));                                               \
+        }                                                                                          \
+        static ALWAYS_INLINE ATTR V tnh##W(V x)                                                    \
+        {                                                                                          \
+                VI sign = (VI)x & (int32_t)0x80000000;                                             \
+                V e = exp_##W(-2.0f * (V)((VI)x & 0x7fffffff));                                    \
+                                                                                                   \
+                return (V)((VI)((1.0f - e) * recip##W(1.0f + e)) | sign);                          \
+        }
+
+GATE_MATH(v8, v8i, 8, AVX2_ONLY)
+GATE_MATH(v16, v16i, 16, AVX512_ONLY)
 
 /* Gate rows of a kind in the packed weights. */
 static ALWAYS_INLINE size_t kind_gates(enum rnnd__cpu_kind k)
@@ -163,14 +258,16 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
         {                                                                                          \
                 memcpy(p, &v, (n == LU ? LU : n) * sizeof(float));                                 \
         }                                                                                          \
-        static ALWAYS_INLINE ATTR void sum##LU(enum rnnd__cpu_kind kind, size_t mr, size_t np,     \
-                                               size_t K, const float *a, size_t lda,               \
-                                               const float *p, size_t ps, V(*s)[SLOTS_MAX])        \
+        static ALWAYS_INLINE ATTR void sum##LU(                                                    \
+                enum rnnd__cpu_kind kind, size_t mr, size_t np, size_t K, const float *a,          \
+                size_t lda, const float *p, size_t ps, V(*s)[SLOTS_MAX], struct ahead pf)          \
         {                                                                                          \
                 const size_t G = kind_gates(kind);                                                 \
-                                                                                                   \
                 for (size_t k = 0; k < K; k++) {                                                   \
                         V w[8][SLOTS_MAX];                                                         \
+                                                                                                   \
+                        if (k < pf.lines)                                                          \
+                                __builtin_prefetch(pf.at + k * LINE_FLOATS, 0, 2);                 \
                                                                                                    \
                         for (size_t q = 0; q < np; q++)                                            \
                                 for (size_t g = 0; g < G; g++) {                                   \
@@ -207,26 +304,26 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         memcpy(g, acc + i * kind_slots(kind) * LU, kind_slots(kind) * sizeof(V));  \
                                                                                                    \
                         switch (kind) {                                                            \
-                        case RNND_CPU_LSTM: /* t: the new cell, o: h */                            \
+                        case RNND_CPU_LSTM: /* t: the new cell, o: h; gates.c's division */        \
                                 tv = sigmoid_##LU(g[1]) * ld##LU(st->c + r * st->H + uq, nq) +     \
                                      sigmoid_##LU(g[0]) * tanh_##LU(g[2]);                         \
                                 ov = sigmoid_##LU(g[3]) * tanh_##LU(tv);                           \
                                 break;                                                             \
                         case RNND_CPU_GRU:                                                         \
-                                tv = sigmoid_##LU(g[0]);                                           \
-                                ov = tanh_##LU(g[2] + tv * g[3]);                                  \
-                                tv = sigmoid_##LU(g[1]);                                           \
+                                tv = sig##LU(g[0]);                                                \
+                                ov = tnh##LU(g[2] + tv * g[3]);                                    \
+                                tv = sig##LU(g[1]);                                                \
                                 break;                                                             \
                         case RNND_CPU_GRU_RZ:                                                      \
-                                ov = sigmoid_##LU(g[0]) * ld##LU(st->hold + r * st->ldo + uq, nq); \
-                                tv = sigmoid_##LU(g[1]);                                           \
+                                ov = sig##LU(g[0]) * ld##LU(st->hold + r * st->ldo + uq, nq);      \
+                                tv = sig##LU(g[1]);                                                \
                                 break;                                                             \
                         case RNND_CPU_GRU_N:                                                       \
-                                ov = tanh_##LU(g[0]);                                              \
+                                ov = tnh##LU(g[0]);                                                \
                                 tv = ld##LU(st->z + r * st->H + uq, nq);                           \
                                 break;                                                             \
                         case RNND_CPU_TANH:                                                        \
-                                ov = tanh_##LU(g[0]);                                              \
+                                ov = tnh##LU(g[0]);                                                \
                                 break;                                                             \
                         case RNND_CPU_RELU:                                                        \
                                 ov = (V)((VI)g[0] & (g[0] > 0.0f));                                \
@@ -246,8 +343,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         if (kind == RNND_CPU_LSTM)                                                 \
                                 st##LU(st->c + r * st->H + uq, t[i], nq);                          \
                         st##LU(st->h + r * st->ldh + uq, o[i], nq);                                \
-                        if (st->y != NULL)                                                         \
-                                st##LU(st->y + r * st->ldy + uq, o[i], nq);                        \
+                        if (st->y != NULL || st->ys != NULL)                                       \
+                                st##LU(rnnd__cpu_yrow(st, r) + uq, o[i], nq);                      \
                 }                                                                                  \
         }                                                                                          \
         /*                                                                                         \
@@ -260,7 +357,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
          */                                                                                        \
         static ALWAYS_INLINE ATTR void block##LU(                                                  \
                 const struct rnnd__cpu_step *st, enum rnnd__cpu_kind kind, bool proj, size_t mr,   \
-                size_t np, size_t m, size_t u, size_t n, size_t c0, size_t c1, float *part)        \
+                size_t np, size_t m, size_t u, size_t n, size_t c0, size_t c1, float *part,        \
+                struct ahead pf)                                                                   \
         {                                                                                          \
                 const size_t S = kind_slots(kind), G = kind_gates(kind), KX = st->KX;              \
                 const size_t ps = panel_stride(kind, LU, KX, st->K);                               \
@@ -284,10 +382,10 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                                            LU);                                    \
                 if (hpart)                                                                         \
                         sum##LU(kind, mr, np, c1 - c0, st->A + m * st->lda + (c0 - KX), st->lda,   \
-                                p + (S + G * c0) * LU, ps, s);                                     \
+                                p + (S + G * c0) * LU, ps, s, pf);                                 \
                 else                                                                               \
                         sum##LU(kind, mr, np, c1 - c0, st->X + m * st->ldxin + c0, st->ldxin,      \
-                                p + (S + G * c0) * LU, ps, s);                                     \
+                                p + (S + G * c0) * LU, ps, s, NO_AHEAD);                           \
                 for (size_t i = 0; i < mr * np; i++) {                                             \
                         const size_t q = i % np, uq = u + q * LU;                                  \
                         const size_t nq = n - q * LU < LU ? n - q * LU : LU;                       \
@@ -343,18 +441,21 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         for (size_t c0 = kb, c1; c0 < ke; c0 = c1) {                               \
                                 c1 = chunk_end##LU(st, proj, c0, SIZE_MAX);                        \
                                 if (g > 1)                                                         \
-                                        block##LU(st, kind, proj, mr, np, m, u, n, c0, c1, part);  \
+                                        block##LU(st, kind, proj, mr, np, m, u, n, c0, c1, part,   \
+                                                  NO_AHEAD);                                       \
                                 else                                                               \
-                                        block##LU(st, kind, proj, mr, 1, m, u, n, c0, c1, part);   \
+                                        block##LU(st, kind, proj, mr, 1, m, u, n, c0, c1, part,    \
+                                                  NO_AHEAD);                                       \
                         }                                                                          \
                         u += g * LU;                                                               \
                 }                                                                                  \
         }                                                                                          \
         /*                                                                                         \
          * Every row over g panels from unit u, n units in all: by groups of rows whose partial    \
-         * sums fit PART_FLOATS, each by chunks of k whose weights fit in the L1 cache (a panel    \
-         * of 3 gates x 16 units is 192 bytes a k: 106 KB for x of 40 and h of 512), every block   \
-         * of the group's rows adding one chunk before the next.                                   \
+         * sums fit PART_FLOATS, each by chunks of k whose weights fit L2_WEIGHTS (a panel of 3    \
+         * gates x 16 units is 192 bytes a k: 106 KB for x of 40 and h of 512), every block of     \
+         * the group's rows adding one chunk before the next, and prefetching its share of the     \
+         * next group's weights into L2 as it goes.                                                \
          */                                                                                        \
         static ALWAYS_INLINE ATTR void sweep##LU(const struct rnnd__cpu_step *st,                  \
                                                  enum rnnd__cpu_kind kind, bool proj, size_t g,    \
@@ -363,8 +464,14 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                 const size_t M = st->M, S = kind_slots(kind), rows = PART_FLOATS / (g * S * LU);   \
                 const size_t kb = st->X != NULL ? 0 : st->KX;                                      \
                 const size_t ke = st->KX + (proj ? 0 : st->K);                                     \
-                const size_t kc = L1_WEIGHTS / (g * kind_gates(kind) * LU * sizeof(float));        \
+                const size_t kc = L2_WEIGHTS / (g * kind_gates(kind) * LU * sizeof(float));        \
                 const size_t top = top_rows(kind, LU);                                             \
+                const size_t ps = panel_stride(kind, LU, st->KX, st->K);                           \
+                const size_t all = (st->H + LU - 1) / LU, nq = u / LU + g < all ? u / LU + g : 0;  \
+                const float *nxt = st->P + nq * ps; /* after the last group, the first */          \
+                const size_t nlines = all * ps * sizeof(float) <= L3_WEIGHTS                       \
+                                              ? 0 /* the weights stay in L2 */                     \
+                                              : (all - nq < g ? all - nq : g) * ps / LINE_FLOATS;  \
                 float part[PART_FLOATS];                                                           \
                                                                                                    \
                 for (size_t m0 = 0; m0 < M; m0 += rows) {                                          \
@@ -378,16 +485,21 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                                 /* Blocks of 8 or 6 rows (AVX-512), then 4, 2 and 1; */            \
                                 /* 8 and 9 as 4 + 4 (+ 1) where 6 is the largest. */               \
                                 for (; top == 8 && m1 - m >= 8; m += 8, pt += 8 * g * S * LU)      \
-                                        block##LU(st, kind, proj, 8, g, m, u, n, c0, c1, pt);      \
+                                        block##LU(st, kind, proj, 8, g, m, u, n, c0, c1, pt,       \
+                                                  AHEAD(8));                                       \
                                 for (; top == 6 && m1 - m >= 6 && m1 - m != 8 && m1 - m != 9;      \
                                      m += 6, pt += 6 * g * S * LU)                                 \
-                                        block##LU(st, kind, proj, 6, g, m, u, n, c0, c1, pt);      \
+                                        block##LU(st, kind, proj, 6, g, m, u, n, c0, c1, pt,       \
+                                                  AHEAD(6));                                       \
                                 for (; LU == 16 && m1 - m >= 4; m += 4, pt += 4 * g * S * LU)      \
-                                        block##LU(st, kind, proj, 4, g, m, u, n, c0, c1, pt);      \
+                                        block##LU(st, kind, proj, 4, g, m, u, n, c0, c1, pt,       \
+                                                  AHEAD(4));                                       \
                                 for (; m1 - m >= 2; m += 2, pt += 2 * g * S * LU)                  \
-                                        block##LU(st, kind, proj, 2, g, m, u, n, c0, c1, pt);      \
+                                        block##LU(st, kind, proj, 2, g, m, u, n, c0, c1, pt,       \
+                                                  AHEAD(2));                                       \
                                 for (; m < m1; m++, pt += g * S * LU)                              \
-                                        block##LU(st, kind, proj, 1, g, m, u, n, c0, c1, pt);      \
+                                        block##LU(st, kind, proj, 1, g, m, u, n, c0, c1, pt,       \
+                                                  AHEAD(1));                                       \
                         }                                                                          \
                 }                                                                                  \
         }                                                                                          \
@@ -438,11 +550,6 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
  * not as clones for every level: the plain vectors of a baseline build of the
  * 16-float kernel would be a large object that nothing runs.
  */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define AVX512_ONLY __attribute__((target("arch=x86-64-v4")))
-#else
-#define AVX512_ONLY
-#endif
 
 STEP_KERNEL(8, v8, v8i, KEEP_X, AVX2_ONLY)
 STEP_KERNEL(16, v16, v16i, KEEP_V, AVX512_ONLY)

@@ -537,6 +537,50 @@ START_TEST(test_single)
 END_TEST
 
 /*
+ * A sequence's y and h_n alone and beside one or two others are the same to
+ * the bit: below FUSE_X_ROWS (cpu.c) a batch's rows sum in the lone row's
+ * order, and their gate math is the same text (a client that sends the same
+ * sequence twice gets the same answer whatever else the batcher put beside
+ * it: tests/hostile/test_grpc.py compares them exactly).  The LSTM's batches
+ * run gates.c's kernel and its lone row step.c's.
+ */
+static const char *const paired_models[] = {"lstm_l1_uni_equal_noh0", "gru_l1_uni_equal_noh0",
+                                            "lstm_l1_bi_equal_noh0", "gru_l1_bi_equal_noh0"};
+
+START_TEST(test_alone_and_paired)
+{
+        rnnd_model_t *m = rnnd_test_load_golden(paired_models[_i]);
+        const uint32_t T = 6, I = m->cfg.input_size, ow = m->dirs * m->out_size;
+        static float x[3][6 * 16], y[2][3][6 * 16], h[2][3][64];
+        struct rnnd_seq seqs[3];
+        struct rnnd_batch b = {seqs, 1};
+        rnnd_error_t err = {0};
+        unsigned seed = 5;
+        void *plan;
+
+        ck_assert_uint_le(I, 16);
+        ck_assert_uint_le(ow, 16);
+        ck_assert_uint_le(m->cfg.num_layers * ow, 64);
+        for (uint32_t i = 0; i < 3; i++)
+                for (uint32_t k = 0; k < T * I; k++)
+                        x[i][k] = frand(&seed);
+        ck_assert_int_eq(rnnd_cpu_backend.open(m, NULL, &plan, &err), 0);
+        for (b.n = 1; b.n <= 3; b.n++) {
+                for (uint32_t i = 0; i < b.n; i++)
+                        seqs[i] = (struct rnnd_seq){
+                                .len = T - i, .x = x[i], .y = y[b.n > 1][i], .h_n = h[b.n > 1][i]};
+                ck_assert_msg(rnnd_cpu_backend.run(plan, &b, &err) == 0, "%s", err.msg);
+                ck_assert_msg(b.n == 1 || (memcmp(y[0][0], y[1][0], T * ow * sizeof(float)) == 0 &&
+                                           memcmp(h[0][0], h[1][0], ow * sizeof(float)) == 0),
+                              "%s: sequence 0 alone and in a batch of %u differ", paired_models[_i],
+                              b.n);
+        }
+        rnnd_cpu_backend.close(plan);
+        rnnd_model_unref(m);
+}
+END_TEST
+
+/*
  * Denormal floats run as zeros (cpu-int.h: an x86 core takes a slow assist
  * for each, which a client could buy by the batch): a ReLU RNN without biases
  * on inputs of 1e-39 gives exactly 0 everywhere, where products of denormals
@@ -846,6 +890,9 @@ struct step_case {
 static void step_case_init(struct step_case *c, enum step_cell cell, uint32_t H, uint32_t KX,
                            uint32_t M, unsigned *seed)
 {
+        /* weights of 0.5 at most, less where x and h are thousands wide (fp32 sums of them) */
+        const float ws = KX + H > 256 ? 4.0f / sqrtf((float)(KX + H)) : 0.5f;
+
         c->G = cell == CELL_TANH || cell == CELL_RELU ? 1 : 3;
         c->H = H;
         c->KX = KX;
@@ -865,9 +912,9 @@ static void step_case_init(struct step_case *c, enum step_cell cell, uint32_t H,
         c->rh = calloc((size_t)M * H, sizeof(float));
         c->z = calloc((size_t)M * H, sizeof(float));
         for (uint32_t i = 0; i < c->G * H * KX; i++)
-                c->Wi[i] = 0.5f * frand(seed);
+                c->Wi[i] = ws * frand(seed);
         for (uint32_t i = 0; i < c->G * H * H; i++)
-                c->Wh[i] = 0.5f * frand(seed);
+                c->Wh[i] = ws * frand(seed);
         for (uint32_t i = 0; i < c->G * H; i++) {
                 c->bi[i] = frand(seed);
                 c->bh[i] = frand(seed);
@@ -992,26 +1039,61 @@ static double check_cell_step(enum step_cell cell, uint32_t lu, bool fuse_x, uin
         return worst;
 }
 
-START_TEST(test_cell_step)
+/* A row count and the widths of one step check. */
+struct cell_shape {
+        uint32_t H, KX, M;
+};
+
+/* Loop case i (cell, panel width, fuse_x) over the shapes, each split and not. */
+static void check_cell_shapes(int i, unsigned seed, const struct cell_shape *sh, size_t n,
+                              const char *what)
 {
-        static const uint32_t Hs[] = {5, 13, 16, 24, 37, 136}, KXs[] = {3, 8};
-        const enum step_cell cell = (enum step_cell)(_i / 4);
-        const uint32_t lu = step_lus[_i / 2 % 2];
-        const bool fuse_x = _i % 2 == 0;
-        unsigned seed = 11u + (unsigned)_i;
+        const enum step_cell cell = (enum step_cell)(i / 4);
+        const uint32_t lu = step_lus[i / 2 % 2];
+        const bool fuse_x = i % 2 == 0;
         double worst = 0;
 
         if (!can_run_lu(lu))
                 return;
+        for (size_t k = 0; k < n; k++)
+                for (int split = 0; split < 2; split++)
+                        worst = fmax(worst, check_cell_step(cell, lu, fuse_x, sh[k].H, sh[k].KX,
+                                                            sh[k].M, split, &seed));
+        fprintf(stderr, "%s: cell %d, lu %u, fuse_x %d: worst error %.3g\n", what, cell, lu, fuse_x,
+                worst);
+}
+
+START_TEST(test_cell_step)
+{
+        static const uint32_t Hs[] = {5, 13, 16, 24, 37, 136}, KXs[] = {3, 8};
+        struct cell_shape sh[6 * 2 * 14];
+        size_t n = 0;
+
         for (size_t hi = 0; hi < RNND_ELEMENTSOF(Hs); hi++)
                 for (size_t ki = 0; ki < RNND_ELEMENTSOF(KXs); ki++)
                         for (uint32_t M = 1; M <= (Hs[hi] > 64 ? 9 : 14); M++)
-                                for (int split = 0; split < 2; split++)
-                                        worst = fmax(worst,
-                                                     check_cell_step(cell, lu, fuse_x, Hs[hi],
-                                                                     KXs[ki], M, split, &seed));
-        fprintf(stderr, "test_cell_step: cell %d, lu %u, fuse_x %d: worst error %.3g\n", cell, lu,
-                fuse_x, worst);
+                                sh[n++] = (struct cell_shape){Hs[hi], KXs[ki], M};
+        check_cell_shapes(_i, 11u + (unsigned)_i, sh, n, "test_cell_step");
+}
+END_TEST
+
+/*
+ * The same, on the shapes where the kernel's blocking changes: x (fused) or h
+ * longer than the weights of k a block sums before it stores its partial sums
+ * (256 KiB of a group of panels: 1,365 k of a GRU panel of 16 units, 1,024 of
+ * an RNN's group of 4), so that both are summed in several chunks, the last
+ * one short; and batches of 63 to 65 rows and 203 (several groups of rows),
+ * with weights over 1 MiB, whose blocks prefetch their share of the next
+ * group's (a hint: no answer depends on it).
+ */
+START_TEST(test_cell_step_long)
+{
+        static const struct cell_shape sh[] = {
+                {136, 3000, 1},  {136, 3000, 9},  {136, 3000, 17}, {1400, 8, 9},
+                {136, 1000, 63}, {136, 1000, 64}, {136, 1000, 65}, {136, 1000, 203},
+        };
+
+        check_cell_shapes(_i, 23u + (unsigned)_i, sh, RNND_ELEMENTSOF(sh), "test_cell_step_long");
 }
 END_TEST
 
@@ -1175,10 +1257,12 @@ static Suite *cpu_suite(void)
         tcase_set_timeout(tc, 60); /* the kernels against double precision, under ASan too */
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_single);
+        tcase_add_loop_test(tc, test_alone_and_paired, 0, RNND_ELEMENTSOF(paired_models));
         tcase_add_loop_test(tc, test_denormals, 0, 2);
         tcase_add_loop_test(tc, test_describe, 0, RNND_ELEMENTSOF(describe_cases));
         tcase_add_loop_test(tc, test_lstm_step, 0, 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_cell_step, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
+        tcase_add_loop_test(tc, test_cell_step_long, 0, 4 * 2 * RNND_ELEMENTSOF(step_lus));
         tcase_add_loop_test(tc, test_project, 0, 2 * RNND_ELEMENTSOF(project_kinds));
         tcase_add_loop_test(tc, test_threading, 0, RNND_ELEMENTSOF(threading_cases));
         tcase_add_test(tc, test_chain_threading);

@@ -41,6 +41,23 @@ print(json.load(open(sys.argv[1]))["meson_version"]["full"])' "$build/meson-info
 #    daemon and the load client the Python suites start, the engine benchmark.
 bins=$(python3 tests/gpu/run_on_gpu.py --binaries "$build")
 for b in $bins; do [ -x "$b" ] || die "$b was not built"; done
+# Only those travel: the build's other programs (the unit suites, the other
+# benchmarks: 11 MiB of the 64 the device tool carries) are removed from it.
+# The GPU machine runs `meson test --no-rebuild` on its suites alone, and the
+# next build here makes them again.
+python3 - "$build" $bins <<'PY' || die "could not prune $build"
+import os, sys
+build, keep = sys.argv[1], {os.path.realpath(b) for b in sys.argv[2:]}
+for d, _, files in os.walk(build):
+    for f in files:
+        p = os.path.join(d, f)
+        if os.path.islink(p) or not os.access(p, os.X_OK) or os.path.realpath(p) in keep:
+            continue
+        with open(p, "rb") as fh:
+            elf = fh.read(4) == b"\x7fELF"
+        if elf and ".so" not in f:
+            os.unlink(p)
+PY
 
 # 3. The Debian packages that hold their libraries (ldd here, dpkg -S), less
 #    glibc, which the GPU machine has newer, and the CUDA libraries, which

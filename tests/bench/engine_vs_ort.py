@@ -52,7 +52,6 @@ import math
 import os
 import platform
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,9 +67,9 @@ import torch.nn as nn
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_torch import (ATTEMPTS, MIN_RUNS, QUIET_CORES, WARMUP_RUNS,  # noqa: E402
-                             OtherLoad, cpu_flags, cpu_model, log, revision, run_bench,
-                             wait_quiet)
+from engine_vs_torch import (ATTEMPTS, MIN_RUNS, QUIET_CORES, WARMUP_RUNS, OtherLoad,  # noqa: E402
+                             cpu_flags, cpu_model, log, revision, row_clock, run_bench,
+                             time_fn, wait_quiet)
 
 TOLERANCE = 1e-4
 
@@ -223,27 +222,6 @@ def check(bench, module, sess, mdir, spec, batch, threads, tmp):
     return float(np.max(np.abs(got.reshape(want.shape) - want))), err_ort
 
 
-def time_fn(fn, seconds, clock):
-    """Median seconds per call on clock ("wall" or "cpu"), as rnnd-engine-bench times run()."""
-    tick = time.process_time if clock == "cpu" else time.monotonic
-    times = []
-    for _ in range(WARMUP_RUNS):
-        fn()
-    start = time.monotonic()
-    while len(times) < MIN_RUNS or time.monotonic() - start < seconds:
-        t0 = tick()
-        fn()
-        times.append(tick() - t0)
-    return statistics.median(times)
-
-
-def row_clock(args, threads):
-    """The clock a row is timed on: --clock, or by default CPU time on one thread."""
-    if args.clock != "auto":
-        return args.clock
-    return "cpu" if threads == 1 else "wall"
-
-
 def measure(bench, module, sess, mdir, spec, batch, threads, seconds, rounds, wait_s, clock):
     """rnnd, ORT and torch alternately, rounds times; each side's fastest median on clock."""
     x_np = make_input(spec, batch)
@@ -266,10 +244,10 @@ def measure(bench, module, sess, mdir, spec, batch, threads, seconds, rounds, wa
                 got["rnnd"] = r["median_cpu_s" if clock == "cpu" else "median_s"]
                 algo = r["algo"]
                 time.sleep(0.2)  # let one engine's spinning threads settle before the next
-                got["ort"] = time_fn(lambda: sess.run(["y"], {"x": x_np}), seconds, clock)
+                got["ort"] = time_fn(lambda: sess.run(["y"], {"x": x_np}), seconds, clock)[0]
                 time.sleep(0.2)
                 if spec[0] != "gru_rbr":
-                    got["torch"] = time_fn(torch_run, seconds, clock)
+                    got["torch"] = time_fn(torch_run, seconds, clock)[0]
             if lr.cores < QUIET_CORES or attempt == ATTEMPTS - 1:
                 worst_load = max(worst_load, lr.cores)
                 for k, v in got.items():

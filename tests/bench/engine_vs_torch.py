@@ -221,21 +221,26 @@ def check(bench, module, mdir, cell, batch, threads, tmp):
     return float(np.max(np.abs(got.reshape(want.shape) - want)))
 
 
-def time_torch(module, batch, seconds, clock):
-    """Median seconds per batch on clock ("cpu" or "wall"), timed as rnnd-engine-bench times
-    run()."""
+def time_fn(fn, seconds, clock):
+    """(median seconds per call on clock, "wall" or "cpu"; calls timed), as
+    rnnd-engine-bench times run(): 3 warm-up calls, then at least 5 calls and seconds."""
     tick = time.process_time if clock == "cpu" else time.monotonic
-    x = torch.from_numpy(make_input("torch", batch))
     times = []
-    with torch.inference_mode():
-        for _ in range(WARMUP_RUNS):
-            module(x)
-        start = time.monotonic()
-        while len(times) < MIN_RUNS or time.monotonic() - start < seconds:
-            t0 = tick()
-            module(x)
-            times.append(tick() - t0)
+    for _ in range(WARMUP_RUNS):
+        fn()
+    start = time.monotonic()
+    while len(times) < MIN_RUNS or time.monotonic() - start < seconds:
+        t0 = tick()
+        fn()
+        times.append(tick() - t0)
     return statistics.median(times), len(times)
+
+
+def time_torch(module, batch, seconds, clock):
+    """time_fn() of the module on a batch of batch sequences."""
+    x = torch.from_numpy(make_input("torch", batch))
+    with torch.inference_mode():
+        return time_fn(lambda: module(x), seconds, clock)
 
 
 def row_clock(args, threads):

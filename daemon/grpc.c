@@ -1,9 +1,14 @@
 /*
- * grpc.c: the gRPC front end's transport (grpc.h): HTTP/2 by nghttp2 on the
- * daemon's libuv loop, gRPC's message framing, deadlines and limits.
+ * grpc.c: the gRPC front end's transport (grpc.h): HTTP/2 by nghttp2 on
+ * libuv loops, gRPC's message framing, deadlines and limits.
  *
  * DESIGN (docs/DESIGN.md §11)
- * Everything here runs on the loop thread.  A connection is a uv_tcp_t and
+ * There are grpc_threads loops (struct rnnd_grpc_loop): the daemon's, which
+ * also accepts, and one of its own for each further thread.  The daemon's
+ * loop checks a new connection against the limits over every loop's (one
+ * list under conns_mu) and hands its socket to the loop with the fewest;
+ * that loop's thread does everything else for the connection and its calls
+ * ("the loop thread" below).  A connection is a uv_tcp_t and
  * an nghttp2 server session: what the socket reads goes to
  * nghttp2_session_mem_recv(), whose callbacks make calls (one per stream),
  * gather each call's DATA into its input buffer and cut gRPC messages out
@@ -24,13 +29,17 @@
  * stops its client.  A connection holding more than two windows of
  * unhandled bytes over its streams fails the stream that passes it.
  *
- * Other threads (pool workers) reach a call only through post(): a node on
- * a list under mu and an uv_async_t, whose callback runs the function here.
- * Calls are freed on the loop thread (their last reference goes there),
- * except after stop, when posts run on the posting thread.
+ * Other threads (pool workers, the daemon's loop) reach a call only through
+ * post(): a node on its loop's list under mu and its loop's uv_async_t,
+ * whose callback runs the function there.  Calls are freed on their loop
+ * thread (their last reference goes there), except after stop, when posts
+ * run on the posting thread.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <netdb.h>
 #include <nghttp2/nghttp2.h>
@@ -71,10 +80,44 @@ struct buf {
         size_t len, cap;
 };
 
+/*
+ * A loop that carries connections: loops[0] is the daemon's, the others a
+ * thread's own.  Everything here is its thread's but what mu guards and
+ * n_conns.
+ */
+struct rnnd_grpc_loop {
+        struct rnnd_grpc *g;
+        uv_loop_t *loop; /* g->loop for loops[0], else &own */
+        uv_loop_t own;
+        pthread_t thread; /* runs own, for index > 0 */
+        unsigned index;
+        uv_timer_t tick;                    /* deadlines, idle and stalled connections */
+        uv_async_t wake;                    /* posts, connections handed over, quiesce and stop */
+        pthread_mutex_t mu;                 /* guards the next five; wake is sent under it */
+        struct rnnd_grpc_post *posts;       /* from other threads */
+        struct rnnd_grpc_post **posts_tail; /* their end */
+        struct rnnd_grpc_conn *incoming;    /* accepted on the daemon's loop, not yet started */
+        bool closed;                        /* wake is closed: posts run where they are made */
+        bool quiesce_asked, stop_asked;     /* by the daemon's loop */
+        struct rnnd_grpc_conn *conns;       /* its open connections */
+        struct rnnd_grpc_call *deadlines;   /* its calls with one (a reference each) */
+        uint64_t swept_ms;                  /* uv_now of the last connection sweep */
+        bool deferring;                     /* in run_posts() */
+        struct rnnd_grpc_conn *pending;     /* the conns run_posts() touched */
+        atomic_uint n_conns;                /* atomic: its connections, started or handed over */
+};
+
+/* The loop whose thread this is, or NULL: rnnd_grpc_call_here(). */
+static _Thread_local const struct rnnd_grpc_loop *here;
+
 struct rnnd_grpc_conn {
         uv_tcp_t tcp; /* first: the handle's data is the connection */
         struct rnnd_grpc *g;
-        struct rnnd_grpc_conn *prev, *next; /* in g->conns */
+        struct rnnd_grpc_loop *l;                   /* the loop that carries it */
+        struct rnnd_grpc_conn *prev, *next;         /* in l->conns */
+        struct rnnd_grpc_conn *all_prev, *all_next; /* in g->all (conns_mu) */
+        struct rnnd_grpc_conn *in_next;             /* in l->incoming */
+        int fd;                                     /* the socket until the loop opens it */
         nghttp2_session *s;
         struct rnnd_grpc_call *calls; /* its calls not yet freed, over or not */
         unsigned n_calls;             /* how many */
@@ -83,7 +126,7 @@ struct rnnd_grpc_conn {
         uint8_t *wdata;               /* the buffer uv_write is writing; owned */
         uv_write_t wreq;
         bool writing, busy, dirty, closing;
-        bool pending;                     /* on g->pending (run_posts() writes it) */
+        bool pending;                     /* on l->pending (run_posts() writes it) */
         struct rnnd_grpc_conn *pend_next; /* there */
         uint64_t last_read_ms, last_sent_ms;
         unsigned ctrl_frames;   /* PING and SETTINGS since ctrl_since_ms without DATA */
@@ -97,6 +140,7 @@ struct rnnd_grpc_conn {
 struct rnnd_grpc_call {
         atomic_int refs;
         struct rnnd_grpc *g;
+        struct rnnd_grpc_loop *l;           /* its connection's */
         struct rnnd_grpc_conn *conn;        /* NULL once the stream is over */
         struct rnnd_grpc_conn *counted;     /* the conn whose calls list holds it, or NULL */
         struct rnnd_grpc_call *prev, *next; /* in counted->calls */
@@ -234,6 +278,11 @@ bool rnnd_grpc_call_open(const struct rnnd_grpc_call *c)
         return c->conn != NULL && !c->finished;
 }
 
+bool rnnd_grpc_call_here(const struct rnnd_grpc_call *c)
+{
+        return c->l == here;
+}
+
 void rnnd_grpc_call_set_data(struct rnnd_grpc_call *c, void *data, void (*free_fn)(void *data))
 {
         if (c->data_free != NULL && c->data != data)
@@ -271,11 +320,11 @@ static void conn_touch(struct rnnd_grpc_conn *conn)
         if (conn == NULL)
                 return;
         conn->dirty = true;
-        if (conn->g->deferring && !conn->pending) {
+        if (conn->l->deferring && !conn->pending) {
                 conn->pending = true;
-                conn->pend_next = conn->g->pending;
-                conn->g->pending = conn;
-        } else if (!conn->busy && !conn->g->deferring) {
+                conn->pend_next = conn->l->pending;
+                conn->l->pending = conn;
+        } else if (!conn->busy && !conn->l->deferring) {
                 conn_flush(conn);
         }
 }
@@ -472,21 +521,20 @@ void rnnd_grpc_fail(struct rnnd_grpc_call *c, int code, const rnnd_error_t *err)
 void rnnd_grpc_call_post(struct rnnd_grpc_call *c, struct rnnd_grpc_post *p,
                          void (*fn)(struct rnnd_grpc_call *c, void *arg), void *arg)
 {
-        struct rnnd_grpc *g = c->g;
+        struct rnnd_grpc_loop *l = c->l;
         bool closed;
 
         *p = (struct rnnd_grpc_post){NULL, rnnd_grpc_call_ref(c), fn, arg};
-        pthread_mutex_lock(&g->mu);
-        closed = g->closed;
-        if (!closed) {
-                *g->posts_tail = p;
-                g->posts_tail = &p->next;
+        pthread_mutex_lock(&l->mu);
+        closed = l->closed;
+        if (!closed) { /* sent under mu: the loop cannot close wake meanwhile */
+                *l->posts_tail = p;
+                l->posts_tail = &p->next;
+                uv_async_send(&l->wake);
         }
-        pthread_mutex_unlock(&g->mu);
-        if (!closed) {
-                uv_async_send(&g->wake);
+        pthread_mutex_unlock(&l->mu);
+        if (!closed)
                 return;
-        }
         fn(c, arg);
         rnnd_grpc_call_unref(c);
 }
@@ -496,19 +544,19 @@ void rnnd_grpc_call_post(struct rnnd_grpc_call *c, struct rnnd_grpc_post *p,
  * together), then writes each connection they touched once: one write for
  * the answers of a batch on one connection, not one each.
  */
-static void run_posts(struct rnnd_grpc *g)
+static void run_posts(struct rnnd_grpc_loop *l)
 {
         struct rnnd_grpc_post *p, *next;
         struct rnnd_grpc_conn *conn, *cnext;
 
-        pthread_mutex_lock(&g->mu);
-        p = g->posts;
-        g->posts = NULL;
-        g->posts_tail = &g->posts;
-        pthread_mutex_unlock(&g->mu);
+        pthread_mutex_lock(&l->mu);
+        p = l->posts;
+        l->posts = NULL;
+        l->posts_tail = &l->posts;
+        pthread_mutex_unlock(&l->mu);
         if (p == NULL)
                 return;
-        g->deferring = true;
+        l->deferring = true;
         for (; p != NULL; p = next) {
                 struct rnnd_grpc_call *c = p->call;
 
@@ -516,19 +564,14 @@ static void run_posts(struct rnnd_grpc *g)
                 p->fn(c, p->arg);
                 rnnd_grpc_call_unref(c);
         }
-        g->deferring = false;
+        l->deferring = false;
         /* A connection closed meanwhile is freed only by uv_close's callback, later. */
-        for (conn = g->pending, g->pending = NULL; conn != NULL; conn = cnext) {
+        for (conn = l->pending, l->pending = NULL; conn != NULL; conn = cnext) {
                 cnext = conn->pend_next;
                 conn->pending = false;
                 if (!conn->closing && conn->dirty && !conn->busy)
                         conn_flush(conn);
         }
-}
-
-static void wake_cb(uv_async_t *a)
-{
-        run_posts(a->data);
 }
 
 /* A call's input. */
@@ -723,14 +766,14 @@ static void take_header(struct rnnd_grpc_call *c, const uint8_t *name, size_t nl
 /* Puts c on the deadline list (a reference) and makes the tick look often. */
 static void arm_deadline(struct rnnd_grpc_call *c)
 {
-        struct rnnd_grpc *g = c->g;
+        struct rnnd_grpc_loop *l = c->l;
 
         c->deadline_ns = rnnd_now_ns() + c->timeout_us * 1000;
-        c->dl_next = g->deadlines;
-        g->deadlines = rnnd_grpc_call_ref(c);
+        c->dl_next = l->deadlines;
+        l->deadlines = rnnd_grpc_call_ref(c);
         c->on_deadlines = true;
-        if (uv_timer_get_repeat(&g->tick) != DEADLINE_MS)
-                uv_timer_start(&g->tick, tick_cb, DEADLINE_MS, DEADLINE_MS);
+        if (uv_timer_get_repeat(&l->tick) != DEADLINE_MS)
+                uv_timer_start(&l->tick, tick_cb, DEADLINE_MS, DEADLINE_MS);
 }
 
 /* The request's headers are in: the call's method, or why it cannot be served. */
@@ -739,7 +782,7 @@ static void headers_done(struct rnnd_grpc_call *c)
         struct rnnd_grpc *g = c->g;
 
         c->started = true;
-        c->last_in_ms = uv_now(g->loop);
+        c->last_in_ms = uv_now(c->l->loop);
         if (!c->post_method || !c->grpc_type) {
                 rnnd_grpc_finish(c, RNND_GRPC_UNIMPLEMENTED,
                                  !c->post_method ? "gRPC calls are POST"
@@ -777,7 +820,8 @@ static void call_id(struct rnnd_grpc_call *c, struct rnnd_grpc *g)
 
         rnnd_strbuf_init_fixed(&b, c->id, sizeof(c->id));
         rnnd_strbuf_puts(&b, g->id_prefix);
-        rnnd_strbuf_put_u64(&b, ++g->id_counter);
+        rnnd_strbuf_put_u64(&b,
+                            atomic_fetch_add_explicit(&g->id_counter, 1, memory_order_relaxed) + 1);
 }
 
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
@@ -797,6 +841,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *us
         atomic_init(&c->refs, 1);
         atomic_init(&c->alive, true);
         c->g = g;
+        c->l = conn->l;
         c->conn = conn;
         c->counted = conn;
         c->stream_id = f->hd.stream_id;
@@ -838,7 +883,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 /* A control frame: a connection sending many PINGs or SETTINGS and no DATA is told to stop. */
 static int count_control(struct rnnd_grpc_conn *conn)
 {
-        uint64_t now = uv_now(conn->g->loop);
+        uint64_t now = uv_now(conn->l->loop);
 
         if (now - conn->ctrl_since_ms >= 1000) {
                 conn->ctrl_since_ms = now;
@@ -888,7 +933,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 
         (void)flags;
         nghttp2_session_consume_connection(s, len);
-        conn->last_read_ms = uv_now(conn->g->loop);
+        conn->last_read_ms = uv_now(conn->l->loop);
         if (c == NULL || !c->started || c->finished || c->dropping) {
                 nghttp2_session_consume_stream(s, id, len);
                 return 0;
@@ -1033,7 +1078,7 @@ static int on_send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *fra
                         conn->dirty = true; /* a held-back stream may take more */
                 }
         }
-        conn->last_sent_ms = uv_now(conn->g->loop);
+        conn->last_sent_ms = uv_now(conn->l->loop);
         return 0;
 }
 
@@ -1050,7 +1095,7 @@ static void write_cb(uv_write_t *req, int status)
                 conn_close(conn);
                 return;
         }
-        conn->last_sent_ms = uv_now(conn->g->loop);
+        conn->last_sent_ms = uv_now(conn->l->loop);
         conn_flush(conn);
 }
 
@@ -1128,7 +1173,7 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
                 conn_close(conn);
                 return;
         }
-        conn->last_read_ms = uv_now(conn->g->loop);
+        conn->last_read_ms = uv_now(conn->l->loop);
         conn->busy = true;
         r = nghttp2_session_mem_recv(conn->s, (const uint8_t *)b->base, (size_t)n);
         conn->busy = false;
@@ -1160,10 +1205,27 @@ static void conn_free(uv_handle_t *h)
         rnnd_free(conn);
 }
 
+/* Takes conn off the front end's count (its loop's stays until it is freed). */
+static void conn_unregister(struct rnnd_grpc_conn *conn)
+{
+        struct rnnd_grpc *g = conn->g;
+
+        pthread_mutex_lock(&g->conns_mu);
+        if (conn->all_prev != NULL)
+                conn->all_prev->all_next = conn->all_next;
+        else
+                g->all = conn->all_next;
+        if (conn->all_next != NULL)
+                conn->all_next->all_prev = conn->all_prev;
+        g->n_conns--;
+        pthread_mutex_unlock(&g->conns_mu);
+        atomic_fetch_sub(&conn->l->n_conns, 1);
+}
+
 /* Ends every call of conn and closes it; its memory goes when libuv lets go. */
 static void conn_close(struct rnnd_grpc_conn *conn)
 {
-        struct rnnd_grpc *g = conn->g;
+        struct rnnd_grpc_loop *l = conn->l;
         struct rnnd_grpc_call *c, *next;
 
         if (conn->closing)
@@ -1183,10 +1245,10 @@ static void conn_close(struct rnnd_grpc_conn *conn)
         if (conn->prev != NULL)
                 conn->prev->next = conn->next;
         else
-                g->conns = conn->next;
+                l->conns = conn->next;
         if (conn->next != NULL)
                 conn->next->prev = conn->prev;
-        g->n_conns--;
+        conn_unregister(conn);
         uv_close((uv_handle_t *)&conn->tcp, conn_free);
 }
 
@@ -1237,13 +1299,13 @@ static int session_new(struct rnnd_grpc_conn *conn)
         return 0;
 }
 
-/* The client's address into conn (addr, alen), and as text (peer). */
-static void peer_name(struct rnnd_grpc_conn *conn)
+/* The client's address on tcp into conn (addr, alen), and as text (peer). */
+static void peer_name(struct rnnd_grpc_conn *conn, const uv_tcp_t *tcp)
 {
         char host[48] = "?", port[8] = "?";
 
         conn->alen = sizeof(conn->addr);
-        if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&conn->addr, &conn->alen) == 0)
+        if (uv_tcp_getpeername(tcp, (struct sockaddr *)&conn->addr, &conn->alen) == 0)
                 getnameinfo((struct sockaddr *)&conn->addr, (socklen_t)conn->alen, host,
                             sizeof(host), port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
         else
@@ -1272,7 +1334,7 @@ static bool same_host(const struct rnnd_grpc_conn *a, const struct rnnd_grpc_con
 /*
  * Whether conn may not be served: connection_limit connections are open, or
  * per_address_limit from its address (docs/OPERATIONS.md), as HTTP counts
- * them (http-conns.c).  Counts the refusal.
+ * them (http-conns.c), over every loop.  Counts the refusal.  conns_mu held.
  */
 static bool over_limits(struct rnnd_grpc *g, const struct rnnd_grpc_conn *conn)
 {
@@ -1282,63 +1344,166 @@ static bool over_limits(struct rnnd_grpc *g, const struct rnnd_grpc_conn *conn)
                 g->refused_limit++;
                 return true;
         }
-        for (const struct rnnd_grpc_conn *o = g->conns; o != NULL; o = o->next)
-                if (!o->closing && same_host(o, conn) && ++n >= limit) {
+        for (const struct rnnd_grpc_conn *o = g->all; o != NULL; o = o->all_next)
+                if (same_host(o, conn) && ++n >= limit) {
                         g->refused_address++;
                         return true;
                 }
         return false;
 }
 
-static void refuse_closed(uv_handle_t *h)
+/* Counts conn in, unless it is over the limits. */
+static bool conn_register(struct rnnd_grpc *g, struct rnnd_grpc_conn *conn)
 {
-        rnnd_free(h);
+        bool over;
+
+        pthread_mutex_lock(&g->conns_mu);
+        over = over_limits(g, conn);
+        if (!over) {
+                conn->all_next = g->all;
+                if (g->all != NULL)
+                        g->all->all_prev = conn;
+                g->all = conn;
+                g->n_conns++;
+        }
+        pthread_mutex_unlock(&g->conns_mu);
+        return !over;
 }
 
-/* Accepts one connection; past connection_limit it is closed at once. */
-static void on_connection(uv_stream_t *server, int status)
+/* The loop with the fewest connections (the search starting past the last one chosen). */
+static struct rnnd_grpc_loop *least_busy(struct rnnd_grpc *g)
 {
-        struct rnnd_grpc *g = server->data;
-        struct rnnd_grpc_conn *conn;
+        struct rnnd_grpc_loop *best = NULL;
+        unsigned best_n = UINT_MAX;
 
-        if (status < 0)
-                return;
-        conn = rnnd_calloc(1, sizeof(*conn));
-        if (conn == NULL || uv_tcp_init(g->loop, &conn->tcp) < 0) {
-                rnnd_free(conn);
+        for (unsigned k = 0; k < g->n_loops; k++) {
+                struct rnnd_grpc_loop *l = &g->loops[(g->next_loop + k) % g->n_loops];
+                unsigned n = atomic_load(&l->n_conns);
+
+                if (n < best_n)
+                        best = l, best_n = n;
+        }
+        g->next_loop = (best->index + 1) % g->n_loops;
+        atomic_fetch_add(&best->n_conns, 1);
+        return best;
+}
+
+/* A connection its loop could not start: closed and forgotten. */
+static void conn_drop(struct rnnd_grpc_conn *conn)
+{
+        if (conn->fd >= 0)
+                close(conn->fd);
+        conn_unregister(conn);
+        rnnd_free(conn);
+}
+
+/* A connection handed to its loop: served from here on, on that loop's thread. */
+static void conn_start(struct rnnd_grpc_conn *conn)
+{
+        struct rnnd_grpc_loop *l = conn->l;
+
+        if (uv_tcp_init(l->loop, &conn->tcp) < 0) {
+                conn_drop(conn);
                 return;
         }
         conn->tcp.data = conn;
-        conn->g = g;
-        if (uv_accept(server, (uv_stream_t *)&conn->tcp) == 0)
-                peer_name(conn);
-        if (conn->alen == 0 || over_limits(g, conn) || (conn->rbuf = rnnd_malloc(65536)) == NULL ||
-            session_new(conn) < 0) {
+        if (uv_tcp_open(&conn->tcp, conn->fd) == 0)
+                conn->fd = -1; /* the handle's now */
+        if (conn->fd >= 0 || (conn->rbuf = rnnd_malloc(65536)) == NULL || session_new(conn) < 0) {
                 if (conn->s != NULL)
                         nghttp2_session_del(conn->s);
-                rnnd_free(conn->rbuf);
-                uv_close((uv_handle_t *)&conn->tcp, refuse_closed);
+                conn->s = NULL;
+                if (conn->fd >= 0)
+                        close(conn->fd);
+                conn_unregister(conn);
+                uv_close((uv_handle_t *)&conn->tcp, conn_free);
                 return;
         }
         uv_tcp_nodelay(&conn->tcp, 1);
-        conn->last_read_ms = conn->last_sent_ms = uv_now(g->loop);
-        conn->next = g->conns;
-        if (g->conns != NULL)
-                g->conns->prev = conn;
-        g->conns = conn;
-        g->n_conns++;
+        conn->last_read_ms = conn->last_sent_ms = uv_now(l->loop);
+        conn->next = l->conns;
+        if (l->conns != NULL)
+                l->conns->prev = conn;
+        l->conns = conn;
         uv_read_start((uv_stream_t *)&conn->tcp, alloc_cb, read_cb);
-        if (atomic_load(&g->stopping))
+        rnnd_log(RNND_LOG_DEBUG, "gRPC connection from %s on loop %u of %u", conn->peer, l->index,
+                 conn->g->n_loops);
+        if (atomic_load(&conn->g->stopping))
                 nghttp2_submit_shutdown_notice(conn->s);
         conn->dirty = true;
         conn_flush(conn); /* the server's SETTINGS */
 }
 
+/* Hands conn to l's thread, or starts it here when l is this thread's. */
+static void conn_hand_over(struct rnnd_grpc_loop *l, struct rnnd_grpc_conn *conn)
+{
+        bool closed;
+
+        if (l == here) {
+                conn_start(conn);
+                return;
+        }
+        pthread_mutex_lock(&l->mu);
+        closed = l->closed;
+        if (!closed) {
+                conn->in_next = l->incoming;
+                l->incoming = conn;
+                uv_async_send(&l->wake);
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (closed)
+                conn_drop(conn);
+}
+
+static void accept_closed(uv_handle_t *h)
+{
+        rnnd_free(h);
+}
+
+/*
+ * Accepts one connection on the daemon's loop: past the limits it is closed
+ * at once; else its socket goes to the loop with the fewest connections.
+ */
+static void on_connection(uv_stream_t *server, int status)
+{
+        struct rnnd_grpc *g = server->data;
+        struct rnnd_grpc_conn *conn;
+        uv_os_fd_t fd;
+        uv_tcp_t *t;
+
+        if (status < 0)
+                return;
+        t = rnnd_malloc(sizeof(*t));
+        if (t == NULL || uv_tcp_init(g->loop, t) < 0) {
+                rnnd_free(t);
+                return;
+        }
+        conn = rnnd_calloc(1, sizeof(*conn));
+        if (conn != NULL) {
+                conn->g = g;
+                conn->fd = -1;
+                if (uv_accept(server, (uv_stream_t *)t) == 0 &&
+                    uv_fileno((uv_handle_t *)t, &fd) == 0) {
+                        peer_name(conn, t);
+                        conn->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* t's goes with t */
+                }
+        }
+        uv_close((uv_handle_t *)t, accept_closed);
+        if (conn == NULL || conn->fd < 0 || conn->alen == 0 || !conn_register(g, conn)) {
+                if (conn != NULL && conn->fd >= 0)
+                        close(conn->fd);
+                rnnd_free(conn);
+                return;
+        }
+        conn->l = least_busy(g);
+        conn_hand_over(conn->l, conn);
+}
+
 /* The tick: deadlines (every DEADLINE_MS while any call has one), connections (SWEEP_MS). */
 
-static void expire_deadlines(struct rnnd_grpc *g, uint64_t now_ns)
+static void expire_deadlines(struct rnnd_grpc_loop *l, uint64_t now_ns)
 {
-        struct rnnd_grpc_call **pp = &g->deadlines, *c;
+        struct rnnd_grpc_call **pp = &l->deadlines, *c;
 
         while ((c = *pp) != NULL) {
                 if (!c->over && !c->finished && now_ns < c->deadline_ns) {
@@ -1408,32 +1573,120 @@ static void sweep_conn(struct rnnd_grpc_conn *conn, uint64_t now, uint64_t limit
         }
 }
 
+/* The refusals since the last such line, at most every 10 s.  The daemon's loop. */
+static void log_refused(struct rnnd_grpc *g, uint64_t now)
+{
+        size_t open;
+
+        if (g->refused_limit + g->refused_address == 0 || now - g->refused_logged_ms < 10000)
+                return;
+        pthread_mutex_lock(&g->conns_mu);
+        open = g->n_conns;
+        pthread_mutex_unlock(&g->conns_mu);
+        rnnd_log(RNND_LOG_NOTICE,
+                 "gRPC: refused %u connections past connection_limit, %u past "
+                 "per_address_limit (%zu open)",
+                 g->refused_limit, g->refused_address, open);
+        g->refused_limit = g->refused_address = 0;
+        g->refused_logged_ms = now;
+}
+
 static void tick_cb(uv_timer_t *t)
 {
-        struct rnnd_grpc *g = t->data;
-        uint64_t now = uv_now(g->loop), limit_ms = (*g->opts)->connection_timeout * 1000;
+        struct rnnd_grpc_loop *l = t->data;
+        struct rnnd_grpc *g = l->g;
+        uint64_t now = uv_now(l->loop), limit_ms = (*g->opts)->connection_timeout * 1000;
         struct rnnd_grpc_conn *conn, *next;
 
-        expire_deadlines(g, rnnd_now_ns());
-        if (g->refused_limit + g->refused_address > 0 && now - g->refused_logged_ms >= 10000) {
-                rnnd_log(RNND_LOG_NOTICE,
-                         "gRPC: refused %u connections past connection_limit, %u past "
-                         "per_address_limit (%zu open)",
-                         g->refused_limit, g->refused_address, g->n_conns);
-                g->refused_limit = g->refused_address = 0;
-                g->refused_logged_ms = now;
-        }
-        if (now - g->swept_ms >= SWEEP_MS) {
-                g->swept_ms = now;
-                for (conn = g->conns; conn != NULL; conn = next) {
+        expire_deadlines(l, rnnd_now_ns());
+        if (l->index == 0)
+                log_refused(g, now);
+        if (now - l->swept_ms >= SWEEP_MS) {
+                l->swept_ms = now;
+                for (conn = l->conns; conn != NULL; conn = next) {
                         next = conn->next;
                         sweep_conn(conn, now, limit_ms);
                 }
                 if (g->handler.tick != NULL)
                         g->handler.tick(g->app);
         }
-        if (g->deadlines == NULL && uv_timer_get_repeat(t) != SWEEP_MS)
+        if (l->deadlines == NULL && uv_timer_get_repeat(t) != SWEEP_MS)
                 uv_timer_start(t, tick_cb, SWEEP_MS, SWEEP_MS);
+}
+
+/* A loop's connections get GOAWAY: their calls in flight finish, new ones are refused. */
+static void loop_quiesce(struct rnnd_grpc_loop *l)
+{
+        for (struct rnnd_grpc_conn *conn = l->conns; conn != NULL; conn = conn->next) {
+                nghttp2_submit_shutdown_notice(conn->s);
+                conn->dirty = true;
+                conn_flush(conn);
+        }
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+        (void)h; /* embedded in struct rnnd_grpc_loop */
+}
+
+/*
+ * A loop's part of the stop: its connections closed (their calls end
+ * CANCELLED), its posts run, then closed to further posts, its handles
+ * closed (a thread's uv_run() then returns).  Its thread.
+ */
+static void loop_stop(struct rnnd_grpc_loop *l)
+{
+        struct rnnd_grpc *g = l->g;
+        struct rnnd_grpc_conn *in, *in_next;
+        struct rnnd_grpc_call *c, *next;
+
+        while (l->conns != NULL)
+                conn_close(l->conns);
+        if (g->handler.tick != NULL)
+                g->handler.tick(g->app); /* lets go of calls that wait on changes (Watch) */
+        for (c = l->deadlines; c != NULL; c = next) {
+                next = c->dl_next;
+                rnnd_grpc_call_unref(c);
+        }
+        l->deadlines = NULL;
+        run_posts(l);
+        pthread_mutex_lock(&l->mu);
+        l->closed = true;
+        in = l->incoming;
+        l->incoming = NULL;
+        pthread_mutex_unlock(&l->mu);
+        for (; in != NULL; in = in_next) {
+                in_next = in->in_next;
+                conn_drop(in);
+        }
+        run_posts(l);
+        uv_close((uv_handle_t *)&l->wake, handle_closed);
+        uv_close((uv_handle_t *)&l->tick, handle_closed);
+}
+
+/* Posts, connections handed over, and the daemon's loop's requests. */
+static void wake_cb(uv_async_t *a)
+{
+        struct rnnd_grpc_loop *l = a->data;
+        struct rnnd_grpc_conn *in, *in_next;
+        bool quiesce, stop;
+
+        pthread_mutex_lock(&l->mu);
+        in = l->incoming;
+        l->incoming = NULL;
+        quiesce = l->quiesce_asked;
+        stop = l->stop_asked;
+        l->quiesce_asked = false;
+        pthread_mutex_unlock(&l->mu);
+        for (; in != NULL; in = in_next) {
+                in_next = in->in_next;
+                conn_start(in);
+        }
+        run_posts(l);
+        if (quiesce)
+                loop_quiesce(l);
+        if (stop && !l->closed)
+                loop_stop(l);
 }
 
 /* The front end's life. */
@@ -1445,8 +1698,7 @@ void rnnd_grpc_init(struct rnnd_grpc *g, struct rnnd_server *app,
         g->app = app;
         g->opts = opts;
         g->held_fd = -1;
-        g->posts_tail = &g->posts;
-        pthread_mutex_init(&g->mu, NULL);
+        pthread_mutex_init(&g->conns_mu, NULL);
         if (getrandom(&g->id_seed, sizeof(g->id_seed), GRND_NONBLOCK) !=
             (ssize_t)sizeof(g->id_seed))
                 g->id_seed = (uint32_t)getpid() ^ (uint32_t)time(NULL) ^ 0x9e3779b9u;
@@ -1529,43 +1781,122 @@ static int open_listener(struct rnnd_grpc *g, int fd, rnnd_error_t *reterr)
         return 0;
 }
 
+static void *loop_main(void *arg)
+{
+        struct rnnd_grpc_loop *l = arg;
+
+        here = l;
+        uv_run(l->loop, UV_RUN_DEFAULT);
+        return NULL;
+}
+
+/*
+ * Sets up g->loops[i]: on loop (the daemon's) for i 0, else on a loop of
+ * its own, whose thread starts here with the daemon's signals blocked.
+ */
+static int loop_start(struct rnnd_grpc *g, unsigned i, uv_loop_t *loop, rnnd_error_t *reterr)
+{
+        struct rnnd_grpc_loop *l = &g->loops[i];
+        sigset_t block, old;
+        int r;
+
+        l->g = g;
+        l->index = i;
+        l->posts_tail = &l->posts;
+        pthread_mutex_init(&l->mu, NULL);
+        l->loop = loop;
+        if (i > 0) {
+                r = uv_loop_init(&l->own);
+                if (r < 0)
+                        return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_loop_init: %s",
+                                              uv_strerror(r));
+                l->loop = &l->own;
+        }
+        r = uv_async_init(l->loop, &l->wake, wake_cb);
+        if (r < 0) {
+                if (i > 0)
+                        uv_loop_close(&l->own);
+                return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
+        }
+        l->wake.data = l;
+        uv_timer_init(l->loop, &l->tick);
+        l->tick.data = l;
+        uv_timer_start(&l->tick, tick_cb, SWEEP_MS, SWEEP_MS);
+        if (i == 0) {
+                here = l;
+                return 0;
+        }
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        r = pthread_create(&l->thread, NULL, loop_main, l);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r != 0) {
+                uv_close((uv_handle_t *)&l->wake, handle_closed);
+                uv_close((uv_handle_t *)&l->tick, handle_closed);
+                uv_run(l->loop, UV_RUN_DEFAULT);
+                uv_loop_close(l->loop);
+                return rnnd_error_set(reterr, RNND_EINTERNAL, "cannot start a gRPC thread: %s",
+                                      strerror(r));
+        }
+        return 0;
+}
+
 int rnnd_grpc_start(struct rnnd_grpc *g, uv_loop_t *loop, const struct rnnd_grpc_handler *h, int fd,
                     rnnd_error_t *reterr)
 {
         const struct rnnd_options *o = *g->opts;
+        unsigned n = rnnd_options_grpc_threads(o);
         int r;
 
         if (fd < 0 && o->grpc_listen[0] == '\0')
                 return 0;
         g->loop = loop;
         g->handler = *h;
-        r = uv_async_init(loop, &g->wake, wake_cb);
-        if (r < 0)
-                return rnnd_error_set(reterr, RNND_EINTERNAL, "uv_async_init: %s", uv_strerror(r));
-        g->wake.data = g;
-        uv_timer_init(loop, &g->tick);
-        g->tick.data = g;
+        g->loops = rnnd_calloc(n, sizeof(*g->loops));
+        if (g->loops == NULL)
+                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u gRPC loops", n);
         g->started = true;
+        for (unsigned i = 0; i < n; i++) {
+                r = loop_start(g, i, loop, reterr);
+                if (r < 0)
+                        return r;
+                g->n_loops = i + 1;
+        }
         r = open_listener(g, fd, reterr);
         if (r < 0)
                 return r;
-        g->accepting = true;
-        uv_timer_start(&g->tick, tick_cb, SWEEP_MS, SWEEP_MS);
+        atomic_store(&g->accepting, true);
         rnnd_log(RNND_LOG_NOTICE,
-                 "gRPC listening on %s (%" PRIu64
+                 "gRPC listening on %s (%u threads, %" PRIu64
                  " streams a connection, grpc_max_message_bytes %" PRIu64 ")",
-                 g->listen_name, o->grpc_max_streams, o->grpc_max_message_bytes);
+                 g->listen_name, n, o->grpc_max_streams, o->grpc_max_message_bytes);
         return 0;
 }
 
 bool rnnd_grpc_listening(const struct rnnd_grpc *g)
 {
-        return g->accepting;
+        return atomic_load(&g->accepting);
 }
 
-static void handle_closed(uv_handle_t *h)
+static void listener_closed(uv_handle_t *h)
 {
         (void)h; /* embedded in struct rnnd_grpc */
+}
+
+/* Asks loop l (not the daemon's) to quiesce or to stop. */
+static void loop_ask(struct rnnd_grpc_loop *l, bool stop)
+{
+        pthread_mutex_lock(&l->mu);
+        if (stop)
+                l->stop_asked = true;
+        else
+                l->quiesce_asked = true;
+        if (!l->closed)
+                uv_async_send(&l->wake);
+        pthread_mutex_unlock(&l->mu);
 }
 
 void rnnd_grpc_quiesce(struct rnnd_grpc *g)
@@ -1577,15 +1908,15 @@ void rnnd_grpc_quiesce(struct rnnd_grpc *g)
                 return;
         g->listening = false;
         /* The socket stays listening, new clients waiting in its backlog, until stop. */
-        if (g->accepting && uv_fileno((uv_handle_t *)&g->listener, &fd) == 0)
+        if (atomic_load(&g->accepting) && uv_fileno((uv_handle_t *)&g->listener, &fd) == 0)
                 g->held_fd = dup(fd);
-        g->accepting = false;
-        uv_close((uv_handle_t *)&g->listener, handle_closed);
-        for (struct rnnd_grpc_conn *conn = g->conns; conn != NULL; conn = conn->next) {
-                nghttp2_submit_shutdown_notice(conn->s);
-                conn->dirty = true;
-                conn_flush(conn);
-        }
+        atomic_store(&g->accepting, false);
+        uv_close((uv_handle_t *)&g->listener, listener_closed);
+        for (unsigned i = 0; i < g->n_loops; i++)
+                if (i == 0)
+                        loop_quiesce(&g->loops[0]);
+                else
+                        loop_ask(&g->loops[i], false);
 }
 
 unsigned rnnd_grpc_inflight(const struct rnnd_grpc *g)
@@ -1595,29 +1926,29 @@ unsigned rnnd_grpc_inflight(const struct rnnd_grpc *g)
 
 void rnnd_grpc_stop(struct rnnd_grpc *g)
 {
-        struct rnnd_grpc_call *c, *next;
-
         if (!g->started)
                 return;
         g->started = false;
         rnnd_grpc_quiesce(g);
-        while (g->conns != NULL)
-                conn_close(g->conns);
-        if (g->handler.tick != NULL)
-                g->handler.tick(g->app); /* lets go of calls that wait on changes (Watch) */
-        for (c = g->deadlines; c != NULL; c = next) {
-                next = c->dl_next;
-                rnnd_grpc_call_unref(c);
+        for (unsigned i = 1; i < g->n_loops; i++)
+                loop_ask(&g->loops[i], true);
+        if (g->n_loops > 0)
+                loop_stop(&g->loops[0]);
+        for (unsigned i = 1; i < g->n_loops; i++) {
+                pthread_join(g->loops[i].thread, NULL);
+                uv_loop_close(g->loops[i].loop);
         }
-        g->deadlines = NULL;
-        run_posts(g);
-        pthread_mutex_lock(&g->mu);
-        g->closed = true;
-        pthread_mutex_unlock(&g->mu);
-        run_posts(g);
-        uv_close((uv_handle_t *)&g->wake, handle_closed);
-        uv_close((uv_handle_t *)&g->tick, handle_closed);
         if (g->held_fd >= 0)
                 close(g->held_fd);
         g->held_fd = -1;
+}
+
+void rnnd_grpc_done(struct rnnd_grpc *g)
+{
+        for (unsigned i = 0; i < g->n_loops; i++)
+                pthread_mutex_destroy(&g->loops[i].mu);
+        rnnd_free(g->loops);
+        g->loops = NULL;
+        g->n_loops = 0;
+        pthread_mutex_destroy(&g->conns_mu);
 }

@@ -8,7 +8,8 @@
  * A call is refcounted: the transport holds one reference while its stream
  * is open; a method that answers later (from a worker, through
  * rnnd_grpc_call_post) takes its own.  Everything but ref, unref, post and
- * alive runs on the loop thread.
+ * alive runs on the thread of the call's loop ("loop thread" below), which
+ * is one of grpc_threads (struct rnnd_grpc).
  */
 #ifndef RNND_DAEMON_GRPC_H
 #define RNND_DAEMON_GRPC_H
@@ -66,8 +67,9 @@ struct rnnd_grpc_method {
  * UNIMPLEMENTED), done() once per call when it is over (answered, reset,
  * or its connection gone; status the gRPC status sent, or CANCELLED), which
  * counts it and returns the level to log it at; tick() (may be NULL) a few
- * times a second, for calls that answer when something changes (health's
- * Watch).  Loop thread.
+ * times a second on each loop thread, for calls that answer when something
+ * changes (health's Watch): it may touch only the calls of the loop it runs
+ * on (rnnd_grpc_call_here()).  Loop thread; find() any loop's.
  */
 struct rnnd_grpc_handler {
         const struct rnnd_grpc_method *(*find)(const char *path);
@@ -75,37 +77,38 @@ struct rnnd_grpc_handler {
         void (*tick)(struct rnnd_server *srv);
 };
 
-/* The gRPC front end, embedded in the server like struct rnnd_http. */
+struct rnnd_grpc_loop; /* grpc.c's: a loop carrying connections */
+
+/*
+ * The gRPC front end, embedded in the server like struct rnnd_http.  Its
+ * connections are spread over grpc_threads loops (docs/DESIGN.md §11): the
+ * daemon's, which also accepts, and a thread's own loop for each of the
+ * others.  "Daemon's loop" below is the thread that runs the daemon's loop.
+ */
 struct rnnd_grpc {
         struct rnnd_server *app;                  /* rnnd_grpc_call_server(); immutable */
         const struct rnnd_options *_Atomic *opts; /* the settings in effect; immutable */
         struct rnnd_grpc_handler handler;         /* immutable after start */
         uv_loop_t *loop;                          /* the daemon's; immutable after start */
-        uv_tcp_t listener;                        /* loop thread only */
-        bool listening;                           /* the listener is open; loop thread only */
-        bool accepting;                           /* loop thread only */
+        struct rnnd_grpc_loop *loops;             /* [n_loops], [0] the daemon's; immutable */
+        unsigned n_loops;                         /* immutable after start */
+        uv_tcp_t listener;                        /* daemon's loop only */
+        bool listening;                           /* the listener is open; daemon's loop only */
+        atomic_bool accepting;                    /* atomic: listening and not quiesced */
         char listen_name[300];                    /* as bound; immutable after start */
-        uv_timer_t tick;                          /* deadlines, idle and stalled connections */
-        uv_async_t wake;                          /* posts from other threads */
-        pthread_mutex_t mu;                       /* guards posts and closed; taken last */
-        struct rnnd_grpc_post *posts;             /* guarded by mu */
-        struct rnnd_grpc_post **posts_tail;       /* guarded by mu */
-        bool closed;                              /* wake is closed; guarded by mu */
-        struct rnnd_grpc_conn *conns;             /* open connections; loop thread only */
-        struct rnnd_grpc_call *deadlines;         /* calls with one (a reference each); loop */
-        uint64_t swept_ms;                        /* uv_now of the last connection sweep; loop */
+        pthread_mutex_t conns_mu;                 /* guards all and n_conns; taken last */
+        struct rnnd_grpc_conn *all;               /* every loop's connections; conns_mu */
+        size_t n_conns;                           /* how many; conns_mu */
+        unsigned next_loop;                       /* where the least busy is looked for first */
         int held_fd;                              /* the listening socket kept while quiesced */
-        size_t n_conns;                           /* loop thread only */
-        unsigned refused_limit, refused_address;  /* refused since logged; loop thread only */
-        uint64_t refused_logged_ms;               /* uv_now of that log line; loop thread only */
+        unsigned refused_limit, refused_address;  /* refused since logged; daemon's loop only */
+        uint64_t refused_logged_ms;               /* uv_now of that log line; daemon's loop */
         uint32_t id_seed;                         /* random prefix of call ids; immutable */
         char id_prefix[10];                       /* id_seed as "%08x-"; immutable */
-        uint64_t id_counter;                      /* loop thread only */
-        bool deferring;                           /* in run_posts(); loop thread only */
-        struct rnnd_grpc_conn *pending;           /* the conns it touched; loop thread only */
+        atomic_uint_fast64_t id_counter;          /* atomic: the last call id's number */
         atomic_bool stopping;                     /* atomic: set by rnnd_grpc_quiesce() */
         atomic_uint inflight;                     /* atomic: calls not yet over */
-        bool started;                             /* loop thread only */
+        bool started;                             /* daemon's loop only */
 };
 
 /* Sets g up for app with the settings *opts.  Before start. */
@@ -114,29 +117,34 @@ void rnnd_grpc_init(struct rnnd_grpc *g, struct rnnd_server *app,
 
 /*
  * Starts listening on fd (a socket systemd passed), or when fd < 0 on
- * opts->grpc_listen; with neither (grpc_listen "") it does nothing and
- * returns 0.  Errors: RNND_EINVAL (the address), RNND_EIO (cannot listen),
- * RNND_EINTERNAL (libuv).  Main thread, the loop initialized.
+ * opts->grpc_listen, and starts the loop threads; with neither (grpc_listen
+ * "") it does nothing and returns 0.  Errors: RNND_EINVAL (the address),
+ * RNND_EIO (cannot listen), RNND_EINTERNAL (libuv, a thread).  Main thread,
+ * the daemon's loop initialized.
  */
 int rnnd_grpc_start(struct rnnd_grpc *g, uv_loop_t *loop, const struct rnnd_grpc_handler *h, int fd,
                     rnnd_error_t *reterr);
 
-/* Whether the front end listens.  Loop thread. */
+/* Whether the front end listens (started and not quiesced).  Thread-safe. */
 bool rnnd_grpc_listening(const struct rnnd_grpc *g);
 
 /*
  * Stopping: no new connection is accepted (they wait in the backlog), every
  * connection gets GOAWAY (its calls in flight finish; new ones are refused)
- * and new calls are answered UNAVAILABLE.  Loop thread.
+ * and new calls are answered UNAVAILABLE; each loop sends its GOAWAYs
+ * soon.  Daemon's loop.
  */
 void rnnd_grpc_quiesce(struct rnnd_grpc *g);
 
 /*
- * Closes every connection and handle (their calls end CANCELLED); posts
- * still to come run their functions on the posting thread with the call
- * gone.  Idempotent.  Loop thread.
+ * Closes every connection and handle (their calls end CANCELLED) and joins
+ * the loop threads; posts still to come run their functions on the posting
+ * thread with the call gone.  Idempotent.  Daemon's loop.
  */
 void rnnd_grpc_stop(struct rnnd_grpc *g);
+
+/* Frees what init and start allocated, after stop and once no thread posts.  Main thread. */
+void rnnd_grpc_done(struct rnnd_grpc *g);
 
 /* Calls not yet over.  Thread-safe. */
 unsigned rnnd_grpc_inflight(const struct rnnd_grpc *g);
@@ -167,6 +175,9 @@ bool rnnd_grpc_call_alive(const struct rnnd_grpc_call *c);
 
 /* Whether the call can still send (its stream open and not finished).  Loop thread. */
 bool rnnd_grpc_call_open(const struct rnnd_grpc_call *c);
+
+/* Whether the calling thread is c's loop thread.  Thread-safe. */
+bool rnnd_grpc_call_here(const struct rnnd_grpc_call *c);
 
 /*
  * The method's own state, freed with free_fn when the call's last reference
@@ -215,7 +226,7 @@ struct rnnd_grpc_post {
 };
 
 /*
- * Runs fn(c, arg) on the loop thread, soon; from any thread.  p (unused
+ * Runs fn(c, arg) on c's loop thread, soon; from any thread.  p (unused
  * until fn runs) holds the post; it takes a reference on c for it.  After
  * rnnd_grpc_stop() fn runs on the calling thread, the call no longer open.
  */

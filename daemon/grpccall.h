@@ -1,7 +1,7 @@
 /*
  * grpccall.h: what the gRPC methods' files share (grpcsvc.c, the control
  * methods and health; grpcinfer.c, inference; docs/DESIGN.md §11): each
- * call's own state, and unpacking a request message.  Loop thread.
+ * call's own state, and unpacking a request message.  The call's loop thread.
  */
 #ifndef RNND_DAEMON_GRPCCALL_H
 #define RNND_DAEMON_GRPCCALL_H
@@ -22,6 +22,9 @@ struct rnnd_grpccall {
         struct rnnd_grpc_call *call;         /* a Watch's, a reference while listed; or NULL */
         int watched;                         /* the status last sent to a Watch, or -1 */
         char service[128];                   /* what a Watch watches */
+        struct rnnd_grpc_post load_post;     /* a load's end, posted to the call's loop */
+        unsigned load_status;                /* its HTTP status, 0 for done */
+        char load_msg[256];                  /* and why not */
 };
 
 /* c's state, made at its first message; NULL when memory ran out (c then failed). */

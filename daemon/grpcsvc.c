@@ -7,9 +7,11 @@
  * same functions (models.h, v2meta.h, tfsmeta.h, repoapi.h), and the JSON
  * body a route would send becomes the response message through its
  * descriptor (pbjson.h).  Inference is grpcinfer.c's.  Everything here runs
- * on the loop thread.
+ * on the thread of the call's loop (grpc.h), but load_done(), which the
+ * daemon's loop calls and which posts the answer to the call's.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -315,24 +317,39 @@ static void m_repository_index(struct rnnd_grpc_call *c, const uint8_t *msg, siz
         answer_json(c, &b, &inference__repository_index_response__descriptor, NULL);
 }
 
-/* A load's or unload's end (reload.h): the empty answer, or the HTTP status's gRPC one. */
-static void load_done(void *cls, unsigned status, const char *msg)
+/* A load's or unload's end, on the call's loop: the empty answer, or the HTTP status's gRPC one. */
+static void load_answer(struct rnnd_grpc_call *c, void *arg)
 {
         static const Inference__RepositoryModelLoadResponse ok =
                 INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
-        struct rnnd_grpc_call *c = cls;
+        struct rnnd_grpccall *st = arg;
+        unsigned status = st->load_status;
 
-        if (rnnd_grpc_call_open(c)) {
-                if (msg == NULL)
-                        answer(c, &ok.base); /* both answers are empty messages */
-                else
-                        rnnd_grpc_finish(c,
-                                         status == 404   ? 5
-                                         : status == 503 ? RNND_GRPC_UNAVAILABLE
-                                         : status >= 500 ? RNND_GRPC_INTERNAL
-                                                         : RNND_GRPC_INVALID_ARGUMENT,
-                                         msg);
-        }
+        if (!rnnd_grpc_call_open(c))
+                return;
+        if (status == 0)
+                answer(c, &ok.base); /* both answers are empty messages */
+        else
+                rnnd_grpc_finish(c,
+                                 status == 404   ? 5
+                                 : status == 503 ? RNND_GRPC_UNAVAILABLE
+                                 : status >= 500 ? RNND_GRPC_INTERNAL
+                                                 : RNND_GRPC_INVALID_ARGUMENT,
+                                 st->load_msg);
+}
+
+/*
+ * A load's or unload's end (reload.h), on the daemon's loop, which may not
+ * be the call's (docs/DESIGN.md §11): what it says is kept and answered there.
+ */
+static void load_done(void *cls, unsigned status, const char *msg)
+{
+        struct rnnd_grpc_call *c = cls;
+        struct rnnd_grpccall *st = rnnd_grpc_call_data(c);
+
+        st->load_status = msg == NULL ? 0 : status != 0 ? status : 500;
+        snprintf(st->load_msg, sizeof(st->load_msg), "%s", msg != NULL ? msg : "");
+        rnnd_grpc_call_post(c, &st->load_post, load_answer, st);
         rnnd_grpc_call_unref(c);
 }
 
@@ -623,12 +640,13 @@ static void m_health_check(struct rnnd_grpc_call *c, const uint8_t *msg, size_t 
 }
 
 /*
- * Watch calls, a list on the loop thread (one server a process): each gets
- * the status at once and again whenever it changes (tick).  When the server
- * stops they get NOT_SERVING and end UNAVAILABLE, so that the drain does
- * not wait on them.
+ * Watch calls, one list for every loop (one server a process), under its
+ * lock: each gets the status at once and again whenever it changes (each
+ * loop's tick looks at its own calls).  When the server stops they get
+ * NOT_SERVING and end UNAVAILABLE, so that the drain does not wait on them.
  */
-static struct rnnd_grpccall *watches;
+static pthread_mutex_t watches_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rnnd_grpccall *watches; /* watches_mu */
 
 static void m_health_watch(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
@@ -646,8 +664,10 @@ static void m_health_watch(struct rnnd_grpc_call *c, const uint8_t *msg, size_t 
         if (!send_health(c, st->watched))
                 return;
         st->call = rnnd_grpc_call_ref(c);
+        pthread_mutex_lock(&watches_mu);
         st->watch_next = watches;
         watches = st;
+        pthread_mutex_unlock(&watches_mu);
 }
 
 static void health_tick(struct rnnd_server *srv)
@@ -655,10 +675,16 @@ static void health_tick(struct rnnd_server *srv)
         struct rnnd_grpccall **pp = &watches, *st;
         bool stopping = rnnd_grpc_listening(rnnd_server_grpc(srv)) == false;
 
+        pthread_mutex_lock(&watches_mu);
         while ((st = *pp) != NULL) {
                 struct rnnd_grpc_call *c = st->call;
-                int now = health_status(srv, st->service);
+                int now;
 
+                if (!rnnd_grpc_call_here(c)) { /* another loop's */
+                        pp = &st->watch_next;
+                        continue;
+                }
+                now = health_status(srv, st->service);
                 if (rnnd_grpc_call_open(c) && now != st->watched && send_health(c, now))
                         st->watched = now;
                 if (rnnd_grpc_call_open(c) && !stopping) {
@@ -671,6 +697,7 @@ static void health_tick(struct rnnd_server *srv)
                 st->call = NULL;
                 rnnd_grpc_call_unref(c);
         }
+        pthread_mutex_unlock(&watches_mu);
 }
 
 /* The table. */

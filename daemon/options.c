@@ -217,6 +217,20 @@ static const struct rnnd_option options[] = {
                         "streams are refused.",
         },
         {
+                .name = "grpc_threads",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(grpc_threads),
+                .def = "auto",
+                .min = 1,
+                .max = 1024,
+                .flags = RNND_OPT_AUTO,
+                .metavar = "N",
+                .help = "gRPC loop threads, the daemon's own loop among them: each carries its "
+                        "share of the gRPC connections (HTTP/2 framing, unpacking, answers), "
+                        "a new connection going to the one with fewest. auto is the number of "
+                        "CPUs this process may use (its affinity mask).",
+        },
+        {
                 .name = "grpc_max_header_bytes",
                 .type = RNND_OPT_BYTES,
                 .offset = OFF(grpc_max_header_bytes),
@@ -1382,6 +1396,11 @@ unsigned rnnd_options_per_address_limit(const struct rnnd_options *o)
         uint64_t n = o->per_address_limit > 0 ? o->per_address_limit : o->connection_limit * 3 / 4;
 
         return n < 1 ? 1u : n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
+}
+
+unsigned rnnd_options_grpc_threads(const struct rnnd_options *o)
+{
+        return o->grpc_threads > 0 ? (unsigned)o->grpc_threads : cpu_count();
 }
 
 unsigned rnnd_options_cpu_threads(const struct rnnd_options *o)

@@ -61,6 +61,7 @@ struct rnnd_options {
         uint64_t grpc_max_message_bytes; /* a gRPC request message's cap */
         uint64_t grpc_max_streams;       /* concurrent streams per gRPC connection */
         uint64_t grpc_max_header_bytes;  /* a gRPC call's header list */
+        uint64_t grpc_threads;           /* gRPC loops, the daemon's among them; 0 = CPUs */
         uint64_t max_tensor_elements;    /* per tensor in a request */
         uint64_t max_response_bytes;     /* the outputs one request may ask for */
         uint64_t max_json_depth;         /* nesting of a request's JSON */
@@ -195,6 +196,9 @@ int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *p
 
 /* threads with "auto" resolved to the number of online CPUs. */
 unsigned rnnd_options_threads(const struct rnnd_options *o);
+
+/* grpc_threads with "auto" resolved to the number of online CPUs. */
+unsigned rnnd_options_grpc_threads(const struct rnnd_options *o);
 
 /* per_address_limit with 0 resolved to 3/4 of connection_limit (at least 1). */
 unsigned rnnd_options_per_address_limit(const struct rnnd_options *o);

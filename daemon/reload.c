@@ -331,6 +331,7 @@ static const char *const fixed_settings[] = {
         "grpc_max_message_bytes",
         "grpc_max_streams",
         "grpc_max_header_bytes",
+        "grpc_threads",
         "threads",
         "connection_limit",
         "connection_timeout",

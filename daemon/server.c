@@ -660,6 +660,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
                 uv_loop_close(&srv->loop);
         }
         rnnd_models_done(&srv->models);
+        rnnd_grpc_done(&srv->grpc); /* after the pools, whose workers post to its loops */
         rnnd_reload_free(srv->reload);
         rnnd_free(srv->watch);
         rnnd_free(srv);

@@ -48,7 +48,10 @@ The installed settings; model_repository is /var/lib/rnnd/models.
 .BR systemd.service (5)
 """
 
-FIXED = {"listen", "threads", "connection_limit", "connection_timeout", "per_connection_memory", "log_format"}
+# daemon/reload.c's fixed_settings: what SIGHUP cannot change.
+FIXED = {"listen", "grpc_listen", "grpc_max_message_bytes", "grpc_max_streams", "grpc_max_header_bytes",
+         "grpc_threads", "threads", "connection_limit", "connection_timeout", "per_connection_memory",
+         "per_address_limit", "log_format"}
 
 
 def roff(s):

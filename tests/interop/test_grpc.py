@@ -22,6 +22,8 @@ Starts $RNND_BIN (HTTP and gRPC on free loopback ports) and drives its gRPC fron
   with tensor_content against the goldens, GetModelMetadata's signature_def, GetModelStatus;
 - grpc-timeout: a deadline shorter than the queue's wait ends the call DEADLINE_EXCEEDED and the
   daemon keeps serving;
+- loops: with grpc_threads 3, connections in turn on each loop, each serving inference, repository
+  loads and a health Watch that sees the drain;
 - metrics and the drain: gRPC calls in rnnd_requests_total; SIGTERM answers the call in
   flight, turns health Watch NOT_SERVING, refuses new calls, exits 0.
 
@@ -446,6 +448,68 @@ def test_deadline():
         check("runtime error" not in log and "AddressSanitizer" not in log, "no sanitizer report", log[-2000:])
 
 
+# ---------------------------------------------------------------- loops
+
+def watch_to_end(watch):
+    """The statuses a health Watch sends until it ends, then the code it ended with."""
+    statuses = []
+    try:
+        for m in watch:
+            statuses.append(m.status)
+    except grpc.RpcError as e:
+        statuses.append(e.code())
+    return statuses
+
+
+def test_loops():
+    """grpc_threads 3: each new connection goes to the loop with the fewest, the daemon's or one
+    of two threads' own (docs/DESIGN.md §11), and every loop serves all of it: inference, a
+    repository unload and load (whose end the daemon's loop posts to the call's), a health Watch
+    that sees the drain; SIGTERM ends them all and exits 0."""
+    d = Daemon("--grpc_threads=3", "--log_level=debug")
+    try:
+        url = "127.0.0.1:%d" % d.grpc_port
+        m = th.MODEL
+        g = Golden(m)
+        check("(3 threads," in d.stderr(), "the log says gRPC runs on 3 threads", d.stderr()[-500:])
+        own = [("grpc.use_local_subchannel_pool", 1)]  # else grpc shares one connection
+        clients = [gc.InferenceServerClient(url, channel_args=own) for _ in range(6)]
+        for k, c in enumerate(clients):  # each opens its connection at its first call
+            r = c.infer(m, grpc_inputs(g))
+            for key in g.outputs:
+                close_to(g, key, r.as_numpy(key), "client %d" % k)
+        on = [int(x) for x in re.findall(r"gRPC connection from \S+ on loop (\d+) of 3", d.stderr())]
+        check(on == [0, 1, 2, 0, 1, 2], "six connections in turn on loops 0, 1, 2", on)
+        for k in range(3):
+            clients[k].unload_model(m)
+            check(clients[k].is_model_ready(m) is False, "loop %d: RepositoryModelUnload answered" % k)
+            clients[k].load_model(m)
+            check(clients[k].is_model_ready(m) is True, "loop %d: RepositoryModelLoad answered" % k)
+        S = health_pb2.HealthCheckResponse
+        chans = [grpc.insecure_channel(url, options=own) for _ in range(3)]
+        watches = [health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+                   for ch in chans]
+        check([next(w).status for w in watches] == [S.SERVING] * 3, "a health Watch on each loop: SERVING")
+        d.proc.send_signal(15)
+        for k, w in enumerate(watches):
+            statuses = watch_to_end(w)
+            check(S.NOT_SERVING in statuses, "Watch %d: NOT_SERVING at the drain" % k, statuses)
+        try:
+            rc = d.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, "SIGTERM with connections on three loops exits 0", rc)
+        for c in clients:
+            c.close()
+        for ch in chans:
+            ch.close()
+        log = d.stderr()
+        check("AddressSanitizer" not in log and "runtime error:" not in log and "ThreadSanitizer" not in log,
+              "no sanitizer report", log[-3000:])
+    finally:
+        d.close()
+
+
 # ---------------------------------------------------------------- metrics and the drain
 
 def requests_total(d, model, code):
@@ -500,12 +564,7 @@ def test_metrics_and_drain():
             check(False, "a call during the drain is refused")
         except InferenceServerException as e:
             check("UNAVAILABLE" in e.status(), "a call during the drain: UNAVAILABLE", e.status())
-        statuses = []
-        try:
-            for m in watch:
-                statuses.append(m.status)
-        except grpc.RpcError as e:
-            statuses.append(e.code())
+        statuses = watch_to_end(watch)
         check(S.NOT_SERVING in statuses, "health Watch: NOT_SERVING at the drain", statuses)
         try:
             rc = d.proc.wait(25)
@@ -546,6 +605,7 @@ def main():
     finally:
         d.close()
     run_test(test_stream_sequences)
+    run_test(test_loops)
     run_test(test_deadline)
     run_test(test_metrics_and_drain)
     return th.summary("test_grpc")

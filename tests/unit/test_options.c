@@ -100,6 +100,7 @@ START_TEST(test_table_rows)
                 "max_body_bytes",
                 "grpc_max_message_bytes",
                 "grpc_max_streams",
+                "grpc_threads",
                 "grpc_max_header_bytes",
                 "max_tensor_elements",
                 "max_response_bytes",
@@ -164,6 +165,8 @@ START_TEST(test_defaults)
         ck_assert_str_eq(o.backend_from, "default");
         ck_assert_ptr_null(o.config_file);
         ck_assert_uint_ge(rnnd_options_threads(&o), 1);
+        ck_assert_uint_eq(o.grpc_threads, 0); /* auto */
+        ck_assert_uint_ge(rnnd_options_grpc_threads(&o), 1);
         ck_assert_int_eq(rnnd_options_check(&o, NULL), 0);
         rnnd_options_done(&o);
         rnnd_options_done(&o); /* Twice is harmless. */
@@ -318,6 +321,8 @@ static const struct {
 } sets[] = {
         {"threads", "8", 0, NULL},
         {"threads", "auto", 0, NULL},
+        {"grpc_threads", "3", 0, NULL},
+        {"grpc_threads", "0", RNND_ELIMIT, "grpc_threads: '0' is out of range 1..1024"},
         {"threads", "0", RNND_ELIMIT, "threads: '0' is out of range 1..1024"},
         {"threads", "1025", RNND_ELIMIT, "out of range"},
         {"threads", "many", RNND_EINVAL, "threads: 'many' is not an unsigned integer or auto"},

@@ -23,7 +23,8 @@ void *rnnd_mallocarray(size_t count, size_t size);
 /*
  * Test hook: after n more successful allocations, every following one fails
  * until this is called again; n < 0 turns failures off.  Returns how many
- * allocations succeeded since the previous call.  Thread-safe.
+ * allocations succeeded while failures were armed since the previous call.
+ * Thread-safe.
  */
 long rnnd_alloc_fail_after(long n);
 

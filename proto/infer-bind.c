@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "infer-int.h"
+#include "strbuf.h"
 
 /* The model's inputs, as bind knows them. */
 enum in_kind { IN_INPUT, IN_TOKENS, IN_LENGTHS, IN_H0, IN_C0, IN_COUNT };
@@ -506,6 +507,7 @@ int rnnd_infer_outputs_alloc(const struct rnnd_infer_bound *b, const struct rnnd
         uint64_t shapes[RNND_OUT_COUNT][3];
         unsigned ndims[RNND_OUT_COUNT];
         struct rnnd_infer_limits nolimit = {.max_elements = UINT64_MAX};
+        struct rnnd_strbuf name;
         int r = 0;
 
         output_shapes(b, cfg, shapes, ndims);
@@ -523,7 +525,8 @@ int rnnd_infer_outputs_alloc(const struct rnnd_infer_bound *b, const struct rnnd
                                           rnnd_infer_output_name(k), reterr);
                 if (r < 0)
                         goto out;
-                snprintf(t->name, sizeof(t->name), "%s", rnnd_infer_output_name(k));
+                rnnd_strbuf_init_fixed(&name, t->name, sizeof(t->name)); /* no printf a request */
+                rnnd_strbuf_puts(&name, rnnd_infer_output_name(k));
                 r = rnnd__infer_alloc_data(t, reterr);
                 if (r < 0)
                         goto out;

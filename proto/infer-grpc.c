@@ -11,6 +11,7 @@
 
 #include "infer-grpc.h"
 #include "infer-int.h"
+#include "strbuf.h"
 
 /*
  * Parameters of a request (the sequence and schedule-policy extensions).
@@ -341,9 +342,11 @@ static int kserve_output(struct rnnd_pbarena *a, const struct rnnd_tensor *t,
 static char *version_text(struct rnnd_pbarena *a, uint64_t version)
 {
         char v[24] = "";
+        struct rnnd_strbuf b;
 
+        rnnd_strbuf_init_fixed(&b, v, sizeof(v)); /* no printf a call (docs/DESIGN.md §11) */
         if (version > 0)
-                snprintf(v, sizeof(v), "%" PRIu64, version);
+                rnnd_strbuf_put_u64(&b, version);
         return rnnd_pbarena_strndup(a, v, strlen(v));
 }
 

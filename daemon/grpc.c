@@ -1786,6 +1786,7 @@ static void *loop_main(void *arg)
         struct rnnd_grpc_loop *l = arg;
 
         here = l;
+        pthread_setname_np(pthread_self(), "rnnd-grpc"); /* in top -H and perf */
         uv_run(l->loop, UV_RUN_DEFAULT);
         return NULL;
 }

@@ -9,9 +9,9 @@
  * run by inference.c's core on the model version's pool, with the call's
  * deadline (grpc-timeout) as the request's timeout.  The worker that ran it
  * builds the answer, pointing at the outputs, and packs it, then posts the
- * inference back to the loop (grpc.h), which sends it: packing is a good
- * part of a call's cost, and the loop carries every gRPC connection while
- * the workers are many.  On a ModelStreamInfer
+ * inference back to the call's loop (grpc.h), which sends it: packing is a
+ * good part of a call's cost, and a loop carries many connections.  On a
+ * ModelStreamInfer
  * stream each message is an inference of its own whose answer takes its
  * place in the stream when the message arrives (grpc.h's slots), so answers
  * go out in request order, each a ModelStreamInferResponse, errors in

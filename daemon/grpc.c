@@ -1469,6 +1469,7 @@ static void on_connection(uv_stream_t *server, int status)
         struct rnnd_grpc *g = server->data;
         struct rnnd_grpc_conn *conn;
         uv_os_fd_t fd;
+        bool accepted;
         uv_tcp_t *t;
 
         if (status < 0)
@@ -1478,12 +1479,14 @@ static void on_connection(uv_stream_t *server, int status)
                 rnnd_free(t);
                 return;
         }
+        /* Accepted even when memory ran out, so that libuv goes on accepting. */
+        accepted =
+                uv_accept(server, (uv_stream_t *)t) == 0 && uv_fileno((uv_handle_t *)t, &fd) == 0;
         conn = rnnd_calloc(1, sizeof(*conn));
         if (conn != NULL) {
                 conn->g = g;
                 conn->fd = -1;
-                if (uv_accept(server, (uv_stream_t *)t) == 0 &&
-                    uv_fileno((uv_handle_t *)t, &fd) == 0) {
+                if (accepted) {
                         peer_name(conn, t);
                         conn->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* t's goes with t */
                 }

@@ -51,7 +51,8 @@
 bool rnnd_server_ready(const struct rnnd_server *srv)
 {
         return atomic_load(&srv->models.all_loaded) && rnnd_http_listening(&srv->http) &&
-               !atomic_load(&srv->http.stopping) && !atomic_load(&srv->device_fault);
+               !atomic_load(&srv->grpc_starting) && !atomic_load(&srv->http.stopping) &&
+               !atomic_load(&srv->device_fault);
 }
 
 bool rnnd_server_ready_why(struct rnnd_server *srv, char *why, size_t cap)
@@ -68,6 +69,8 @@ bool rnnd_server_ready_why(struct rnnd_server *srv, char *why, size_t cap)
                          fault);
         } else if (rnnd_http_stopping(&srv->http)) {
                 snprintf(why, cap, "the server is shutting down");
+        } else if (atomic_load(&srv->grpc_starting)) {
+                snprintf(why, cap, "the gRPC front end is not listening yet");
         } else {
                 rnnd_models_counts(&srv->models, &n_models, &n_loaded);
                 snprintf(why, cap, "not every model loaded: %zu of %zu models are fully loaded",
@@ -594,15 +597,21 @@ int rnnd_server_start(struct rnnd_server *srv, rnnd_error_t *reterr)
         r = init_loop(srv, reterr);
         if (r < 0)
                 return r;
+        /*
+         * The gRPC front end, where main installed its methods (DESIGN.md §11),
+         * starts after HTTP's, which finds its systemd socket: until it listens
+         * HTTP says not ready, so that ready means both listen.
+         */
+        atomic_store(&srv->grpc_starting, srv->grpc_methods.find != NULL);
         r = rnnd_http_start(&srv->http, reterr);
         if (r < 0)
                 return r;
-        /* The gRPC front end, where main installed its methods (DESIGN.md §11). */
         if (srv->grpc_methods.find != NULL) {
                 r = rnnd_grpc_start(&srv->grpc, &srv->loop, &srv->grpc_methods, srv->http.second_fd,
                                     reterr);
                 if (r < 0)
                         return r;
+                atomic_store(&srv->grpc_starting, false);
         }
         uv_timer_start(&srv->conn_timer, conn_tick, RNND_HTTP_REAP_MS, RNND_HTTP_REAP_MS);
         return 0;

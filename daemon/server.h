@@ -108,6 +108,7 @@ struct rnnd_server {
         /* A device fault (DESIGN.md §7): process-wide; the daemon drains and exits. */
         atomic_flag fault_claimed; /* the first pool to report one writes fault_msg */
         atomic_bool device_fault;  /* set after fault_msg is written */
+        atomic_bool grpc_starting; /* ready waits for gRPC's listener; atomic */
         char fault_msg[256];       /* immutable once device_fault is set */
         bool fault_handled;        /* loop thread only */
         int exit_status;           /* main()'s, 0 or RNND_EXIT_DEVICE_FAULT; loop thread only */

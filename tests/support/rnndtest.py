@@ -199,7 +199,10 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        os.unlink(self.log.name)
+        if os.environ.get("RNND_KEEP_LOGS"):
+            print("daemon log kept: %s" % self.log.name, file=sys.stderr)
+        else:
+            os.unlink(self.log.name)
 
 
 def raw(port, data, read_timeout=5.0, shut=False):

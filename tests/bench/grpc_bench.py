@@ -38,8 +38,12 @@ load average.  Each (case, protocol) keeps its best round, since noise only slow
 and adds CPU time: the highest throughput, or at a fixed rate the lowest daemon CPU.
 Stdout: markdown (the machine, the table, the issue's targets); --json FILE the figures.
 
+--split-cpus runs the daemon on the first half of the CPUs and the client on the rest, so that
+the rate is the daemon's own and not what the client leaves it (on a 2-CPU host: one each; the
+daemon's threads and grpc_threads "auto" then count one CPU).
+
 Usage: python3 tests/bench/grpc_bench.py [--build BUILD] [--seconds S] [--rounds R]
-                                         [--quick] [--only CASE,...] [--json FILE]
+                                         [--quick] [--only CASE,...] [--json FILE] [--split-cpus]
 Python 3 standard library only.
 """
 
@@ -89,6 +93,15 @@ H2LOAD_CASES = {
                                          "grpc-64conn": (["-c", "64", "-m", "1"], "grpc"),
                                          "http": (["--h1", "-c", "64", "-m", "1"], "http")}),
 }
+
+
+# --split-cpus: (the daemon's CPUs, the client's) as taskset lists, else None.
+SPLIT = None
+
+
+def pinned(cmd, who):
+    """cmd under taskset on its side's CPUs with --split-cpus, else cmd."""
+    return ["taskset", "-c", SPLIT[who]] + cmd if SPLIT else cmd
 
 
 def log(*a):
@@ -160,7 +173,8 @@ def run_h2load(h2load, d, case, proto, seconds):
         url = "http://127.0.0.1:%d/v2/models/%s/infer" % (d["http"], model)
         headers = ["-H", "content-type: application/octet-stream", "-H",
                    "inference-header-content-length: %d" % d["bodies"]["http_header_len"]]
-    cmd = [h2load, "-D", str(int(seconds)), "-t", "1", "-d", d["bodies"][kind]] + args + headers + [url]
+    cmd = pinned([h2load, "-D", str(int(seconds)), "-t", "1", "-d", d["bodies"][kind]] + args + headers + [url],
+                 1)
     load = os.getloadavg()[0]
     a0, c0, k0 = answered(d["http"], model), cpu_seconds(d["pid"]), children_cpu()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600).stdout
@@ -203,6 +217,7 @@ def run_one(pa, d, case, proto, seconds):
     cmd = [pa, "-m", model, "-u", "127.0.0.1:%d" % port, "-i", proto.split("-")[0], "--measurement-mode",
            "time_windows", "--measurement-interval", str(int(seconds * 1000 / 3)), "--stability-percentage",
            "1000", "--max-trials", "3", "--percentile", "99"] + args + extra[proto]
+    cmd = pinned(cmd, 1)
     load = os.getloadavg()[0]
     n0, c0, k0 = served(d["http"], model), cpu_seconds(d["pid"]), children_cpu()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600).stdout
@@ -223,9 +238,10 @@ def start(build, tmp):
     for name in ("digits_lstm", "digits_stream"):
         shutil.copytree(os.path.join(SRC, "config", "models", name), os.path.join(tmp, name))
     http, grpc = free_port(), free_port()
-    proc = subprocess.Popen([os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % http,
-                             "--grpc_listen=127.0.0.1:%d" % grpc, "--model_repository", tmp,
-                             "--log_level=warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(pinned([os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % http,
+                                    "--grpc_listen=127.0.0.1:%d" % grpc, "--model_repository", tmp,
+                                    "--log_level=warning"], 0),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
     while time.time() < deadline and proc.poll() is None:
         try:
@@ -331,7 +347,18 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 s runs, 2 rounds")
     ap.add_argument("--only", help="CASE[,CASE]: these cases alone")
     ap.add_argument("--json")
+    ap.add_argument("--split-cpus", action="store_true",
+                    help="the daemon on the first half of this process's CPUs, the client on the rest "
+                         "(taskset), so that neither takes the other's CPU time")
     a = ap.parse_args()
+    if a.split_cpus:
+        global SPLIT
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            log("--split-cpus needs two CPUs")
+            return 1
+        half = len(cpus) // 2
+        SPLIT = (",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:])))
     if a.quick:
         a.seconds, a.rounds = 3, 2
     pa, why = fetch_tool("perf_analyzer", SRC)

@@ -1629,7 +1629,7 @@ static void loop_quiesce(struct rnnd_grpc_loop *l)
 
 static void handle_closed(uv_handle_t *h)
 {
-        (void)h; /* embedded in struct rnnd_grpc_loop */
+        (void)h; /* embedded in struct rnnd_grpc or struct rnnd_grpc_loop */
 }
 
 /*
@@ -1885,11 +1885,6 @@ bool rnnd_grpc_listening(const struct rnnd_grpc *g)
         return atomic_load(&g->accepting);
 }
 
-static void listener_closed(uv_handle_t *h)
-{
-        (void)h; /* embedded in struct rnnd_grpc */
-}
-
 /* Asks loop l (not the daemon's) to quiesce or to stop. */
 static void loop_ask(struct rnnd_grpc_loop *l, bool stop)
 {
@@ -1915,7 +1910,7 @@ void rnnd_grpc_quiesce(struct rnnd_grpc *g)
         if (atomic_load(&g->accepting) && uv_fileno((uv_handle_t *)&g->listener, &fd) == 0)
                 g->held_fd = dup(fd);
         atomic_store(&g->accepting, false);
-        uv_close((uv_handle_t *)&g->listener, listener_closed);
+        uv_close((uv_handle_t *)&g->listener, handle_closed);
         for (unsigned i = 0; i < g->n_loops; i++)
                 if (i == 0)
                         loop_quiesce(&g->loops[0]);

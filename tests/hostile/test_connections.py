@@ -86,7 +86,9 @@ def test_abandoned():
             s = socket.create_connection(("127.0.0.1", d.port))
             s.sendall(b"GET /v2/hea")
             s.close()
-        deadline = time.time() + 3
+        # The bug held them for connection_timeout (30 s); 10 s leaves room for a CI host
+        # busy with other suites (3 s once left 308 of them still queued).
+        deadline = time.time() + 10
         while close_wait(d.port) > 0 and time.time() < deadline:
             time.sleep(0.1)
         left = close_wait(d.port)

@@ -305,14 +305,15 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                  * GCC's register allocation spilled accumulators in the GRU's 8-row sum loop.     \
                  */                                                                                \
                 if (kind == RNND_CPU_GRU) {                                                        \
-                        const V *g = (const V *)acc;                                               \
+                        const V *g = (const V *)acc; /* slot j of vector i: g[i S + j] */          \
+                        const size_t S = kind_slots(RNND_CPU_GRU);                                 \
                                                                                                    \
                         for (size_t i = 0; i < B; i++)                                             \
-                                t[i] = sig##LU(g[4 * i]);                                          \
+                                t[i] = sig##LU(g[i * S]);                                          \
                         for (size_t i = 0; i < B; i++)                                             \
-                                o[i] = tnh##LU(g[4 * i + 2] + t[i] * g[4 * i + 3]);                \
+                                o[i] = tnh##LU(g[i * S + 2] + t[i] * g[i * S + 3]);                \
                         for (size_t i = 0; i < B; i++)                                             \
-                                t[i] = sig##LU(g[4 * i + 1]);                                      \
+                                t[i] = sig##LU(g[i * S + 1]);                                      \
                 }                                                                                  \
                 for (size_t i = 0; kind != RNND_CPU_GRU && i < B; i++) {                           \
                         const size_t r = m + i / np, uq = u + i % np * LU;                         \

@@ -71,7 +71,8 @@ static inline struct ahead ahead_share(const float *at, size_t lines, size_t m, 
 }
 
 /* In sweep: a block's share, from the first chunk of h (the weights of x are few). */
-#define AHEAD(mr) (c0 == st->KX ? ahead_share(nxt, nlines, m, mr, M, c1 - c0) : NO_AHEAD)
+#define AHEAD(mr)                                                                                  \
+        (c0 <= st->KX && st->KX < c1 ? ahead_share(nxt, nlines, m, mr, M, c1 - st->KX) : NO_AHEAD)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define AVX512_ONLY __attribute__((target("arch=x86-64-v4")))
@@ -365,11 +366,15 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
         }                                                                                          \
         /*                                                                                         \
          * The sums of k in [c0, c1) of the concatenated x and A (x's KX first, when X is          \
-         * given; the range within one of them), added to the partial sums of the slots its        \
-         * gates feed, at part (where the first range stores the biases first); after the last     \
-         * k, W x too when it is given, and the gate math.  proj: x alone, no bias, and the sums   \
-         * stored to xg (rnnd__cpu_project()).  Only the range's gates take registers (a GRU's     \
-         * 3 of its 4 slots), so a GRU block has 8 rows.                                           \
+         * given), added to the partial sums of the slots its gates feed: in registers from the    \
+         * biases (the first range) or from part, and stored to part; after the last k, W x too    \
+         * when it is given, and the gate math.  Only the gates being summed take registers (a     \
+         * GRU's 3 of its 4 slots, so a GRU block has 8 rows): where a range goes from x on to     \
+         * h, a GRU's W_n x goes to part and R_n h takes its register.  One range from x to h      \
+         * keeps the sums in registers where a range each stored and reloaded them (and every      \
+         * bias went through part): +3-4% a step at hidden 96 and 128 (panels of 8: +24-27%, and   \
+         * +9% at 512; none seen at 512 with panels of 16).  proj: x alone, no bias, and the sums  \
+         * stored to xg (rnnd__cpu_project()).                                                     \
          */                                                                                        \
         static ALWAYS_INLINE ATTR void block##LU(                                                  \
                 const struct rnnd__cpu_step *st, enum rnnd__cpu_kind kind, bool proj, size_t mr,   \
@@ -379,36 +384,45 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                 const size_t S = kind_slots(kind), G = kind_gates(kind), KX = st->KX;              \
                 const size_t ps = panel_stride(kind, LU, KX, st->K);                               \
                 const float *p = st->P + u / LU * ps;                                              \
-                const bool hpart = c0 >= KX, first = c0 == (st->X != NULL ? 0 : KX);               \
+                const bool hpart = c0 >= KX, hend = c1 > KX,                                       \
+                           first = c0 == (st->X != NULL ? 0 : KX);                                 \
                 const bool last = c1 == KX + (proj ? 0 : st->K);                                   \
+                const size_t kh = hpart ? c0 : KX; /* where the range's part of A starts */        \
                 V s[BLOCK_MAX][SLOTS_MAX];                                                         \
                                                                                                    \
-                if (first && !proj)                                                                \
-                        for (size_t i = 0; i < mr * np; i++)                                       \
-                                for (size_t j = 0; j < S; j++)                                     \
-                                        st##LU(part + (i * S + j) * LU,                            \
-                                               ((const V *)(p + i % np * ps))[j], LU);             \
-                for (size_t i = 0; i < mr * np; i++)                                               \
-                        for (size_t g = 0; g < SLOTS_MAX; g++)                                     \
-                                s[i][g] = g >= G || (first && proj)                                \
-                                                  ? (V){0}                                         \
-                                                  : ld##LU(part + (i * S +                         \
-                                                                   slot_of(kind, hpart, g)) *      \
-                                                                           LU,                     \
-                                                           LU);                                    \
-                if (hpart)                                                                         \
-                        sum##LU(kind, mr, np, c1 - c0, st->A + m * st->lda + (c0 - KX), st->lda,   \
-                                p + (S + G * c0) * LU, ps, s, pf);                                 \
-                else                                                                               \
-                        sum##LU(kind, mr, np, c1 - c0, st->X + m * st->ldxin + c0, st->ldxin,      \
-                                p + (S + G * c0) * LU, ps, s, NO_AHEAD);                           \
+                /* Without X, a GRU's W_n x + b_in starts in part (W x is added below). */         \
+                for (size_t i = 0; i < mr * np; i++) {                                             \
+                        const V *bias = (const V *)(p + i % np * ps);                              \
+                                                                                                   \
+                        for (size_t g = 0; g < SLOTS_MAX; g++) {                                   \
+                                const size_t j = slot_of(kind, hpart, g);                          \
+                                                                                                   \
+                                s[i][g] = g >= G || (first && proj) ? (V){0}                       \
+                                          : first                   ? bias[j]                      \
+                                                  : ld##LU(part + (i * S + j) * LU, LU);           \
+                        }                                                                          \
+                        if (first && !proj && hpart && slot_of(kind, true, 2) != 2)                \
+                                st##LU(part + (i * S + 2) * LU, bias[2], LU);                      \
+                }                                                                                  \
+                if (!hpart)                                                                        \
+                        sum##LU(kind, mr, np, (hend ? KX : c1) - c0, st->X + m * st->ldxin + c0,   \
+                                st->ldxin, p + (S + G * c0) * LU, ps, s, NO_AHEAD);                \
+                for (size_t i = 0; !hpart && hend && slot_of(kind, true, 2) != 2 && i < mr * np;   \
+                     i++) {                                                                        \
+                        /* a GRU's W_n x done; R_n h from b_hn */                                  \
+                        st##LU(part + (i * S + 2) * LU, s[i][2], LU);                              \
+                        s[i][2] = ((const V *)(p + i % np * ps))[3];                               \
+                }                                                                                  \
+                if (hend)                                                                          \
+                        sum##LU(kind, mr, np, c1 - kh, st->A + m * st->lda + (kh - KX), st->lda,   \
+                                p + (S + G * kh) * LU, ps, s, pf);                                 \
                 for (size_t i = 0; i < mr * np; i++) {                                             \
                         const size_t q = i % np, uq = u + q * LU;                                  \
                         const size_t nq = n - q * LU < LU ? n - q * LU : LU;                       \
                         float *xo = (float *)st->xg + (m + i / np) * st->ldx + uq;                 \
                                                                                                    \
                         for (size_t g = 0; g < G; g++) {                                           \
-                                float *at = part + (i * S + slot_of(kind, hpart, g)) * LU;         \
+                                float *at = part + (i * S + slot_of(kind, hend, g)) * LU;          \
                                                                                                    \
                                 if (last && proj)                                                  \
                                         st##LU(xo + g * st->H, s[i][g], nq);                       \
@@ -433,11 +447,11 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         }                                                                          \
                 cells##LU(st, mr, np, m, u, n, part);                                              \
         }                                                                                          \
-        /* The next range of k from c0: a chunk of at most kc, never across x and A. */            \
+        /* The next range of k from c0: a chunk of at most kc (x and A as one). */                 \
         static ALWAYS_INLINE size_t chunk_end##LU(const struct rnnd__cpu_step *st, bool proj,      \
                                                   size_t c0, size_t kc)                            \
         {                                                                                          \
-                const size_t lim = c0 < st->KX ? st->KX : st->KX + (proj ? 0 : st->K);             \
+                const size_t lim = st->KX + (proj ? 0 : st->K);                                    \
                                                                                                    \
                 return lim - c0 < kc ? lim : c0 + kc;                                              \
         }                                                                                          \

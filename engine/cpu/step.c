@@ -70,7 +70,7 @@ static inline struct ahead ahead_share(const float *at, size_t lines, size_t m, 
         return (struct ahead){at + a * LINE_FLOATS, e - a < K ? e - a : K};
 }
 
-/* In sweep: a block's share, from the first chunk of h (the weights of x are few). */
+/* In sweep: a block's share, in the range where h starts (the weights of x are few). */
 #define AHEAD(mr)                                                                                  \
         (c0 <= st->KX && st->KX < c1 ? ahead_share(nxt, nlines, m, mr, M, c1 - st->KX) : NO_AHEAD)
 
@@ -373,8 +373,9 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
          * h, a GRU's W_n x goes to part and R_n h takes its register.  One range from x to h      \
          * keeps the sums in registers where a range each stored and reloaded them (and every      \
          * bias went through part): +3-4% a step at hidden 96 and 128 (panels of 8: +24-27%, and   \
-         * +9% at 512; none seen at 512 with panels of 16).  proj: x alone, no bias, and the sums  \
-         * stored to xg (rnnd__cpu_project()).                                                     \
+         * +9% at 512), but the hidden-512 GRU at 64 rows with panels of 16 ran 1-5% slower end to \
+         * end (unchanged alone; docs/BENCHMARKS.md).  proj: x alone, no bias, and the sums stored \
+         * to xg (rnnd__cpu_project()).                                                            \
          */                                                                                        \
         static ALWAYS_INLINE ATTR void block##LU(                                                  \
                 const struct rnnd__cpu_step *st, enum rnnd__cpu_kind kind, bool proj, size_t mr,   \

@@ -364,6 +364,7 @@ static inline __attribute__((always_inline)) void lstm_rows(size_t lu, size_t mr
         const float *panel = s->P + u / lu * stride;
         float acc[6][4 * LU_MAX];
 
+        rnnd__cpu_fetch_y(s, mr, n, m, u);
         if (lu == 16)
                 lstm_block16(mr, np, s, m, panel, stride, acc[0], 4 * LU_MAX, lu);
         else
@@ -399,6 +400,7 @@ lstm_cells8(const struct rnnd__cpu_step *s, size_t m, size_t u)
         const size_t stride = (1 + (size_t)s->KX + s->K) * 4 * 8;
         float acc[CELLS][4 * LU_MAX];
 
+        rnnd__cpu_fetch_y(s, CELLS, 8, m, u);
         for (size_t i = 0; i < CELLS; i += 2)
                 lstm_block8(2, 1, s, m + i, s->P + u / 8 * stride, stride, acc[i], 4 * LU_MAX, 8);
         cells_8(s, CELLS, m, u, acc[0], 4 * LU_MAX);

@@ -414,6 +414,8 @@ void rnnd__cpu_step_pack(enum rnnd__cpu_kind kind, uint32_t lu, uint32_t H, uint
                         st##LU(part + (i * S + 2) * LU, s[i][2], LU);                              \
                         s[i][2] = ((const V *)(p + i % np * ps))[3];                               \
                 }                                                                                  \
+                if (last && !proj)                                                                 \
+                        rnnd__cpu_fetch_y(st, mr, np *LU, m, u);                                   \
                 if (hend)                                                                          \
                         sum##LU(kind, mr, np, c1 - kh, st->A + m * st->lda + (kh - KX), st->lda,   \
                                 p + (S + G * kh) * LU, ps, s, pf);                                 \

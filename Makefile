@@ -10,6 +10,8 @@
 #   make bench-json  only a KServe request's JSON parse and render (rnnd-json-bench)
 #   make bench-server  rnnd against MLServer on the same model (tests/bench/server_bench.py)
 #   make bench-grpc  gRPC against HTTP under perf_analyzer and h2load (tests/bench/grpc_bench.py)
+#   make bench-step  the CPU step kernel of BASE (HEAD) and the working tree,
+#                alternated in one process (tests/bench/step_ab.py)
 #   make fuzz    each libFuzzer harness of tests/fuzz for FUZZ_SECONDS (120)
 #   make fuzz-cover  line and branch coverage of make fuzz's corpus
 #   make gpu-prep  build-gpu, .gpu-debs and .gpu-wheels for a GPU check on a
@@ -39,7 +41,7 @@ FUZZ_PKGS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json bench-server bench-grpc fuzz fuzz-cover soak gpu-prep clean format
+.PHONY: all deps deps-fuzz install-debs build run test bench bench-load bench-json bench-server bench-grpc bench-step fuzz fuzz-cover soak gpu-prep clean format
 
 all: build
 
@@ -100,6 +102,10 @@ bench-server: build
 bench-grpc: build
 	@$(MAKE) -s install-debs PKGS="$(BENCH_PKGS)"
 	@RNND_BENCH=grpc sh tests/bench/run.sh $(BUILD)
+
+BASE ?= HEAD
+bench-step: deps
+	@python3 tests/bench/step_ab.py --base $(BASE)
 
 fuzz: deps deps-fuzz
 	@sh tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(FUZZ_SECONDS)

@@ -131,19 +131,27 @@ static inline float *rnnd__cpu_yrow(const struct rnnd__cpu_step *s, size_t r)
 }
 
 /*
+ * The packed weights P of the fused kernels start at a multiple of a vector
+ * (lu floats), and so does each panel: a vector then never straddles two
+ * cache lines.  The kernels assert it; cpu.c aligns its buffers to
+ * RNND_CPU_ALIGN bytes.
+ */
+#define RNND_CPU_ALIGN 64u
+
+/*
  * Asks for the lines of y that a block of rows [m, m + mr) will write at
  * units [u, u + n), with intent to write, before the block sums: a batch's y
  * is new memory every step (each sequence's own output), whose lines came
  * from L3 or DRAM only when the block stored into them at its end; asked for
  * first, they have arrived by then (docs/BENCHMARKS.md "y fetched before it
- * is written": +4-5% for the GRU of hidden 512 at 64 rows).  One line more
+ * is written": +4-7% a step for the GRU of hidden 512 at 64 rows).  One line more
  * where a row's units do not start on one.  A lone row's y is one line a
  * block, not worth the instructions.
  */
 static inline __attribute__((always_inline)) void
 rnnd__cpu_fetch_y(const struct rnnd__cpu_step *s, size_t mr, size_t n, size_t m, size_t u)
 {
-        const size_t line = 64 / sizeof(float);
+        const size_t line = RNND_CPU_ALIGN / sizeof(float);
 
         if (mr == 1 || (s->y == NULL && s->ys == NULL))
                 return;
@@ -152,18 +160,10 @@ rnnd__cpu_fetch_y(const struct rnnd__cpu_step *s, size_t mr, size_t n, size_t m,
 
                 for (size_t j = 0; j < n; j += line)
                         __builtin_prefetch(at + j, 1, 3);
-                if ((uintptr_t)at % (line * sizeof(float)) != 0)
+                if ((uintptr_t)at % RNND_CPU_ALIGN != 0)
                         __builtin_prefetch(at + n - 1, 1, 3);
         }
 }
-
-/*
- * The packed weights P of the fused kernels start at a multiple of a vector
- * (lu floats), and so does each panel: a vector then never straddles two
- * cache lines.  The kernels assert it; cpu.c aligns its buffers to
- * RNND_CPU_ALIGN bytes.
- */
-#define RNND_CPU_ALIGN 64u
 
 /* Floats needed to pack W_ih [4H, KX], W_hh [4H, K] and the biases.  Thread-safe. */
 size_t rnnd__cpu_lstm_packed_size(uint32_t lu, uint32_t H, uint32_t KX, uint32_t K);

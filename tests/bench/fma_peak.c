@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#define ACCS    24
-#define ITERS   4096 /* multiply-adds per accumulator per call */
+#include "fma_kernel.h"
+
 #define WINDOWS 5
 
 struct worker {
@@ -39,62 +39,12 @@ static double now(void)
         return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/*
- * KERNEL(name, width, attribute): ITERS rounds of ACCS independent
- * multiply-adds on vectors of width floats; returns their lanes' sum.
- */
-#define KERNEL(NAME, W, ATTR)                                                                      \
-        typedef float NAME##_v __attribute__((vector_size(W * 4)));                                \
-        static ATTR __attribute__((noinline)) float NAME(float seed)                               \
-        {                                                                                          \
-                NAME##_v acc[ACCS], m = (NAME##_v){0} + 0.999999f, a = (NAME##_v){0} + 1e-7f;      \
-                float s = 0;                                                                       \
-                                                                                                   \
-                for (int i = 0; i < ACCS; i++)                                                     \
-                        acc[i] = (NAME##_v){0} + seed * (float)i;                                  \
-                for (int k = 0; k < ITERS; k++) {                                                  \
-                        _Pragma("GCC unroll 24") for (int i = 0; i < ACCS; i++) acc[i] =           \
-                                acc[i] * m + a;                                                    \
-                        __asm__("" : "+v"(m));                                                     \
-                }                                                                                  \
-                for (int i = 0; i < ACCS; i++)                                                     \
-                        for (int j = 0; j < W; j++)                                                \
-                                s += acc[i][j];                                                    \
-                return s;                                                                          \
-        }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-KERNEL(fma16, 16, __attribute__((target("arch=x86-64-v4"))))
-KERNEL(fma8, 8, __attribute__((target("arch=x86-64-v3"))))
-#endif
-KERNEL(madd4, 4, )
-
-/* The widest vector unit here: lanes per multiply-add, its name and its kernel. */
-static int width(const char **name, float (**fn)(float))
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (__builtin_cpu_supports("avx512f")) {
-                *name = "AVX-512";
-                *fn = fma16;
-                return 16;
-        }
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-                *name = "AVX2+FMA";
-                *fn = fma8;
-                return 8;
-        }
-#endif
-        *name = "SSE2 (multiply, add)";
-        *fn = madd4;
-        return 4;
-}
-
 static void *worker_main(void *arg)
 {
         struct worker *w = arg;
         const char *name;
         float (*fn)(float);
-        const double per_call = (double)ITERS * ACCS * 2 * width(&name, &fn);
+        const double per_call = (double)ITERS * ACCS * 2 * fma_width(&name, &fn);
         double best = 0, t0 = now();
 
         while (now() - t0 < w->seconds / 10) /* warm-up: clocks and licences settle */
@@ -123,7 +73,7 @@ int main(int argc, char **argv)
         struct worker *ws;
         const char *name;
         float (*fn)(float);
-        int lanes = width(&name, &fn);
+        int lanes = fma_width(&name, &fn);
         float sink = 0;
 
         for (int i = 1; i < argc; i++) {

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cpu/cpu-int.h"
+#include "fma_kernel.h"
 
 typedef void step_fn(const struct rnnd__cpu_step *, uint32_t, uint32_t);
 typedef void pack_fn(enum rnnd__cpu_kind, uint32_t, uint32_t, uint32_t, const float *, uint32_t,
@@ -74,36 +75,20 @@ static float *floats(size_t n)
         return p;
 }
 
-typedef float v16 __attribute__((vector_size(64)));
-
-/* 24 independent multiply-add chains of 16 lanes: the core's FMA peak. */
-static __attribute__((noinline, target("arch=x86-64-v4"))) float fma_loop(float seed)
-{
-        v16 acc[24], m = (v16){0} + 0.999999f, a = (v16){0} + 1e-7f;
-        float s = 0;
-
-        for (int i = 0; i < 24; i++)
-                acc[i] = (v16){0} + seed * (float)i;
-        for (int k = 0; k < 4096; k++) {
-                _Pragma("GCC unroll 24") for (int i = 0; i < 24; i++) acc[i] = acc[i] * m + a;
-                __asm__("" : "+v"(m));
-        }
-        for (int i = 0; i < 24; i++)
-                for (int j = 0; j < 16; j++)
-                        s += acc[i][j];
-        return s;
-}
-
+/* The best GFLOP/s of 50 calls of fma_kernel.h's loop (rnnd-fma-peak's, on CPU time). */
 static double fma_peak(void)
 {
+        const char *name;
+        float (*fn)(float);
+        const double flops = (double)ITERS * ACCS * 2 * fma_width(&name, &fn);
         double best = 0;
 
         for (int r = 0; r < 50; r++) {
                 double t = cpu_now(), g;
-                volatile float x = fma_loop(1e-3f);
+                volatile float x = fn(1e-3f);
 
                 (void)x;
-                g = 4096.0 * 24 * 32 / (cpu_now() - t) / 1e9;
+                g = flops / (cpu_now() - t) / 1e9;
                 best = g > best ? g : best;
         }
         return best;

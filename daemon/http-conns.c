@@ -277,7 +277,7 @@ void rnnd__http_conn_uri(struct rnnd_http *h, struct MHD_Connection *conn, const
 
 bool rnnd__http_conn_refuse_head(struct rnnd_http *h,
                                  bool (*is_it)(struct MHD_Connection *conn, void *cls),
-                                 void (*answer)(int fd, void *cls), void *cls)
+                                 void (*answer)(int fd, const char *uri, void *cls), void *cls)
 {
         struct rnnd_conns *c = h->conns;
         struct rnnd_conn *found = NULL;
@@ -296,7 +296,7 @@ bool rnnd__http_conn_refuse_head(struct rnnd_http *h,
                 }
         }
         if (n == 1) {
-                answer(found->fd, cls);
+                answer(found->fd, found->uri, cls);
                 shutdown(found->fd, SHUT_RDWR); /* what MHD would send next fails: it closes */
                 found->doomed = true;
         }

@@ -63,14 +63,15 @@ const char *rnnd__http_conn_uri_of(struct rnnd_http_request *r, size_t *len);
  * answered by rnnd instead (issue 29: 0.9.75 writes its own answer's
  * header block twice).  Among the connections of the calling MHD thread
  * whose request line was read and whose handler was not yet called, finds
- * those is_it(conn, cls) names; when it is exactly one, answer(fd, cls)
- * writes to its socket, which is then shut down (MHD's own answer fails to
- * go out, and MHD closes it), and returns true.  The MHD thread, from
- * MHD's error log callback, while MHD handles that connection.
+ * those is_it(conn, cls) names; when it is exactly one, answer(fd, uri,
+ * cls) writes to its socket (uri: the request line's, NULL if not seen),
+ * which is then shut down (MHD's own answer fails to go out, and MHD closes
+ * it), and returns true.  The MHD thread, from MHD's error log callback,
+ * while MHD handles that connection.
  */
 bool rnnd__http_conn_refuse_head(struct rnnd_http *h,
                                  bool (*is_it)(struct MHD_Connection *conn, void *cls),
-                                 void (*answer)(int fd, void *cls), void *cls);
+                                 void (*answer)(int fd, const char *uri, void *cls), void *cls);
 /* r's body is in (the final handler call): the request no longer waits on its client. */
 void rnnd__http_conn_received(struct rnnd_http_request *r);
 

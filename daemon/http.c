@@ -413,19 +413,21 @@ static void *uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL; /* no request context yet: access_cb makes it */
 }
 
-struct length_headers {
-        unsigned n;        /* Content-Length headers seen */
+/* The lines of one header, by name (MHD_get_connection_values's walk). */
+struct header_lines {
+        const char *name;  /* the header counted */
+        unsigned n;        /* lines seen */
         const char *first; /* the first one's value */
         bool differ;       /* a later one says something else */
 };
 
-static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value)
+static enum MHD_Result count_lines(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
 {
-        struct length_headers *c = cls;
+        struct header_lines *c = cls;
 
         (void)kind;
-        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        if (strcasecmp(key, c->name) != 0)
                 return MHD_YES;
         if (c->n++ == 0)
                 c->first = value;
@@ -437,20 +439,24 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
 /*
  * What libmicrohttpd 0.9.75 lets through (issue 18, docs/HTTP.md): a NUL
  * in the URL (unescape_cb leaves %00 encoded), Content-Length headers that
- * disagree (RFC 9112 §6.3: a message a proxy in front may frame otherwise),
- * and a Transfer-Encoding other than chunked, which MHD would wait on until
- * the connection timed out.  Prepares the 400/501, with Connection: close,
- * and returns its status, or 0.
+ * disagree, a Transfer-Encoding beside a Content-Length (RFC 9112 §6.3: each a
+ * message a proxy in front may frame otherwise than rnnd, the way requests
+ * are smuggled; MHD framed such a body by one and served the rest as the next
+ * request), and a Transfer-Encoding other than one chunked line (a second
+ * line adds a coding: "chunked" then "gzip" is "chunked, gzip", which MHD
+ * read as chunked), which MHD would also wait on until the connection timed
+ * out.  Prepares the 400/501, with Connection: close, and returns its status,
+ * or 0.
  */
 static unsigned check_framing(struct rnnd_http_request *r, const char *method, const char *url,
                               const char *version)
 {
-        const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-        struct length_headers cl = {0};
+        struct header_lines cl = {.name = MHD_HTTP_HEADER_CONTENT_LENGTH};
+        struct header_lines te = {.name = MHD_HTTP_HEADER_TRANSFER_ENCODING};
         int status = 0;
 
-        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_length, &cl);
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_lines, &cl);
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_lines, &te);
         if (line_has_nul(r, method, url, version))
                 status = rnnd_http_fail(r, RNND_EINVAL, "the request line holds a NUL byte");
         else if (strstr(r->path, "%00") != NULL)
@@ -458,11 +464,20 @@ static unsigned check_framing(struct rnnd_http_request *r, const char *method, c
         else if (cl.differ)
                 status = rnnd_http_fail(r, RNND_EINVAL, "%u Content-Length headers that disagree",
                                         cl.n);
-        else if (te != NULL && strcasecmp(te, "chunked") != 0)
+        else if (te.n > 0 && cl.n > 0)
+                status = rnnd_http_fail(r, RNND_EINVAL,
+                                        "both Transfer-Encoding and Content-Length (RFC 9112 "
+                                        "§6.3): send one of them");
+        else if (te.n > 1)
+                status = rnnd_http_fail(r, RNND_ENOTIMPL,
+                                        "%u Transfer-Encoding headers, the first '%.40s': only "
+                                        "one, chunked, is supported",
+                                        te.n, te.first != NULL ? te.first : "");
+        else if (te.n == 1 && (te.first == NULL || strcasecmp(te.first, "chunked") != 0))
                 status = rnnd_http_fail(r, RNND_ENOTIMPL,
                                         "Transfer-Encoding '%.40s' is not supported (only "
                                         "chunked, or a Content-Length)",
-                                        te);
+                                        te.first != NULL ? te.first : "");
         if (status == 0)
                 return 0;
         rnnd_http_respond_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -660,17 +675,26 @@ static const char *printable(const char *s, char *buf, size_t cap)
  * debug for health checks and scrapes).  toe_why says how the connection
  * ended when not normally.
  */
-static void access_line(struct rnnd_http *h, struct rnnd_http_request *r, unsigned status,
-                        int route_level, const char *toe_why)
+static int access_level(struct rnnd_http *h, unsigned status, int route_level)
 {
         const int which = (*h->opts)->access_log;
         const int level = status >= 500   ? RNND_LOG_WARNING
                           : status >= 400 ? RNND_LOG_NOTICE
                                           : route_level;
-        char path[256];
 
         if (which == RNND_ACCESS_LOG_OFF || (which == RNND_ACCESS_LOG_ERRORS && status < 400) ||
             !rnnd_log_enabled(level))
+                return -1;
+        return level;
+}
+
+static void access_line(struct rnnd_http *h, struct rnnd_http_request *r, unsigned status,
+                        int route_level, const char *toe_why)
+{
+        const int level = access_level(h, status, route_level);
+        char path[256];
+
+        if (level < 0)
                 return;
         rnnd_log_access(level, &(struct rnnd_log_access){
                                        .req_id = r->id,
@@ -683,6 +707,20 @@ static void access_line(struct rnnd_http *h, struct rnnd_http_request *r, unsign
                                        .version = r->log_version,
                                        .reason = toe_why[0] != '\0' ? toe_why : r->reason,
                                });
+}
+
+/*
+ * The status of a request rnnd did not answer: libmicrohttpd's own answer
+ * (400 for a malformed chunked body, 413 for a chunk too large), or 499 when
+ * nothing was sent (docs/HTTP.md: the client left).
+ */
+static unsigned mhd_status(struct MHD_Connection *conn)
+{
+        const union MHD_ConnectionInfo *ci =
+                conn != NULL ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS)
+                             : NULL;
+
+        return ci != NULL && ci->http_status >= 100 ? ci->http_status : 499;
 }
 
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -701,18 +739,18 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **req_cls,
         unsigned status;
         int level;
 
-        (void)conn;
         if (r == NULL)
                 return;
         *req_cls = NULL;
-        status = r->status != 0 ? r->status : 499;
+        status = r->status != 0 ? r->status : mhd_status(conn);
         /* Counted, and the model let go: the response is out (or the client gone). */
         level = h->routes.done(r, r->route_ctx, status);
         if (r->dropped)
                 toe = MHD_REQUEST_TERMINATED_COMPLETED_OK; /* closed by queue(), as it meant */
         access_line(h, r, status, level,
-                    (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
-                                                                                     : "");
+                    r->status == 0 && status != 499 ? "malformed request, answered by libmicrohttpd"
+                    : (unsigned)toe < sizeof(why) / sizeof(why[0]) && why[toe] != NULL ? why[toe]
+                                                                                       : "");
         rnnd__http_conn_busy(r, false);
         atomic_fetch_sub(&h->inflight, 1);
         rnnd_http_request_unref(r);
@@ -731,6 +769,32 @@ void rnnd_http_request_log_model(struct rnnd_http_request *r, const char *model,
  * first, on the connection's thread, so rnnd answers there instead: the same
  * 400 (413 for a number too large) as check_length(), and closes.
  */
+/*
+ * Counts a request answered before it had a context (answer_bad_length) and
+ * writes its access line: uri is the request line's (the method is not known
+ * yet: "-").
+ */
+static void refused_line(struct rnnd_http *h, const char *id, const char *uri, unsigned status,
+                         size_t bytes, const char *why)
+{
+        const int level = access_level(h, status, RNND_LOG_INFO);
+        char path[256];
+
+        if (h->routes.refused != NULL)
+                h->routes.refused(h->app, status);
+        if (level < 0)
+                return;
+        rnnd_log_access(level,
+                        &(struct rnnd_log_access){
+                                .req_id = id,
+                                .method = "-",
+                                .path = printable(uri != NULL ? uri : "", path, sizeof(path)),
+                                .status = status,
+                                .bytes = bytes,
+                                .reason = why,
+                        });
+}
+
 struct bad_length {
         struct rnnd_http *h;
         char value[48]; /* the header's value, cut */
@@ -749,7 +813,7 @@ static bool has_bad_length(struct MHD_Connection *conn, void *cls)
         return true;
 }
 
-static void answer_bad_length(int fd, void *cls)
+static void answer_bad_length(int fd, const char *uri, void *cls)
 {
         struct bad_length *b = cls;
         bool digits = b->value[0] != '\0' && strspn(b->value, "0123456789") == strlen(b->value);
@@ -780,6 +844,8 @@ static void answer_bad_length(int fd, void *cls)
                      date, id, body.len, body.data);
         if (n > 0 && (size_t)n < sizeof(head))
                 (void)send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        refused_line(b->h, id, uri, (unsigned)rnnd_error_http_status(code),
+                     n > 0 && (size_t)n < sizeof(head) ? (size_t)n : 0, msg);
 }
 
 /* MHD's error log, into rnnd_log at warning.  cls is the struct rnnd_http. */
@@ -795,16 +861,27 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
                 "Failed to send data",         "Connection was closed by remote side",
         };
         int level = RNND_LOG_WARNING;
+        static _Thread_local bool refused;
 
         if (strncmp(fmt, "Failed to parse `Content-Length'", 32) == 0 ||
             strncmp(fmt, "Too large value of 'Content-Length'", 35) == 0) {
                 struct bad_length b = {.h = cls};
 
-                (void)rnnd__http_conn_refuse_head(cls, has_bad_length, answer_bad_length, &b);
+                refused = rnnd__http_conn_refuse_head(cls, has_bad_length, answer_bad_length, &b);
+                if (refused)
+                        level = RNND_LOG_DEBUG; /* answered, counted and logged by rnnd */
+        } else if (refused && strncmp(fmt, "Error processing request", 24) == 0) {
+                level = RNND_LOG_DEBUG; /* MHD's own answer to it, which goes nowhere: */
+        } else if (refused && strncmp(fmt, "Failed to send the response headers", 35) == 0) {
+                level = RNND_LOG_DEBUG; /* rnnd shut the socket */
+                refused = false;
         }
         for (size_t i = 0; i < sizeof(per_connection) / sizeof(per_connection[0]); i++)
                 if (strncmp(fmt, per_connection[i], strlen(per_connection[i])) == 0)
                         level = RNND_LOG_DEBUG;
+        /* A client's malformed request, which MHD answered: at an access line's level. */
+        if (strncmp(fmt, "Error processing request", 24) == 0 && level == RNND_LOG_WARNING)
+                level = RNND_LOG_NOTICE;
         if (rnnd_log_enabled(level))
                 rnnd_log_writev(level, NULL, fmt, ap);
 }

@@ -52,6 +52,8 @@ struct rnnd_route_handler {
         unsigned (*match)(struct rnnd_http_request *r, void *ctx);
         void (*serve)(struct rnnd_http_request *r, void *ctx);
         int (*done)(struct rnnd_http_request *r, void *ctx, unsigned status);
+        /* A request answered before it had a context (a head MHD refused): counts it. */
+        void (*refused)(struct rnnd_server *app, unsigned status);
 };
 
 /*

@@ -111,6 +111,29 @@ static void access_fields(struct rnnd_strbuf *b, const struct rnnd_log_access *a
                 rnnd_strbuf_json_kv_str(b, "reason", a->reason);
 }
 
+/*
+ * s for a text line: a control byte (most of them client-sent: a URL, a
+ * method, a tensor's name quoted in a message) as \n, \r or \xHH, so that a
+ * line is one line whatever a client sent; "x\n<2>..." would otherwise be
+ * a second line that journald reads at priority 2 (crit).  The JSON format
+ * escapes them as JSON does.
+ */
+static void put_escaped(struct rnnd_strbuf *b, const char *s)
+{
+        for (; *s != '\0'; s++) {
+                unsigned char c = (unsigned char)*s;
+
+                if (c >= 0x20 && c != 0x7f)
+                        rnnd_strbuf_putc(b, (char)c);
+                else if (c == '\n')
+                        rnnd_strbuf_puts(b, "\\n");
+                else if (c == '\r')
+                        rnnd_strbuf_puts(b, "\\r");
+                else
+                        rnnd_strbuf_printf(b, "\\x%02x", c);
+        }
+}
+
 /* Writes msg as one line at level (a is an access line's fields, or NULL). */
 static void write_line(int level, const char *req_id, const char *msg,
                        const struct rnnd_log_access *a)
@@ -141,9 +164,12 @@ static void write_line(int level, const char *req_id, const char *msg,
                         rnnd_strbuf_puts(&b, stamp);
                         rnnd_strbuf_putc(&b, ' ');
                 }
-                if (present(req_id))
-                        rnnd_strbuf_printf(&b, "[%s] ", req_id);
-                rnnd_strbuf_puts(&b, msg);
+                if (present(req_id)) {
+                        rnnd_strbuf_putc(&b, '[');
+                        put_escaped(&b, req_id);
+                        rnnd_strbuf_puts(&b, "] ");
+                }
+                put_escaped(&b, msg);
         }
         /* The buffer is sized so that nothing above is cut; keep the newline regardless. */
         if (b.len + 1 >= sizeof(line))

@@ -499,5 +499,14 @@ static int done(struct rnnd_http_request *r, void *ctx, unsigned status)
                                                                         : RNND_LOG_INFO;
 }
 
-const struct rnnd_route_handler rnnd_routes = {
-        .ctx_size = sizeof(struct rnnd_route_req), .match = match, .serve = serve, .done = done};
+/* rnnd_routes.refused: a request answered before routing, counted under no model. */
+static void refused(struct rnnd_server *app, unsigned status)
+{
+        rnnd_models_count(rnnd_server_models(app), NULL, NULL, status);
+}
+
+const struct rnnd_route_handler rnnd_routes = {.ctx_size = sizeof(struct rnnd_route_req),
+                                               .match = match,
+                                               .serve = serve,
+                                               .done = done,
+                                               .refused = refused};

@@ -173,9 +173,74 @@ def test_half_close(d):
     check(set(seen) <= {200, 0}, "40 requests then a half-close: each 200 or closed, never 499", seen)
 
 
+def requests_total(d):
+    """{(model, code): count} from /metrics."""
+    import re
+    _, _, text = d.request("GET", "/metrics")
+    return {(m, c): int(n) for m, c, n in
+            re.findall(rb'^rnnd_requests_total\{model="([^"]*)",version="[^"]*",code="(\d+)"\} (\d+)$', text, re.M)}
+
+
+def test_smuggling(d):
+    """RFC 9112 §6.1/§6.3: a body framed two ways is refused and the connection closed, so
+    that the bytes after it are never read as a request (a proxy in front may frame them
+    otherwise: the way requests are smuggled)."""
+    smuggled = b"0\r\n\r\nGET /v3/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    dt, out, closed = raw(d.port, post(INFER, [b"Content-Length: %d" % len(smuggled),
+                                               b"Transfer-Encoding: chunked"], smuggled))
+    check(status_of(out) == 400 and status_lines(out) == 1 and b"Transfer-Encoding and Content-Length" in out
+          and b"smuggled" not in out and closed and dt < 2,
+          "Content-Length and Transfer-Encoding: one 400 naming both, the connection closes", (dt, out[:400]))
+    for tes in ((b"chunked", b"gzip"), (b"gzip", b"chunked"), (b"chunked", b"chunked")):
+        dt, out, closed = raw(d.port, post(INFER, [b"Transfer-Encoding: " + te for te in tes],
+                                           b"5\r\nhello\r\n0\r\n\r\n"))
+        check(status_of(out) == 501 and status_lines(out) == 1 and b"2 Transfer-Encoding headers" in out
+              and closed and dt < 2,
+              "Transfer-Encoding %s then %s: one 501, the connection closes" % (tes[0].decode(), tes[1].decode()),
+              (dt, out[:300]))
+
+
+def test_counted(d):
+    """What libmicrohttpd answers itself (a malformed chunked body: 400, a chunk too large:
+    413) and what rnnd answers before routing (an unreadable Content-Length) are counted
+    under their status and logged, never as 499 (docs/HTTP.md: the client left)."""
+    before = requests_total(d)
+    for body, want in ((b"zz\r\nhello\r\n0\r\n\r\n", 400), (b"fffffffffffffffffffff\r\nx\r\n0\r\n\r\n", 413)):
+        dt, out, closed = raw(d.port, post(INFER, [b"Transfer-Encoding: chunked"], body))
+        check(status_of(out) == want and closed, "a bad chunk: %d from libmicrohttpd" % want, out[:200])
+    for cl in (b"abc", b"99999999999999999999999"):
+        raw(d.port, post(b"/v2/other", [b"Content-Length: " + cl], b""))
+    time.sleep(0.3)
+    after = requests_total(d)
+    grew = {k: after.get(k, 0) - before.get(k, 0) for k in after
+            if after.get(k, 0) != before.get(k, 0) and k != (b"", b"200")}  # the scrape itself
+    check(grew == {(b"digits_lstm", b"400"): 1, (b"digits_lstm", b"413"): 1, (b"", b"400"): 1, (b"", b"413"): 1},
+          "each counted under its status, none as 499", grew)
+    log = d.stderr()
+    check("answered by libmicrohttpd" in log and "invalid Content-Length 'abc'" in log
+          and "- /v2/other 413" in log,
+          "each has its access line", log[-1500:])
+
+
+def test_log_lines(d):
+    """A client's bytes never make a log line of their own (text format): a newline in a
+    URL, a method or a name quoted in an error is written escaped."""
+    raw(d.port, b"GET /v3/x%0a<2>FORGED1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    raw(d.port, b"POST /v2/x%0a<2>FORGED2 HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n")
+    body = (b'{"inputs":[{"name":"x\\n<2>FORGED3","datatype":"FP32","shape":[1,8,8],"data":[' +
+            b",".join([b"0"] * 64) + b"]}]}")
+    raw(d.port, post(INFER, [b"Content-Length: %d" % len(body), b"Connection: close"], body))
+    raw(d.port, b"G\x1b[31mE\nT /v2 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    time.sleep(0.3)
+    log = d.stderr()
+    forged = [l for l in log.splitlines() if "FORGED" in l and not l.startswith("<5>")]
+    check(log.count("FORGED") >= 3 and not forged and "\\n<2>FORGED3" in log,
+          "client bytes stay inside their line, escaped", (forged, log[-1500:]))
+
+
 def main():
     rnndtest.run_test(test_output_limit)
-    d = rnndtest.Daemon("--header_timeout=2", repo=DEMO)
+    d = rnndtest.Daemon("--header_timeout=2", "--access_log=errors", repo=DEMO)
     length = b"Content-Length: %d" % len(BODY)
     try:
         for path, what in ((b"/v2/models/digits_lstm%00evil/infer", "a model name cut at %00"),
@@ -209,6 +274,9 @@ def main():
         rnndtest.run_test(test_nul, d)
         rnndtest.run_test(test_bad_length, d)
         rnndtest.run_test(test_half_close, d)
+        rnndtest.run_test(test_smuggling, d)
+        rnndtest.run_test(test_counted, d)
+        rnndtest.run_test(test_log_lines, d)
         st, _, _ = d.request("GET", "/v2/health/ready")
         check(st == 200, "the daemon still serves after the framing cases", st)
         rc, _ = d.stop()

@@ -462,6 +462,7 @@ void rnnd_inference_limits(const struct rnnd_server *srv, struct rnnd_infer_limi
         rnnd_infer_limits_default(ret);
         ret->max_elements = srv->opts->max_tensor_elements;
         ret->max_depth = (unsigned)srv->opts->max_json_depth;
+        ret->max_tree = srv->opts->max_json_memory;
 }
 
 int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_owner *owner,

@@ -277,6 +277,21 @@ static const struct rnnd_option options[] = {
                 .help = "Deepest nesting of arrays and objects accepted in a request's JSON.",
         },
         {
+                .name = "max_json_memory",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(max_json_memory),
+                .def = "64M",
+                .min = 64 * KIB,
+                .max = 4 * GIB,
+                .metavar = "BYTES",
+                .help = "Most memory the parsed JSON of one request may take, estimated from "
+                        "its text before it is parsed (a JSON value takes 40 to 240 bytes "
+                        "parsed: up to 80 times its text). KServe's data arrays are read "
+                        "straight into tensors and do not count; TF Serving's :predict "
+                        "bodies count whole. A request past it is answered 400. Bytes, or "
+                        "with a K, M or G suffix.",
+        },
+        {
                 .name = "per_connection_memory",
                 .type = RNND_OPT_BYTES,
                 .offset = OFF(per_connection_memory),

@@ -42,8 +42,12 @@ int rnnd__infer_nomem(rnnd_error_t *e, const char *what);
 const struct rnnd_infer_limits *rnnd__infer_limits(const struct rnnd_infer_limits *l,
                                                    struct rnnd_infer_limits *buf);
 
-/* Fails with RNND_ELIMIT when text[0..n) nests [ and { deeper than max. */
-int rnnd__infer_check_depth(const char *s, size_t n, unsigned max, rnnd_error_t *err);
+/*
+ * Fails with RNND_ELIMIT when text[0..n) nests [ and { deeper than
+ * lim->max_depth, or its jansson tree would take more than lim->max_tree.
+ */
+int rnnd__infer_check_text(const char *s, size_t n, const struct rnnd_infer_limits *lim,
+                           rnnd_error_t *err);
 
 /* rnnd_kserve_parse() without the fast path: jansson reads every number (tests compare). */
 int rnnd__kserve_parse_jansson(const void *body, size_t len, size_t json_len,
@@ -79,10 +83,11 @@ size_t rnnd__infer_skeleton(const char *text, size_t n, char *skel,
 
 /*
  * Parses text[0..n) into a new object in *ret, after a scan that bounds the
- * nesting at max_depth before any tree is built.
+ * nesting and the tree's size (rnnd__infer_check_text) before any tree is
+ * built.
  */
-int rnnd__infer_load_object(const char *text, size_t n, unsigned max_depth, json_t **ret,
-                            rnnd_error_t *err);
+int rnnd__infer_load_object(const char *text, size_t n, const struct rnnd_infer_limits *lim,
+                            json_t **ret, rnnd_error_t *err);
 
 /* Fails on the first key of obj not in the NULL-terminated keys. */
 int rnnd__infer_check_keys(json_t *obj, const char *const *keys, const char *path,

@@ -506,7 +506,7 @@ static bool big_sequence_id(const char *t, size_t n, size_t *off, size_t *len, u
  */
 static int load_root(struct kctx *c, const char *text, size_t n, json_t **root)
 {
-        int r = rnnd__infer_load_object(text, n, c->lim->max_depth, root, c->err);
+        int r = rnnd__infer_load_object(text, n, c->lim, root, c->err);
         size_t off, len;
         uint64_t v;
         char *copy;
@@ -523,7 +523,7 @@ static int load_root(struct kctx *c, const char *text, size_t n, json_t **root)
         memcpy(copy, text, n);
         copy[off] = '0';
         memset(copy + off + 1, ' ', len - 1);
-        r = rnnd__infer_load_object(copy, n, c->lim->max_depth, root, c->err);
+        r = rnnd__infer_load_object(copy, n, c->lim, root, c->err);
         rnnd_free(copy);
         if (r == 0)
                 c->big_sequence_id = v;

@@ -347,7 +347,7 @@ int rnnd_tfs_parse(const void *body, size_t len, const struct rnnd_model_config 
 
         if (len == 0)
                 return rnnd_error_set(reterr, RNND_EINVAL, "the body is empty");
-        r = rnnd__infer_load_object(body, len, lim->max_depth, &root, reterr);
+        r = rnnd__infer_load_object(body, len, lim, &root, reterr);
         if (r < 0)
                 return r;
         r = rnnd__infer_check_keys(root, keys, "", reterr);

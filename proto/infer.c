@@ -8,9 +8,10 @@
  * infer-bind.c (a request bound to a model's config, and the outputs) and
  * infer-render.c (the responses).
  *
- * Parsing uses jansson, after a quick scan (check_depth) that bounds the
- * nesting before any tree is built, and after the element count of every
- * tensor is checked from its shape before its buffer is allocated.
+ * Parsing uses jansson, after a quick scan (check_text) that bounds the
+ * nesting and the tree's size before any tree is built, and after the element
+ * count of every tensor is checked from its shape before its buffer is
+ * allocated.
  */
 #include <assert.h>
 #include <float.h>
@@ -107,11 +108,31 @@ int rnnd__infer_nomem(rnnd_error_t *e, const char *what)
  */
 
 /*
- * Fails with RNND_ELIMIT when the text nests [ and { deeper than max, before
- * jansson builds a tree of it.  Brackets inside strings do not count.
+ * What jansson 2.14's tree of a JSON text takes, at most, in bytes (glibc's
+ * malloc, 64-bit; tests/unit/test_infer.c measures it): a value after a
+ * comma or a bracket (a number's node and its slot; a string's is more, and
+ * its bytes are in the text), an array, an object (its hash table), and an
+ * object's member (its key and entry), a string's copy (besides its bytes).
+ * A body of 2 bytes a value ("0,") made 20 times its size in tree, of "{},"
+ * 77 times.
  */
-int rnnd__infer_check_depth(const char *s, size_t n, unsigned max, rnnd_error_t *err)
+#define TREE_VALUE  48u
+#define TREE_ARRAY  144u
+#define TREE_OBJECT 240u
+#define TREE_MEMBER 80u
+#define TREE_STRING 48u
+
+/*
+ * Fails with RNND_ELIMIT when the text nests [ and { deeper than
+ * lim->max_depth, or when jansson's tree of it would take more than
+ * lim->max_tree bytes, before jansson builds it.  What is inside strings does
+ * not count, but their bytes, which jansson copies (all of the text's, at
+ * most).
+ */
+int rnnd__infer_check_text(const char *s, size_t n, const struct rnnd_infer_limits *lim,
+                           rnnd_error_t *err)
 {
+        uint64_t tree = TREE_VALUE, str = 0;
         unsigned depth = 0;
         bool in_str = false;
 
@@ -125,16 +146,41 @@ int rnnd__infer_check_depth(const char *s, size_t n, unsigned max, rnnd_error_t 
                                 in_str = false;
                         continue;
                 }
-                if (c == '"') {
+                switch (c) {
+                case '"':
                         in_str = true;
-                } else if (c == '[' || c == '{') {
-                        if (++depth > max)
+                        str++;
+                        break;
+                case '[':
+                case '{':
+                        if (++depth > lim->max_depth)
                                 return rnnd_error_set(err, RNND_ELIMIT,
-                                                      "JSON nested deeper than %u levels", max);
-                } else if ((c == ']' || c == '}') && depth > 0) {
-                        depth--;
+                                                      "JSON nested deeper than %u levels",
+                                                      lim->max_depth);
+                        tree += (c == '[' ? TREE_ARRAY : TREE_OBJECT) + TREE_VALUE;
+                        break;
+                case ']':
+                case '}':
+                        depth -= depth > 0;
+                        break;
+                case ',':
+                        tree += TREE_VALUE;
+                        break;
+                case ':':
+                        tree += TREE_MEMBER;
+                        break;
+                default:
+                        break;
                 }
         }
+        tree += str > 0 ? str * TREE_STRING + n : 0;
+        if (tree > lim->max_tree)
+                return rnnd_error_set(err, RNND_ELIMIT,
+                                      "the request's JSON would take about %" PRIu64
+                                      " MiB to parse, more than max_json_memory (%" PRIu64
+                                      " MiB): send fewer values in one request, or binary "
+                                      "tensors",
+                                      (tree + (1u << 20) - 1) >> 20, lim->max_tree >> 20);
         return 0;
 }
 
@@ -155,14 +201,14 @@ static void *json_alloc(size_t n)
 }
 
 /* Parses text[0..n) into a new object in *ret, after the depth check. */
-int rnnd__infer_load_object(const char *text, size_t n, unsigned max_depth, json_t **ret,
-                            rnnd_error_t *err)
+int rnnd__infer_load_object(const char *text, size_t n, const struct rnnd_infer_limits *lim,
+                            json_t **ret, rnnd_error_t *err)
 {
         json_error_t jerr;
         json_t *root;
         int r;
 
-        r = rnnd__infer_check_depth(text, n, max_depth, err);
+        r = rnnd__infer_check_text(text, n, lim, err);
         if (r < 0)
                 return r;
         json_alloc_failed = false;
@@ -526,6 +572,7 @@ void rnnd_infer_limits_default(struct rnnd_infer_limits *l)
 {
         l->max_elements = RNND_INFER_DEFAULT_MAX_ELEMENTS;
         l->max_depth = RNND_INFER_DEFAULT_MAX_DEPTH;
+        l->max_tree = RNND_INFER_DEFAULT_MAX_TREE;
 }
 
 const char *rnnd_infer_output_name(rnnd_infer_output_t k)

@@ -40,6 +40,7 @@
 /* Defaults of struct rnnd_infer_limits. */
 #define RNND_INFER_DEFAULT_MAX_ELEMENTS (UINT64_C(1) << 24)
 #define RNND_INFER_DEFAULT_MAX_DEPTH    32u
+#define RNND_INFER_DEFAULT_MAX_TREE     (UINT64_C(64) << 20)
 
 /* Which wire format a request came in, and so how to answer it. */
 typedef enum rnnd_infer_format {
@@ -64,6 +65,7 @@ typedef enum rnnd_infer_output {
 struct rnnd_infer_limits {
         uint64_t max_elements; /* per tensor, checked from the shape before allocating */
         unsigned max_depth;    /* JSON nesting ([ and {), checked before building a tree */
+        uint64_t max_tree;     /* bytes of the JSON tree, estimated before building it */
 };
 
 /* One tensor: little-endian, row-major. */

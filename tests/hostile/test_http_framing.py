@@ -238,8 +238,32 @@ def test_log_lines(d):
           "client bytes stay inside their line, escaped", (forged, log[-1500:]))
 
 
+def test_json_memory():
+    """max_json_memory: JSON that would parse into far more memory than its text (empty
+    arrays, 45 times) is a 400 naming the limit before any tree is built, and RSS stays
+    flat; a TF Serving body within it is served."""
+    import json
+    d = rnndtest.Daemon("--max_json_memory=16M", repo=DEMO)
+    try:
+        ex = json.loads(BODY)
+        before = rss_kb(d.proc.pid)
+        for extra in ('"parameters":{"x":[%s]}', '"foo":[%s]'):
+            body = json.dumps(ex)[:-1] + "," + extra % ",".join(["[]"] * 2000000) + "}"
+            st, _, b = d.json("POST", "/v2/models/digits_lstm/infer", body=body)
+            check(st == 400 and "max_json_memory (16 MiB)" in b.get("error", ""),
+                  "%.1f MB of empty arrays: 400 naming max_json_memory" % (len(body) / 1e6), (st, b))
+        grew = rss_kb(d.proc.pid) - before
+        check(grew < 32768, "RSS after them grew less than 32 MiB (KiB)", grew)
+        inst = [[[0.5] * 8 for _ in range(8)] for _ in range(64)]
+        st, _, b = d.json("POST", "/v1/models/digits_lstm:predict", body=json.dumps({"instances": inst}))
+        check(st == 200 and len(b.get("predictions", [])) == 64, "a 64-image :predict is served", st)
+    finally:
+        d.close()
+
+
 def main():
     rnndtest.run_test(test_output_limit)
+    rnndtest.run_test(test_json_memory)
     d = rnndtest.Daemon("--header_timeout=2", "--access_log=errors", repo=DEMO)
     length = b"Content-Length: %d" % len(BODY)
     try:

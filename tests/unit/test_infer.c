@@ -6,6 +6,7 @@
  */
 #include <float.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1274,6 +1275,63 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* Bytes malloc hands out now (glibc's count; 0 under a sanitizer's allocator). */
+static size_t heap_used(void)
+{
+        struct mallinfo2 m = mallinfo2();
+
+        return m.uordblks + m.hblkhd;
+}
+
+/*
+ * max_json_memory: the scan's estimate of jansson's tree is at least what
+ * jansson takes, and not far above, for the shapes of JSON that cost most a
+ * byte; a text past the limit fails before any tree is built.
+ */
+START_TEST(test_tree_bound)
+{
+        static const char *const items[] = {
+                "0",     "0.5",       "[]",         "{}",
+                "\"a\"", "{\"a\":1}", "[0.25,0.5]", "\"abcdefghijklmnopqrstuvwxyz0123456789\""};
+        const size_t n = 20000;
+
+        for (size_t k = 0; k < sizeof(items) / sizeof(items[0]); k++) {
+                struct rnnd_infer_limits lim;
+                struct rnnd_strbuf b;
+                rnnd_error_t e = {0};
+                json_t *root = NULL;
+                size_t before, took;
+
+                rnnd_strbuf_init(&b);
+                rnnd_strbuf_puts(&b, "{\"x\":[");
+                for (size_t i = 0; i < n; i++) {
+                        rnnd_strbuf_puts(&b, i > 0 ? "," : "");
+                        rnnd_strbuf_puts(&b, items[k]);
+                }
+                rnnd_strbuf_puts(&b, "]}");
+                rnnd_infer_limits_default(&lim);
+                lim.max_tree = UINT64_MAX;
+                before = heap_used();
+                ck_assert_int_eq(rnnd__infer_load_object(b.data, b.len, &lim, &root, &e), 0);
+                took = heap_used() - before;
+                json_decref(root);
+                if (took == 0) { /* a sanitizer's allocator: nothing to compare */
+                        rnnd_strbuf_done(&b);
+                        continue;
+                }
+                lim.max_tree = took - 1;
+                ck_assert_msg(rnnd__infer_check_text(b.data, b.len, &lim, &e) == RNND_ELIMIT,
+                              "%s: the estimate is below jansson's %zu bytes", items[k], took);
+                ck_assert_ptr_nonnull(strstr(e.msg, "max_json_memory"));
+                lim.max_tree = 2 * took;
+                ck_assert_msg(rnnd__infer_check_text(b.data, b.len, &lim, &e) == 0,
+                              "%s: the estimate is over twice jansson's %zu bytes (%s)", items[k],
+                              took, e.msg);
+                rnnd_strbuf_done(&b);
+        }
+}
+END_TEST
+
 /*
  * Rendering and reading back
  */
@@ -1802,6 +1860,7 @@ static Suite *infer_suite(void)
         tcase_add_test(tc, test_kserve_binary_output);
         tcase_add_loop_test(tc, test_kserve_binary, 0, 2);
         tcase_add_test(tc, test_limits);
+        tcase_add_test(tc, test_tree_bound);
         tcase_add_test(tc, test_pathf);
         tcase_add_test(tc, test_strbuf_ints);
         suite_add_tcase(s, tc);

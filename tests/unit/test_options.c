@@ -105,6 +105,7 @@ START_TEST(test_table_rows)
                 "max_tensor_elements",
                 "max_response_bytes",
                 "max_json_depth",
+                "max_json_memory",
                 "per_connection_memory",
                 "log_level",
                 "access_log",

@@ -116,6 +116,15 @@ static const struct {
         {"c0", 2, false},
 };
 
+/*
+ * Levels of lists of row tensor k in an instance: a chain's states are one
+ * flat row a sequence (infer-bind.c state_shape(); docs/HTTP.md).
+ */
+static unsigned row_ndim(unsigned k, const struct rnnd_model_config *cfg)
+{
+        return (k == ROW_H0 || k == ROW_C0) && cfg->n_blocks > 1 ? 1 : row_tensors[k].ndim;
+}
+
 /* Row format: one tensor's value in each instance, and their common shape. */
 struct row_col {
         bool any;                      /* some instance has it */
@@ -190,12 +199,12 @@ static int row_scan(json_t *inst, size_t i, const struct rnnd_model_config *cfg,
                         return r;
                 if (row_tensors[k].seq && ndim >= 1 && shape[0] == 0)
                         return rnnd__infer_path_error(err, RNND_EINVAL, vpath, "empty sequence");
-                if (ndim != row_tensors[k].ndim)
+                if (ndim != row_ndim(k, cfg))
                         return rnnd__infer_path_error(
                                 err, RNND_EINVAL, vpath,
                                 "shape %s, but '%s' takes %u level%s of lists per instance",
                                 rnnd_shape_format(s1, SHAPE_LEN, shape, ndim), row_tensors[k].name,
-                                row_tensors[k].ndim, row_tensors[k].ndim == 1 ? "" : "s");
+                                row_ndim(k, cfg), row_ndim(k, cfg) == 1 ? "" : "s");
                 if (row_tensors[k].seq) {
                         if (len_from >= 0 && shape[0] != len)
                                 return rnnd__infer_path_error(
@@ -246,8 +255,8 @@ static int row_fill(json_t *list, const struct rnnd_model_config *cfg,
                 if (!cols[k].any)
                         continue;
                 shape[0] = B;
-                memcpy(shape + 1, cols[k].shape, row_tensors[k].ndim * sizeof(shape[0]));
-                r = add_tensor(req, name, tfs_dtype(name), shape, row_tensors[k].ndim + 1, lim,
+                memcpy(shape + 1, cols[k].shape, row_ndim(k, cfg) * sizeof(shape[0]));
+                r = add_tensor(req, name, tfs_dtype(name), shape, row_ndim(k, cfg) + 1, lim,
                                "instances", &t, err);
                 if (r < 0)
                         return r;

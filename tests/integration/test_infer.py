@@ -72,31 +72,48 @@ def test_goldens(d):
         if check(st == 200, "%s binary: 200" % name, (st, raw[:300])):
             check(h.get("content-type") == "application/octet-stream", "%s binary: octet-stream" % name, h)
             compare_case(name, io, outputs_of(parse_binary_response(h, raw)), "binary")
-    # TF Serving row format: each instance its own length, cut back to it.
-    name = "lstm_l1_bi_ragged_h0"
+    # TF Serving row format: each instance its own length, cut back to it; a chain's
+    # states are one flat row per instance (docs/HTTP.md), a block's [layers x dirs, H].
+    for name in ("lstm_l1_bi_ragged_h0", "chain_nobias_lstm_gru_ragged_h0"):
+        tfs_rows(d, name)
+
+
+def tfs_rows(d, name):
+    """The golden case name through :predict's row format, h0 and c0 per instance."""
     io = read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
     _, (B, T, I), x = io["x"]
     lengths = io["lengths"][2]
-    _, hshape, h0 = io["h0"]
-    _, cshape, c0 = io["c0"]
-    hs, cs = hshape[1] * hshape[2], cshape[1] * cshape[2]
+
+    def state(key, b):
+        if key not in io:
+            return None
+        _, shape, v = io[key]
+        n = 1
+        for s in shape[1:]:
+            n *= s
+        row = v[b * n:(b + 1) * n]
+        if len(shape) == 2:
+            return row
+        return [row[k * shape[2]:(k + 1) * shape[2]] for k in range(shape[1])]
+
     instances = []
     for b in range(B):
-        L = lengths[b]
-        seq = [x[(b * T + t) * I:(b * T + t + 1) * I] for t in range(L)]
-        instances.append({"input": seq,
-                          "h0": [h0[b * hs + k * hshape[2]:b * hs + (k + 1) * hshape[2]] for k in range(hshape[1])],
-                          "c0": [c0[b * cs + k * cshape[2]:b * cs + (k + 1) * cshape[2]] for k in range(cshape[1])]})
+        inst = {"input": [x[(b * T + t) * I:(b * T + t + 1) * I] for t in range(lengths[b])]}
+        for key in ("h0", "c0"):
+            if state(key, b) is not None:
+                inst[key] = state(key, b)
+        instances.append(inst)
+    check("h0" in instances[0], "%s: the case has h0" % name, sorted(io))
     st, h, resp = d.json("POST", "/v1/models/%s:predict" % name, body=json.dumps({"instances": instances}))
-    if check(st == 200 and len(resp.get("predictions", [])) == B, "TF Serving instances: 200, one prediction each",
-             (st, resp)):
+    if check(st == 200 and len(resp.get("predictions", [])) == B,
+             "%s TF Serving instances: 200, one prediction each" % name, (st, resp)):
         _, (_, _, W), want = io["output"]
         for b, p in enumerate(resp["predictions"]):
             got = [v for row in p["output"] for v in row]
-            check(len(p["output"]) == lengths[b], "TF Serving: prediction %d cut to its length" % b, len(p["output"]))
+            check(len(p["output"]) == lengths[b], "%s TF Serving: prediction %d cut to its length" % (name, b),
+                  len(p["output"]))
             e = max_err(got, want[b * T * W:b * T * W + lengths[b] * W])
-            check(e <= TOL, "TF Serving: prediction %d within %g" % (b, TOL), e)
-
+            check(e <= TOL, "%s TF Serving: prediction %d within %g" % (name, b, TOL), e)
 
 BAD = [
     # (body, status, substring of the error)

@@ -495,6 +495,51 @@ def gen_torch_packed():
                "%s (%s), lengths %s" % (name, kind, RAGGED), args=args)
 
 
+def gen_torch_jit_script():
+    """torch.jit.save(torch.jit.script(model)): a 2-layer LSTM and a linear head, softmax in
+    forward(), ragged lengths (the reference packs them; the scripted module and the file
+    torch.jit.load reads are checked against the eager one), converted with no names
+    given.  A scripted archive's pickle
+    tags its list attributes with torch.jit._pickle.restore_type_tag, which a traced one
+    has not."""
+    import torch
+    import torch.nn as nn
+
+    class ScriptNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(IN, H, 2, batch_first=True)
+            self.fc = nn.Linear(H, UNITS)
+            self.act = "softmax"
+
+        def forward(self, x):
+            _, (h, _) = self.rnn(x)
+            return torch.softmax(self.fc(h[-1]), -1)
+
+    name = "torch_jit_script_lstm_l2_softmax"
+    d, net, io, feed = torch_start(name, ScriptNet, RAGGED, False)
+    io["scores"] = packed_scores(net, io, False)
+    scripted = torch.jit.script(net)
+    with torch.no_grad():
+        assert np.abs(scripted(feed).numpy() - net(feed).numpy()).max() < 1e-6
+    # torch.jit.save, less the code's *.debug_pkl members: they hold the paths of this
+    # machine's source files (torch's and this script's).  torch.jit.load reads it without.
+    import zipfile
+    from io import BytesIO
+    buf = BytesIO()
+    torch.jit.save(scripted, buf)
+    path = os.path.join(d, "model.pt")
+    with zipfile.ZipFile(buf) as zin, zipfile.ZipFile(path, "w") as z:
+        for i in zin.infolist():
+            if not i.filename.endswith(".debug_pkl"):
+                z.writestr(i, zin.read(i.filename))
+    with torch.no_grad():
+        assert np.array_equal(torch.jit.load(path)(feed).numpy(), scripted(feed).numpy())
+    finish(name, "model.pt", io, torch_ref() + " with pack_padded_sequence",
+           "%s (torch.jit.script), lengths %s" % (name, RAGGED),
+           args=["--head-activation", "softmax"])
+
+
 def gen_torch_chains():
     """State_dicts of recurrent modules one after the other, found in the order their
     sizes chain or given by --prefix (or refused when it is ambiguous); and
@@ -715,6 +760,7 @@ def gen_torch():
     torch.set_num_threads(1)
     gen_torch_exports()
     gen_torch_packed()
+    gen_torch_jit_script()
     gen_torch_chains()
     gen_torch_found_by_shape()
     gen_torch_notes_and_pickle()

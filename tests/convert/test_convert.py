@@ -50,6 +50,9 @@ FOUND = ["embedding: 'emb.weight' [11, 5], found by its shape (--embedding names
          "another)"]
 WANT_NOTES = {
     "torch_sd_emb_gru2_found": FOUND,
+    # torch.jit.script: the module's other attributes (act, training) are not tensors.
+    "torch_jit_script_lstm_l2_softmax": ["head: 'fc.weight' [3, 8] and 'fc.bias', found by its "
+                                         "shape (--head-weight names another)"],
     "torch_sd_lstm_mlp_head": [
         FOUND[1], UNKNOWN,
         "unused: fc2.weight [2, 3], fc2.bias [2]: rnnd serves an embedding, the recurrent layers "

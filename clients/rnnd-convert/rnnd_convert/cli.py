@@ -98,8 +98,8 @@ def _parser():
                                  description=textwrap.fill(" ".join(__doc__.split()), 79),
                                  epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("source", help=".keras, .h5, .onnx, .pt/.pth (state_dict or TorchScript) "
-                    "or .safetensors")
+    ap.add_argument("source", help=".keras, .h5, .onnx, .pt/.pth (state_dict, or TorchScript: "
+                    "traced or scripted) or .safetensors")
     ap.add_argument("--repository", required=True, metavar="DIR", help="rnnd's model repository")
     ap.add_argument("--name", required=True, help="the model's name (its directory)")
     ap.add_argument("--version", type=int, metavar="N",

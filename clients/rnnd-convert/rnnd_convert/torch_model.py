@@ -1,12 +1,14 @@
 """PyTorch models: a state_dict saved with torch.save, a TorchScript module
-(torch.jit.save), or a state_dict in a `.safetensors` file, read without PyTorch.
+(torch.jit.save of torch.jit.trace or torch.jit.script), or a state_dict in a
+`.safetensors` file, read without PyTorch.
 
 torch.save and torch.jit.save write a zip whose data.pkl refers to raw storages in
 data/<key>; a restricted unpickler rebuilds the tensors as NumPy arrays and the modules as
-dicts, and nothing else in the pickle is run.  The recurrent layer's tensors are nn.LSTM's,
-nn.GRU's or nn.RNN's state_dict names under a prefix (docs/MODELS.md), so they are rnnd's
-layout already; an embedding and a linear head are found by their shapes (or named on the command
-line), and every tensor left unused is named in a note.  Several such modules (self.lstm1,
+dicts (a scripted module's type tags are dropped, as torch does), and nothing else in the
+pickle is run.  The recurrent layer's tensors are nn.LSTM's, nn.GRU's or nn.RNN's
+state_dict names under a prefix (docs/MODELS.md), so they are rnnd's layout already; an
+embedding and a linear head are found by their shapes (or named on the command line), and
+every tensor left unused is named in a note.  Several such modules (self.lstm1,
 self.lstm2) are a chain of blocks (docs/MODELS.md): in --prefix's order, or in the one
 order in which their sizes chain.
 """
@@ -54,6 +56,25 @@ def _rebuild_parameter(data, *_):
     return data
 
 
+def _restore_type_tag(value, type_str=None):
+    """torch.jit._pickle.restore_type_tag: TorchScript's static type of a list or dict
+    attribute (a string such as 'List[str]'), which torch itself drops: the value."""
+    return value
+
+
+def _build_list(data):
+    """torch.jit._pickle.build_tensorlist and its kin (older TorchScript archives): the
+    list."""
+    return data
+
+
+# What a TorchScript archive's data.pkl calls in torch.jit._pickle: each returns its
+# argument, as torch's own does.
+_JIT_PICKLE = {"restore_type_tag": _restore_type_tag, "build_tensorlist": _build_list,
+               "build_intlist": _build_list, "build_doublelist": _build_list,
+               "build_boollist": _build_list}
+
+
 class _Unpickler(pickle.Unpickler):
     def __init__(self, f, zf, prefix):
         super().__init__(f)
@@ -68,6 +89,8 @@ class _Unpickler(pickle.Unpickler):
             return _rebuild_tensor
         if module == "torch._utils" and name == "_rebuild_parameter":
             return _rebuild_parameter
+        if module == "torch.jit._pickle" and name in _JIT_PICKLE:
+            return _JIT_PICKLE[name]
         if module == "torch" and name in _DTYPES:
             return _Storage(name)
         if module.startswith("__torch__"):

@@ -239,6 +239,55 @@ def check_served(d, metas, served):
           "/config of a reset_after=False GRU says why not cuDNN", (st, why))
 
 
+def check_unreadable(scratch):
+    """A file its library cannot parse is refused in one line naming the file and the
+    format it was read as (exit 1, no traceback, nothing written): garbage under each
+    extension, a truncated ONNX file, a state_dict read as ONNX, damaged archives."""
+    d = tempfile.mkdtemp(prefix="rnnd-convert-junk-", dir=scratch)
+    repo = os.path.join(d, "repo")
+
+    def put(name, data):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+        return os.path.join(d, name)
+
+    def rezip(name, src, member, data):  # src's archive with one member replaced
+        import zipfile
+        with zipfile.ZipFile(src) as zin, zipfile.ZipFile(os.path.join(d, name), "w") as z:
+            for n in zin.namelist():
+                z.writestr(n, data if n.endswith(member) else zin.read(n))
+        return os.path.join(d, name)
+
+    onnx_src = os.path.join(FIXTURES, "onnx_torch_gru_linear", "model.onnx")
+    pt_src = os.path.join(FIXTURES, "torch_sd_emb_gru2_found", "model.pt")
+    keras = "not a Keras model (a .keras zip or an HDF5 .h5): "
+    for path, args, want in (
+            (put("junk.onnx", b"garbage\n"), [], "not an ONNX model: "),
+            (put("truncated.onnx", open(onnx_src, "rb").read()[:300]), [], "not an ONNX model: "),
+            (put("empty.onnx", b""), [], "not an ONNX model: no ir_version (an empty file, or "
+             "one of another kind)"),
+            (pt_src, ["--format", "onnx"], "not an ONNX model: "),
+            (put("junk.keras", b"garbage\n"), [], keras),
+            (put("junk.h5", b"garbage\n"), [], keras),
+            (rezip("config.keras", os.path.join(FIXTURES, "k3_lstm_bi_seq", "model.keras"),
+                   "config.json", b"{garbage"),
+             [], "not a Keras 3 .keras archive (its config.json): "),
+            (put("junk.safetensors", b"garbage\n"), [], "not a safetensors file: "),
+            (put("junk.pt", b"garbage\n"), [], "not a zip: rnnd-convert reads torch.save's zip "
+             "format (PyTorch >= 1.6) and TorchScript, or .safetensors"),
+            (rezip("pickle.pt", pt_src, "data.pkl", b"garbage"), [],
+             "not a torch.save or torch.jit.save archive (its model/data.pkl): ")):
+        r = subprocess.run([CONVERT, path, "--repository", repo, "--name", "junk"] + args,
+                           capture_output=True, text=True, timeout=120)
+        # The library's own words follow a want that ends with ": "; the others are exact.
+        head = "rnnd-convert: %s: %s" % (path, want)
+        check(r.returncode == 1 and r.stderr.startswith(head) and r.stderr.count("\n") == 1 and
+              (want.endswith(": ") or r.stderr == head + "\n") and not os.path.exists(repo),
+              "%s%s: refused in one line naming the file and the format" % (
+                  os.path.basename(path), " " + " ".join(args) if args else ""),
+              (r.returncode, r.stderr, head))
+
+
 def check_help():
     r = subprocess.run([CONVERT, "--help"], capture_output=True, text=True, timeout=60)
     opts = ["--repository", "--name", "--version", "--format", "--head-activation", "--prefix",
@@ -292,6 +341,7 @@ def main():
             r = convert(sd, dict(metas[sd], args=args), scratch)
             check_refused(r, msg + listing, "%s: refused naming the tensor" % args)
         check_flags(metas, repo, scratch)
+        check_unreadable(scratch)
         check_versions(metas, repo)
         check(sorted(os.listdir(repo)) == sorted(served + ["onnx_torch_gru_linear_softmax",
                                                            "digits_gru"]),

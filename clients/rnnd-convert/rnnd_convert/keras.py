@@ -15,11 +15,12 @@ c, o are PyTorch's already.
 import json
 import re
 import zipfile
+import zlib
 
 import numpy as np
 
 from .model import ConvertError, Direction, Head, Model, chain_note as _chain_note, \
-    gru_keras_to_torch
+    gru_keras_to_torch, unreadable
 
 RNN_CLASSES = ("LSTM", "GRU", "SimpleRNN", "CuDNNLSTM", "CuDNNGRU")
 IDENTITY_CLASSES = ("InputLayer", "Dropout", "SpatialDropout1D", "GaussianNoise",
@@ -137,21 +138,32 @@ def load(path):
     import h5py
 
     if zipfile.is_zipfile(path):
-        z = zipfile.ZipFile(path)
-        names = set(z.namelist())
-        if "config.json" not in names or "model.weights.h5" not in names:
-            raise ConvertError("%s: a .keras archive needs config.json and model.weights.h5; "
-                               "save it with model.save(PATH)" % path)
-        config = json.loads(z.read("config.json"))
-        import io
-        f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
+        what = "a Keras 3 .keras archive"
+        try:
+            z = zipfile.ZipFile(path)
+            names = set(z.namelist())
+            if "config.json" not in names or "model.weights.h5" not in names:
+                raise ConvertError("%s: a .keras archive needs config.json and "
+                                   "model.weights.h5; save it with model.save(PATH)" % path)
+            what = "a Keras 3 .keras archive (its config.json)"
+            config = json.loads(z.read("config.json"))
+            what = "a Keras 3 .keras archive (its model.weights.h5)"
+            import io
+            f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
+        except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as e:
+            raise unreadable(path, what, e)
         return config, _KerasV3Weights(f)
-    f = h5py.File(path, "r")
-    if "model_config" not in f.attrs:
-        raise ConvertError("%s: no model_config: a weights-only .h5 (save_weights) has no "
-                           "architecture; save the whole model" % path)
-    raw = f.attrs["model_config"]
-    config = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    what = "a Keras model (a .keras zip or an HDF5 .h5)"
+    try:
+        f = h5py.File(path, "r")
+        if "model_config" not in f.attrs:
+            raise ConvertError("%s: no model_config: a weights-only .h5 (save_weights) has no "
+                               "architecture; save the whole model" % path)
+        what = "a Keras .h5 model (its model_config)"
+        raw = f.attrs["model_config"]
+        config = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (OSError, ValueError) as e:
+        raise unreadable(path, what, e)
     return config, _H5Weights(f)
 
 

@@ -27,6 +27,14 @@ class ConvertError(Exception):
     or tensor) and the attribute."""
 
 
+def unreadable(path, what, err):
+    """The ConvertError for a file that its library cannot parse: the file, the format it
+    was read as, and the library's words (their first line; its type when it has none)."""
+    words = str(err).strip().splitlines()
+    return ConvertError("%s: not %s: %s" % (path, what, words[0] if words else
+                                             type(err).__name__))
+
+
 @dataclass
 class Direction:
     w_ih: np.ndarray  # [G*H, in]

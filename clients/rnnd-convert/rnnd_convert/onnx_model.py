@@ -11,7 +11,8 @@ PyTorch's, LSTM i, f, g, o and GRU r, z, n (docs/MODELS.md).
 import numpy as np
 
 from .model import chain_note as _chain_note
-from .model import ConvertError, Direction, Head, Model, gru_keras_to_torch, lstm_onnx_to_torch
+from .model import ConvertError, Direction, Head, Model, gru_keras_to_torch, lstm_onnx_to_torch, \
+    unreadable
 
 RNN_OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
 DEFAULT_ACTS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"], "RNN": ["tanh"]}
@@ -511,10 +512,22 @@ def _inputs_note(graph, m, rnns):
                            "(docs/HTTP.md)" if m.more else ""))
 
 
-def convert(path):
+def load(path):
+    """The ModelProto of an .onnx file (its external data beside it)."""
     import onnx
 
-    graph = _Graph(onnx.load(path).graph)
+    try:
+        model = onnx.load(path)
+    except Exception as e:  # protobuf's DecodeError, external data's OSError or ValueError
+        raise unreadable(path, "an ONNX model", e)
+    if not model.ir_version:
+        raise ConvertError("%s: not an ONNX model: no ir_version (an empty file, or one of "
+                           "another kind)" % path)
+    return model
+
+
+def convert(path):
+    graph = _Graph(load(path).graph)
     rnns = [n for n in graph.g.node if n.op_type in RNN_OPS]
     if not rnns:
         raise ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "

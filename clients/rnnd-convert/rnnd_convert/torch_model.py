@@ -16,12 +16,14 @@ order in which their sizes chain.
 import pickle
 import re
 import zipfile
+import zlib
 
 import numpy as np
 
 import itertools
 
-from .model import UNKNOWN_ACTIVATION, Block, ConvertError, Direction, Head, Model, chain_note
+from .model import UNKNOWN_ACTIVATION, Block, ConvertError, Direction, Head, Model, chain_note, \
+    unreadable
 
 _DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
            "BFloat16Storage": "bf16", "LongStorage": np.int64, "IntStorage": np.int32,
@@ -47,6 +49,11 @@ def _rebuild_tensor(storage, offset, size, stride, *_):
     n = int(np.prod(size)) if len(size) else 1
     if n == 0:
         return np.zeros(size, dtype=a.dtype)
+    if len(size) != len(stride) or min(stride, default=0) < 0 or offset < 0 or \
+            offset + sum((d - 1) * s for d, s in zip(size, stride)) >= len(a):
+        # as_strided would read past the storage: a damaged or hand-made archive.
+        raise ValueError("a tensor of shape %s (stride %s, offset %d) does not fit its "
+                         "storage of %d elements" % (list(size), list(stride), offset, len(a)))
     itemsize = a.dtype.itemsize
     return np.lib.stride_tricks.as_strided(a[offset:], shape=tuple(size),
                                            strides=tuple(s * itemsize for s in stride)).copy()
@@ -132,19 +139,31 @@ def load_tensors(path):
     """{name: array} of a torch.save'd state_dict, a TorchScript module's parameters and
     buffers, or a safetensors file."""
     if path.endswith(".safetensors"):
+        from safetensors import SafetensorError
         from safetensors.numpy import load_file
-        return dict(load_file(path))
+        try:
+            return dict(load_file(path))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise unreadable(path, "a safetensors file", e)
     if not zipfile.is_zipfile(path):
         raise ConvertError("%s: not a zip: rnnd-convert reads torch.save's zip format "
                            "(PyTorch >= 1.6) and TorchScript, or .safetensors" % path)
-    zf = zipfile.ZipFile(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise unreadable(path, "a torch.save or torch.jit.save zip", e)
     pkl = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
     if not pkl:
         raise ConvertError("%s: no data.pkl in the archive: not torch.save's format; save "
                            "with torch.save(model.state_dict(), PATH)" % path)
     prefix = pkl[0][:-len("data.pkl")]
     import io
-    obj = _Unpickler(io.BytesIO(zf.read(pkl[0])), zf, prefix).load()
+    try:
+        obj = _Unpickler(io.BytesIO(zf.read(pkl[0])), zf, prefix).load()
+    except ConvertError:
+        raise
+    except Exception as e:  # a damaged zip or pickle: whatever zipfile and pickle raise
+        raise unreadable(path, "a torch.save or torch.jit.save archive (its %s)" % pkl[0], e)
     out = {}
     _flatten(obj, "", out)
     return out

@@ -288,6 +288,47 @@ def check_unreadable(scratch):
               (r.returncode, r.stderr, head))
 
 
+def check_misshapen(metas, scratch):
+    """A tensor of the wrong shape is refused by its name in the source: a state_dict's
+    full name (as a missing one is), an ONNX operator's input, a Keras layer's weight.
+    The files are fixtures with one tensor cut short, made here."""
+    import h5py
+    import onnx
+    from onnx import numpy_helper
+    from safetensors.numpy import save_file
+    from rnnd_convert.torch_model import load_tensors
+    d = tempfile.mkdtemp(prefix="rnnd-convert-misshapen-", dir=scratch)
+    sd = "torch_sd_lstm_bi2_emb_softmax"
+    t = load_tensors(os.path.join(FIXTURES, sd, "model.pt"))
+    cases = []
+    for name, cut, msg in (("rnn.bias_ih_l1", 10, "tensor 'rnn.bias_ih_l1' has shape [10], rnnd "
+                            "needs [32]"),
+                           ("fc.bias", 2, "tensor 'fc.bias' has shape [2], rnnd needs [3] (one "
+                            "per row of the head's weight)")):
+        path = os.path.join(d, "%s.safetensors" % name)
+        save_file(dict(t, **{name: np.ascontiguousarray(t[name][:cut])}), path)
+        cases.append((path, metas[sd]["args"], msg))
+    m = onnx.load(os.path.join(FIXTURES, "onnx_lstm_bi_seqlens", "model.onnx"))
+    b = next(i for i in m.graph.initializer if i.name == "B")
+    b.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(b)[:, :60], "B"))
+    onnx.save(m, os.path.join(d, "B.onnx"))
+    cases.append((os.path.join(d, "B.onnx"), [], "operator 'lstm_0' (LSTM): tensor 'B' (input B) "
+                  "has shape [2, 60], rnnd needs [2, 64] (2 directions, hidden_size 8)"))
+    path = os.path.join(d, "recurrent_kernel.h5")
+    shutil.copy(os.path.join(FIXTURES, "k2_gru_emb_linear", "model.h5"), path)
+    with h5py.File(path, "r+") as f:
+        g = f["model_weights/gru/gru/gru_cell"]
+        del g["recurrent_kernel:0"]
+        g["recurrent_kernel:0"] = np.zeros((8, 20), np.float32)
+    cases.append((path, [], "layer 'gru' (GRU): recurrent_kernel has shape [8, 20], rnnd needs "
+                  "[8, 24]"))
+    for path, args, msg in cases:
+        r = subprocess.run([CONVERT, path, "--repository", os.path.join(d, "repo"), "--name",
+                            "x"] + args, capture_output=True, text=True, timeout=120)
+        check_refused(r, msg, "%s: a misshapen tensor refused by its name" %
+                      os.path.basename(path))
+
+
 def check_help():
     r = subprocess.run([CONVERT, "--help"], capture_output=True, text=True, timeout=60)
     opts = ["--repository", "--name", "--version", "--format", "--head-activation", "--prefix",
@@ -342,6 +383,7 @@ def main():
             check_refused(r, msg + listing, "%s: refused naming the tensor" % args)
         check_flags(metas, repo, scratch)
         check_unreadable(scratch)
+        check_misshapen(metas, scratch)
         check_versions(metas, repo)
         check(sorted(os.listdir(repo)) == sorted(served + ["onnx_torch_gru_linear_softmax",
                                                            "digits_gru"]),

@@ -34,6 +34,24 @@ def _refuse(layer, attr, value, why):
         layer["config"].get("name"), layer["class_name"], attr, json.dumps(value), why))
 
 
+def _check_shape(layer, what, a, *needs):
+    """Refuses a weight of none of the shapes needs (tuples; None: any size there)."""
+    if not any(a.ndim == len(n) and all(d is None or d == s for d, s in zip(n, a.shape))
+               for n in needs):
+        raise ConvertError("layer '%s' (%s): %s has shape %s, rnnd needs %s" % (
+            layer["config"].get("name"), layer["class_name"], what, list(a.shape), " or ".join(
+                "[%s]" % ", ".join("N" if d is None else str(d) for d in n) for n in needs)))
+
+
+def _weights_of(layer, w, counts, names):
+    """w, the weights stored for layer, when they are one of counts in number."""
+    if len(w) not in counts:
+        raise ConvertError("layer '%s' (%s): %d weights stored, expected %s; save the whole "
+                           "model with model.save()" % (layer["config"].get("name"),
+                                                        layer["class_name"], len(w), names))
+    return w
+
+
 # --------------------------------------------------------------------------
 # Reading the file: the layer configs, and each layer's weights in Keras's order
 # --------------------------------------------------------------------------
@@ -213,13 +231,15 @@ def _check_rnn(layer, inner=False):
 def _direction(layer, cell, units, w):
     """A Direction from Keras's [kernel, recurrent_kernel, (bias)] of one RNN layer."""
     cls = layer["class_name"]
-    if len(w) not in (2, 3):
-        raise ConvertError("layer '%s' (%s): %d weights stored, expected kernel, "
-                           "recurrent_kernel and bias; save the whole model with model.save()"
-                           % (layer["config"].get("name"), cls, len(w)))
+    w = _weights_of(layer, w, (2, 3), "kernel, recurrent_kernel and bias")
     kernel, rec = w[0], w[1]
     bias = w[2] if len(w) == 3 else None
     G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    _check_shape(layer, "kernel", kernel, (None, G * units))
+    _check_shape(layer, "recurrent_kernel", rec, (units, G * units))
+    if bias is not None:  # CuDNN's and GRU reset_after's are input and recurrent biases
+        _check_shape(layer, "bias", bias, (2 * G * units,) if cls.startswith("CuDNN") else
+                     (G * units,), *([(2, G * units)] if cell == "gru" else []))
     if cls == "CuDNNLSTM":
         # cuDNN's double bias [input 4H, recurrent 4H]; Keras loads it into an LSTM as the sum.
         bias = bias.reshape(2, G * units)
@@ -292,7 +312,8 @@ def _read_embedding(chain, layer, weights):
     if chain.m is not None or chain.emb is not None or chain.masked:
         _refuse(layer, "class_name", layer["class_name"], "an Embedding must be the first layer: "
                 "save the model from the Embedding on")
-    (w,) = weights.get(name)
+    (w,) = _weights_of(layer, weights.get(name), (1,), "embeddings")
+    _check_shape(layer, "embeddings", w, (None, None))
     chain.emb = w
     if c.get("mask_zero"):
         chain.masked = "Embedding '%s' has mask_zero=true: send each sequence's length as " \
@@ -321,7 +342,10 @@ def _read_dense(chain, layer, weights):
         _refuse(layer, "activation", c.get("activation"),
                 "rnnd's head computes none (linear), sigmoid, tanh, relu or softmax; "
                 "save the model with one of those")
-    w = weights.get(name)
+    w = _weights_of(layer, weights.get(name), (1, 2), "kernel and bias")
+    _check_shape(layer, "kernel", w[0], (chain.m.last.out_width, None))
+    if len(w) > 1:
+        _check_shape(layer, "bias", w[1], (w[0].shape[1],))
     chain.head = Head(w[0].T, w[1] if len(w) > 1 else None, act,
                       "all" if chain.last_seq else "last")
 

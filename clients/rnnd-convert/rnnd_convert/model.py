@@ -42,6 +42,9 @@ class Direction:
     b_ih: Optional[np.ndarray] = None  # [G*H]
     b_hh: Optional[np.ndarray] = None  # [G*H]
     w_hr: Optional[np.ndarray] = None  # [proj, H] (LSTM projection)
+    # The source's names of the tensors above, by rnnd's (weight_ih, ..., weight_hr), where
+    # they are the source's tensors as they are (a state_dict's): messages name them.
+    names: Optional[dict] = None
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Head:
     bias: Optional[np.ndarray]
     activation: str = "none"
     apply: str = "last"
+    names: Optional[dict] = None  # the source's names of weight and bias (a state_dict's)
 
 
 @dataclass
@@ -141,6 +145,12 @@ def _f32(a):
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
+def _label(names, key, fallback):
+    """How a message names a tensor: by the source's name where it has one (names, from
+    a state_dict), else by fallback (rnnd's name or role)."""
+    return "tensor '%s'" % names[key] if names and key in names else fallback
+
+
 def _block_tensors(b, k, input_size, prefix, t):
     """Block b's tensors into t under prefix; ConvertError when they do not fit."""
     if b.cell not in GATES:
@@ -169,8 +179,9 @@ def _block_tensors(b, k, input_size, prefix, t):
                 shapes["weight_hr"] = (dr.w_hr, (P, H))
             for name, (a, shape) in shapes.items():
                 if a is None or tuple(a.shape) != shape:
-                    raise ConvertError("%s%s%s has shape %s, rnnd needs %s" % (
-                        where, name, sfx, None if a is None else list(a.shape), list(shape)))
+                    raise ConvertError("%s has shape %s, rnnd needs %s" % (
+                        _label(dr.names, name, where + name + sfx),
+                        None if a is None else list(a.shape), list(shape)))
                 t[prefix + name + sfx] = _f32(a)
     cfg = {"cell": b.cell, "hidden_size": int(H), "num_layers": len(b.layers),
            "bidirectional": dirs == 2}
@@ -211,11 +222,15 @@ def tensors_and_config(m):
         t["embedding.weight"] = _f32(m.embedding)
     if m.head is not None:
         h = m.head
-        units = h.weight.shape[0]
         width = m.last.out_width
         if h.weight.ndim != 2 or h.weight.shape[1] != width:
-            raise ConvertError("the head's weight has shape %s, rnnd needs [units, %d]"
-                               % (list(h.weight.shape), width))
+            raise ConvertError("%s has shape %s, rnnd needs [units, %d]" % (
+                _label(h.names, "weight", "the head's weight"), list(h.weight.shape), width))
+        units = h.weight.shape[0]
+        if h.bias is not None and h.bias.shape != (units,):
+            raise ConvertError("%s has shape %s, rnnd needs [%d] (one per row of the head's "
+                               "weight)" % (_label(h.names, "bias", "the head's bias"),
+                                            list(h.bias.shape), units))
         if h.activation not in HEAD_ACTIVATIONS:
             raise ConvertError("the head's activation %r is not one of %s"
                                % (h.activation, ", ".join(HEAD_ACTIVATIONS)))

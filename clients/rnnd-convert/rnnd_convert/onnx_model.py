@@ -110,6 +110,20 @@ def _weights(graph, node, k, what):
     return graph.const[name].astype(np.float64)
 
 
+def _check_shapes(node, dirs, G, H, W, R, B):
+    """Refuses W, R or B of another shape than the operator's direction count, gate count
+    G and hidden size H make (ONNX: W [dirs, G*H, in], R [dirs, G*H, H], B [dirs, 2*G*H])."""
+    n_in = W.shape[-1] if W.ndim == 3 else "input_size"
+    for k, (a, shape) in enumerate(((W, [dirs, G * H, n_in]), (R, [dirs, G * H, H]),
+                                    (B, [dirs, 2 * G * H]))):
+        if a is not None and list(a.shape) != shape:
+            raise ConvertError("operator '%s' (%s): tensor '%s' (input %s) has shape %s, rnnd "
+                               "needs %s (%d direction%s, hidden_size %d)" % (
+                                   _name(node), node.op_type, node.input[k + 1], "WRB"[k],
+                                   list(a.shape), "[%s]" % ", ".join(str(d) for d in shape),
+                                   dirs, "s" if dirs > 1 else "", H))
+
+
 def _rnn(graph, node):
     a = graph.attrs(node)
     op = node.op_type
@@ -154,8 +168,12 @@ def _rnn(graph, node):
         if name is not None and name not in graph.inputs and not graph.is_zero(name):
             _refuse(node, "input " + what, name, "a non-zero constant initial state; rnnd takes "
                     "h0/c0 from the request (zeros without them)")
+    if W is None or R is None:
+        raise ConvertError("operator '%s' (%s): input %s is missing: an ONNX %s has W and R"
+                           % (_name(node), op, "W" if W is None else "R", op))
     H = int(a["hidden_size"]) if "hidden_size" in a else R.shape[-1]
-    G = W.shape[1] // H
+    G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    _check_shapes(node, dirs, G, H, W, R, B)
     lbr = bool(a.get("linear_before_reset", 0)) if op == "GRU" else True
     out = []
     for d in range(dirs):
@@ -381,6 +399,12 @@ def _stack(graph, rnns):
             _refuse(n, "input X", n.input[0], "does not read the recurrent operator before it; "
                     "rnnd stacks layers one on the other: serve the branches as separate models")
         cell, lbr, dirs = _rnn(graph, n)
+        if m is not None and dirs[0].w_ih.shape[1] != m.last.out_width:
+            raise ConvertError("operator '%s' (%s): tensor '%s' (input W) takes %d inputs, but "
+                               "the operator before gives %d: rnnd stacks each operator on all "
+                               "of the one before's output" % (
+                                   _name(n), n.op_type, n.input[1], dirs[0].w_ih.shape[1],
+                                   m.last.out_width))
         if m is None:
             m = Model(cell=cell, linear_before_reset=lbr)
         m.stack(cell, lbr, dirs)  # an operator of another kind or size starts a block

@@ -285,9 +285,11 @@ def _recurrent(t, prefix, cell):
         row = []
         for d in range(dirs):
             s = "_l%d%s" % (k, "_reverse" if d else "")
+            names = {n: prefix + n + s for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                                 "weight_hr")}
 
             def get(n, required=True):
-                name = prefix + n + s
+                name = names[n]
                 if name not in t:
                     if required:
                         raise ConvertError("tensor '%s': missing; save the whole "
@@ -296,7 +298,7 @@ def _recurrent(t, prefix, cell):
                 used.append(name)
                 return t[name]
             row.append(Direction(get("weight_ih"), get("weight_hh"), get("bias_ih", False),
-                                 get("bias_hh", False), get("weight_hr", False)))
+                                 get("bias_hh", False), get("weight_hr", False), names))
         m.layers.append(row)
     if cell == "rnn_tanh" and auto == "rnn_tanh":
         m.notes.append("an nn.RNN's nonlinearity is not in its state_dict: converted as tanh; "
@@ -375,7 +377,8 @@ def _head(t, m, used, weight, bias, activation, apply):
     if found:
         m.notes.append("head: '%s' %s%s, found by its shape (--head-weight names another)" % (
             weight, _shape(w), " and '%s'" % bias if bias else ""))
-    m.head = Head(w, b, activation or "none", apply or "last")
+    m.head = Head(w, b, activation or "none", apply or "last",
+                  {"weight": weight, "bias": bias} if bias else {"weight": weight})
     if activation is None:
         m.head_activation_known = False
         m.notes.append("%s: a state_dict does not record the activation forward() applies "

@@ -708,6 +708,11 @@ static int check_cross(struct ctx *c, struct rnnd_model_config *cfg)
                                    "must be at least max_sequence_length (%" PRIu32
                                    "), got %" PRIu64 ", or a full-length sequence could never run",
                                    cfg->max_sequence_length, cfg->batching.max_batch_steps);
+        if (cfg->sequence.present && rnnd_modelcfg_has_bidirectional(cfg))
+                return field_error(c, "sequence",
+                                   "only for unidirectional models: a bidirectional layer's "
+                                   "backward direction needs the whole sequence, which a chunk "
+                                   "is not; remove the block, and send each sequence whole");
         if (cfg->batching.default_priority_level > cfg->batching.priority_levels)
                 return field_error(c, "batching.default_priority_level",
                                    "must be at most priority_levels (%" PRIu32 "), got %" PRIu32,

@@ -44,14 +44,17 @@ MODELS = ("lstm_l3_uni_equal_h0", "gru_l3_uni_equal_h0", "lstm_proj_l1_uni_ragge
           "chain_lstm16_lstm8_gru12_ragged_h0", "chain_b1_gru_lstm_rnn_h0")
 
 
-def make_repo(tmp):
-    for name in MODELS + ("lstm_l1_uni_equal_h0", "gru_h48_l2_bi_ragged_h0"):
-        src = os.path.join(GOLDEN, name)
+BI = "gru_h48_l2_bi_ragged_h0"
+
+
+def make_repo(tmp, names=MODELS + ("lstm_l1_uni_equal_h0", BI), src_name=None):
+    for name in names:
+        src = os.path.join(GOLDEN, src_name or name)
         dst = os.path.join(tmp, name)
         os.makedirs(os.path.join(dst, "1"))
         with open(os.path.join(src, "config.json")) as f:
             cfg = json.load(f)
-        if name != "lstm_l1_uni_equal_h0":  # the one model without the block
+        if name not in ("lstm_l1_uni_equal_h0", BI):  # the models without the block
             cfg["sequence"] = SEQ
         with open(os.path.join(dst, "config.json"), "w") as f:
             json.dump(cfg, f)
@@ -246,7 +249,7 @@ def test_restart_behind(d):
             compare(name, "round %d, the start behind an end" % rnd, seq, [200], outs["output"]["data"], outs)
 
 
-def test_errors(d):
+def test_errors(d, tmp):
     seq = golden_seq(MODELS[1], 0)
     path = "/v2/models/%s/infer" % MODELS[1]
     one = seq["x"][:1]
@@ -263,9 +266,18 @@ def test_errors(d):
                                    "data": one[0] * 2}]})
     st, _, b = d.json("POST", path, body=body)
     check(st == 400 and "B = 1" in b.get("error", ""), "two sequences in a sequence request: 400", (st, b))
-    bi = "/v2/models/gru_h48_l2_bi_ragged_h0/infer"
-    st, _, b = d.json("POST", bi, body=chunk_body(seq, one, {"sequence_id": 1, "sequence_start": True}))
-    check(st == 400 and "bidirectional" in b.get("error", ""), "a bidirectional model: 400 saying why", (st, b))
+    # BI again with the block, as "bi_sequence": refused when it loads
+    make_repo(tmp, ("bi_sequence",), BI)
+    st, _, b = d.json("POST", "/v2/repository/models/bi_sequence/load")
+    check(st == 400 and "only for unidirectional" in b.get("error", ""),
+          "a sequence block on a bidirectional model: its load is refused, saying why", (st, b))
+    st, _, idx = d.json("POST", "/v2/repository/index")
+    why = [m.get("reason", "") for m in idx if m.get("name") == "bi_sequence"]
+    check(why and "only for unidirectional" in why[0],
+          "a sequence block on a bidirectional model: refused at load, the index says why", idx)
+    st, _, b = d.json("POST", "/v2/models/bi_sequence/infer",
+                      body=chunk_body(seq, one, {"sequence_id": 1, "sequence_start": True}))
+    check(st == 503 and "unidirectional" in b.get("error", ""), "... and its requests get 503 saying why", (st, b))
     plain = "/v2/models/lstm_l1_uni_equal_h0/infer"
     st, _, b = d.json("POST", plain, body=chunk_body(golden_seq("lstm_l1_uni_equal_h0", 0), one,
                                                      {"sequence_id": 1, "sequence_start": True}))
@@ -389,7 +401,7 @@ def main():
             run_test(test_id_range, d)
             run_test(test_order_and_interleave, d)
             run_test(test_restart_behind, d)
-            run_test(test_errors, d)
+            run_test(test_errors, d, tmp)
             run_test(test_limits, d)
             run_test(test_reload_changed, d, tmp)
             run_test(test_load_streams, d)

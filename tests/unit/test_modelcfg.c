@@ -182,7 +182,7 @@ END_TEST
 
 static const char full_lstm[] =
         "{\"cell\":\"lstm\",\"input_size\":32,\"hidden_size\":64,\"num_layers\":3,"
-        "\"bidirectional\":true,\"proj_size\":16,"
+        "\"bidirectional\":false,\"proj_size\":16,"
         "\"embedding\":{\"num_embeddings\":1000,\"dim\":32},"
         "\"head\":{\"units\":10,\"activation\":\"softmax\",\"apply\":\"all\"},"
         "\"weights\":{\"file\":\"w.safetensors\",\"prefix\":\"rnn.\",\"embedding\":\"emb.w\","
@@ -204,7 +204,7 @@ START_TEST(test_full)
         ck_assert_uint_eq(c.input_size, 32);
         ck_assert_uint_eq(c.hidden_size, 64);
         ck_assert_uint_eq(c.num_layers, 3);
-        ck_assert(c.bidirectional);
+        ck_assert(!c.bidirectional); /* given: a sequence block needs it */
         ck_assert_uint_eq(c.proj_size, 16);
         ck_assert(c.gru_linear_before_reset);
         ck_assert(c.embedding.present);
@@ -249,7 +249,7 @@ START_TEST(test_full)
         ck_assert_uint_eq(c.version_policy.versions[0], 3);
         ck_assert_uint_eq(c.version_policy.versions[1], 1);
         ck_assert_uint_eq(rnnd_cell_gates(c.cell), 4);
-        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c), 2);
+        ck_assert_uint_eq(rnnd_modelcfg_dirs(&c), 1);
         ck_assert_uint_eq(rnnd_modelcfg_out_size(&c), 16);
 }
 END_TEST
@@ -586,6 +586,14 @@ static const struct {
          "field 'sequence.max_sequences': must be an integer in 1..10000000, got 0"},
         {CFG(",\"sequence\":{\"max_sequences\":10000001}"), RNND_EMODEL,
          "field 'sequence.max_sequences': must be an integer in 1..10000000, got 10000001"},
+        {CFG(",\"bidirectional\":true,\"sequence\":{}"), RNND_EMODEL,
+         "field 'sequence': only for unidirectional models: a bidirectional layer's backward "
+         "direction needs the whole sequence, which a chunk is not; remove the block, and send "
+         "each sequence whole"},
+        {CHAIN("\"sequence\":{},", B0 "," B1), RNND_EMODEL,
+         "field 'sequence': only for unidirectional models: a bidirectional layer's backward "
+         "direction needs the whole sequence, which a chunk is not; remove the block, and send "
+         "each sequence whole"},
 
         /* version_policy. */
         {CFG(",\"version_policy\":\"latest\""), RNND_EMODEL,

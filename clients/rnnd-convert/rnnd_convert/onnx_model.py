@@ -21,6 +21,8 @@ PLUMBING = {"Transpose", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Shape", "
             "Constant", "Identity", "Cast", "ConstantOfShape", "Expand", "Flatten", "Split",
             "Dropout", "Tile", "Range", "Size", "Equal", "Where", "Not", "ReduceSum",
             "ReduceMax", "Less", "Greater", "NonZero", "Sub", "Add"}
+# Arithmetic allowed on shapes (Graph.shape_only), not on the data.
+SHAPE_MATH = {"Mul", "Div", "Add", "Sub", "Max", "Min", "Abs", "Neg", "Mod"}
 HEAD_ACTS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Softmax": "softmax",
              "LogSoftmax": None}
 
@@ -34,7 +36,8 @@ def _refuse(node, attr, value, why):
 
 
 class _Graph:
-    def __init__(self, g):
+    def __init__(self, g, shapes_from=None):
+        """g: the GraphProto; shapes_from: value_info of its shapes inferred."""
         from onnx import numpy_helper
 
         self.g = g
@@ -51,6 +54,12 @@ class _Graph:
                     if a.name == "value":
                         self.const[n.output[0]] = numpy_helper.to_array(a.t)
         self.inputs = {i.name for i in g.input} - set(self.const)
+        self.shapes = {}  # tensor name: [int, or None where symbolic or unknown]
+        for v in list(shapes_from or ()) + list(g.value_info) + list(g.input) + list(g.output):
+            t = v.type.tensor_type
+            if t.HasField("shape"):
+                self.shapes[v.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0
+                                       else None for d in t.shape.dim]
 
     def attrs(self, node):
         from onnx import helper
@@ -74,6 +83,19 @@ class _Graph:
         if n.op_type == "Concat":
             return all(self.is_zero(i, depth + 1) for i in n.input)
         return False
+
+    def shape_only(self, name, depth=0):
+        """Whether a tensor is computed from constants and Shape/Size outputs alone (the
+        arithmetic of a reshape's target shape, as torch's dynamo exporter writes it for
+        dynamic sizes), never from the data."""
+        if name in self.const:
+            return True
+        n = self.producer.get(name)
+        if n is None or depth > 32:
+            return False
+        if n.op_type in ("Shape", "Size"):
+            return True
+        return all(self.shape_only(i, depth + 1) for i in n.input if i)
 
     def path_to(self, name, targets, seen=None):
         """The nodes on a path from a target node's output back to `name`: (target node,
@@ -326,19 +348,211 @@ def _trace(graph, last, B, T, dirs, H):
 
 def _head_apply(graph, last, lin, dirs, H):
     """'last' when the head's input is the last RNN's final states [B, dirs*H] (each
-    direction's, concatenated), 'all' when it is every step [B or T, T or B, dirs*H]."""
-    B, T = 2, 3
-    val, ids, yh = _trace(graph, last, B, T, dirs, H)
-    x = val.get(lin.input[0])
-    if x is not None:
+    direction's, concatenated), 'all' when it is every step [B or T, T or B, dirs*H].
+    The element-id trace runs at B=2, T=3; a graph exported with fixed sizes (reshapes to
+    constant shapes, as torch's dynamo exporter writes them) cannot run there, and is
+    traced at the sizes it was exported with when both are above 1, and otherwise its
+    path from the RNN to the head is read axis by axis (_layout_apply)."""
+    T0, B0 = _export_sizes(graph, last)
+    sizes = [(2, 3)] + ([(B0, T0)] if B0 and T0 and B0 > 1 and T0 > 1 else [])
+    for B, T in sizes:
+        val, ids, yh = _trace(graph, last, B, T, dirs, H)
+        x = val.get(lin.input[0])
+        if x is None:
+            continue
         if np.array_equal(x, np.concatenate(list(yh), axis=-1)):
             return "last"
         allv = ids.transpose(0, 2, 1, 3).reshape(T, B, dirs * H)  # [T, B, dirs*H]
         if np.array_equal(x, allv) or np.array_equal(x, allv.transpose(1, 0, 2)):
             return "all"
-    _refuse(lin, "input", lin.input[0], "the head reads neither the last RNN's final states "
-            "(Y_h, or the last step of Y without sequence_lens) nor every step of Y; export a "
-            "head on one of those")
+        break
+    apply, why = _layout_apply(graph, last, lin.input[0], dirs, H)
+    if apply is not None:
+        return apply
+    _refuse(lin, "input", lin.input[0], why or "the head reads neither the last RNN's final "
+            "states (Y_h, or the last step of Y without sequence_lens) nor every step of Y; "
+            "export a head on one of those")
+
+
+# _layout_apply's axes: every dimension of a tensor is a tuple of atoms, the axes of the
+# RNN's output it holds in order (T steps, B sequences, D directions, H units; a dimension
+# of size 1 that holds none is ()).
+_ATOM_NAMES = {"T": "T", "B": "B", "D": "dirs", "H": "H"}
+_SERVED = "rnnd's head reads every step of Y as [B, T, dirs*H] or [T, B, dirs*H], or the " \
+    "final states as [B, dirs*H]; export a head on one of those"
+
+
+_MIXES = "mixes its axes (a reshape that does more than merge neighbouring axes or " \
+    "split them back)"
+
+
+class _NotLayout(Exception):
+    pass
+
+
+def _export_sizes(graph, last):
+    """(T, B) the graph was exported with, from the shapes recorded for the last RNN's
+    Y or Y_h (torch's exporters and onnx's shape inference record them); None where a
+    size is symbolic or not recorded."""
+    layout = graph.attrs(last).get("layout", 0)
+    for k, (ti, bi) in ((0, (1, 0) if layout else (0, 2)), (1, (None, 0 if layout else 1))):
+        dims = graph.shapes.get(last.output[k]) if len(last.output) > k else None
+        if dims and len(dims) == (4 if k == 0 else 3):
+            return (dims[ti] if ti is not None else None), dims[bi]
+    return None, None
+
+
+def _regroup(atoms, size, target):
+    """The atoms split into consecutive groups of the target sizes (None: one group of
+    unknown size, -1's), or _NotLayout.  A target of 1 takes the next atom when that is
+    of size 1 (B or T of an export at batch or length 1); otherwise atoms are taken until
+    their product is the target's size: with every size above 1 this is the only split."""
+    def take(atoms, targets):
+        groups, i = [], 0
+        for t in targets:
+            g, prod = [], 1
+            if t == 1:
+                if i < len(atoms) and size[atoms[i]] == 1:
+                    g, i = [atoms[i]], i + 1
+            else:
+                while prod != t:
+                    if i >= len(atoms) or size[atoms[i]] is None or prod > t:
+                        raise _NotLayout(_MIXES)
+                    prod *= size[atoms[i]]
+                    g.append(atoms[i])
+                    i += 1
+            groups.append(tuple(g))
+        return groups, atoms[i:]
+    if None in target:
+        k = target.index(None)
+        left, rest = take(list(atoms), target[:k])
+        right, mid = take(rest[::-1], target[:k:-1])
+        return left + [tuple(mid)] + [g[::-1] for g in right[::-1]]
+    groups, rest = take(list(atoms), target)
+    if rest:
+        raise _NotLayout(_MIXES)
+    return groups
+
+
+def _layout_step(graph, n, dims, size, state):
+    """The dimensions of n's output from its data input's (n a layout operator), or
+    _NotLayout; state["last_step"] is set by a Gather of Y's last step."""
+    at = graph.attrs(n)
+    op = n.op_type
+    if op in ("Identity", "Cast", "Dropout"):
+        return dims
+    if op == "Transpose":
+        perm = at.get("perm", list(range(len(dims)))[::-1])
+        return [dims[p] for p in perm]
+    if op in ("Squeeze", "Unsqueeze"):
+        if len(n.input) > 1 and n.input[1]:
+            if n.input[1] not in graph.const:
+                raise _NotLayout("axes computed at run time")
+            axes = _ints(graph.const[n.input[1]])
+        else:
+            axes = at.get("axes")
+        if op == "Unsqueeze":
+            out = list(dims)
+            for ax in sorted(a % (len(dims) + len(axes)) for a in axes):
+                out.insert(ax, ())
+            return out
+        axes = {a % len(dims) for a in axes} if axes else \
+            {k for k, d in enumerate(dims) if all(size[a] == 1 for a in d)}
+        dropped = [a for k in sorted(axes) for a in dims[k] if a in ("T", "B")]
+        if dropped:
+            raise _NotLayout("drops the %s axis" % dropped[0])
+        return [d for k, d in enumerate(dims) if k not in axes]
+    if op == "Flatten":
+        ax = at.get("axis", 1) % (len(dims) + 1)
+        return [sum(dims[:ax], ()), sum(dims[ax:], ())]
+    if op == "Reshape":
+        if n.input[1] not in graph.const:
+            raise _NotLayout("a shape computed at run time")
+        target = _ints(graph.const[n.input[1]])
+        atoms = [a for d in dims for a in d if a != "D" or size["D"] > 1]
+        sizes = []
+        for k, v in enumerate(target):
+            if v == 0 and not at.get("allowzero"):
+                v = int(np.prod([size[a] for a in dims[k]])) if all(
+                    size[a] is not None for a in dims[k]) else None
+                if v is None:  # an unknown size copied: its own atoms, if they line up
+                    raise _NotLayout("a copied axis of unknown size")
+            sizes.append(None if v == -1 else v)
+        if sizes.count(None) > 1:
+            raise _NotLayout("an unknown size")
+        known = [size[a] for a in atoms]
+        if None in sizes and None not in known:
+            rest = int(np.prod(known)) // max(1, int(np.prod([v for v in sizes if v])))
+            sizes[sizes.index(None)] = rest
+        return _regroup(atoms, size, sizes)
+    if op == "Gather" and n.input[1] in graph.const and graph.const[n.input[1]].ndim == 0:
+        ax = at.get("axis", 0) % len(dims)
+        idx = int(graph.const[n.input[1]])
+        if dims[ax] == ("T",) and idx == -1:  # Y's last step
+            state["last_step"] = True
+            return [d for k, d in enumerate(dims) if k != ax]
+        if all(size[a] == 1 for a in dims[ax]) and "B" not in dims[ax] and "T" not in dims[ax]:
+            return [d for k, d in enumerate(dims) if k != ax]
+        raise _NotLayout("takes one %s" % ("step" if "T" in dims[ax] else "element of an "
+                                           "axis"))
+    raise _NotLayout("computes")
+
+
+def _dims_text(dims):
+    return "[%s]" % ", ".join("*".join(_ATOM_NAMES[a] for a in d) or "1" for d in dims)
+
+
+def _layout_apply(graph, last, name, dirs, H):
+    """(apply, None) when tensor name is the last RNN's Y or Y_h through layout operators
+    only (Transpose, Reshape, Squeeze, Unsqueeze, Flatten, Identity; a Gather of Y's last
+    step) that leave it as a layout rnnd serves, worked out axis by axis; (None, why)
+    when such a path gives another layout, (None, None) when there is no such path."""
+    path = []
+    while name not in last.output:
+        n = graph.producer.get(name)
+        if n is None or n.op_type in RNN_OPS or not n.input:
+            return None, None
+        path.append(n)
+        name = n.input[0]
+    k = list(last.output).index(name)
+    if k == 2:
+        return None, None
+    T0, B0 = _export_sizes(graph, last)
+    size = {"T": T0, "B": B0, "D": dirs, "H": H}
+    layout = graph.attrs(last).get("layout", 0)
+    if k == 0:
+        dims = [("B",), ("T",), ("D",), ("H",)] if layout else [("T",), ("D",), ("B",), ("H",)]
+    else:
+        dims = [("B",), ("D",), ("H",)] if layout else [("D",), ("B",), ("H",)]
+    what = "Y" if k == 0 else "Y_h"
+    state = {}
+    for n in reversed(path):
+        try:
+            dims = _layout_step(graph, n, dims, size, state)
+        except _NotLayout as e:
+            return None, "the head reads %s through operator '%s' (%s), which %s: %s" % (
+                what, _name(n), n.op_type, e, _SERVED)
+        except (IndexError, ValueError, TypeError, KeyError):
+            return None, None
+    last_step = state.get("last_step", False)
+    got = [tuple(a for a in d if a != "D" or dirs > 1) for d in dims]
+    dh = ("D", "H") if dirs > 1 else ("H",)
+    if k == 0 and not last_step and got in ([("B",), ("T",), dh], [("T",), ("B",), dh]):
+        return "all", None
+    if got == [("B",), dh] and k == 1:
+        return "last", None
+    if got == [("B",), dh] and last_step:
+        if dirs > 1:
+            return None, "the head reads Y's last step, the forward direction's final state " \
+                "but not the backward one's (Y's first step): read Y_h instead; " + _SERVED
+        if _opt_input(last, 4):
+            return None, "the head reads Y's last step, which with sequence_lens is not " \
+                "each sequence's final state: read Y_h instead; " + _SERVED
+        return "last", None
+    return None, "the head reads %s as %s%s: %s" % (
+        what + "'s last step" if last_step else what, _dims_text(dims),
+        " (after operator '%s' (%s))" % (_name(path[0]), path[0].op_type) if path else "",
+        _SERVED)
 
 
 def _reaches(graph, name, source, seen=None):
@@ -437,6 +651,8 @@ def _head_nodes(graph):
     head_nodes = []
     for n in graph.g.node:
         if n.op_type in RNN_OPS or n.op_type in PLUMBING and n.op_type not in ("Add", "Sub"):
+            continue
+        if n.op_type in SHAPE_MATH and all(graph.shape_only(i) for i in n.input if i):
             continue
         if n.op_type in ("Gemm", "MatMul", "Add", "Sub") or n.op_type in HEAD_ACTS:
             head_nodes.append(n)
@@ -550,13 +766,25 @@ def load(path):
     return model
 
 
+def _inferred_shapes(model):
+    """The value_info onnx's shape inference gives the model, or none where it cannot."""
+    try:
+        from onnx import shape_inference
+        return list(shape_inference.infer_shapes(model).graph.value_info)
+    except Exception:  # an operator or domain it does not know: the sizes stay unknown
+        return []
+
+
 def convert(path):
-    graph = _Graph(load(path).graph)
+    model = load(path)
+    graph = _Graph(model.graph)
     rnns = [n for n in graph.g.node if n.op_type in RNN_OPS]
     if not rnns:
         raise ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "
                            "scan or loop of its own is not one); export nn.LSTM/nn.GRU/nn.RNN"
                            % path)
+    if any(o and o not in graph.shapes for o in rnns[-1].output[:2]):
+        graph = _Graph(model.graph, _inferred_shapes(model))
     m = _stack(graph, rnns)
     used = _used_by_rnns(graph, rnns)
     _find_embedding(graph, rnns[0], m, used)

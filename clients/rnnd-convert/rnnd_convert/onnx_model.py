@@ -775,14 +775,28 @@ def _inferred_shapes(model):
         return []
 
 
+def _no_rnn(path, model):
+    """The refusal of a graph without a recurrent operator; torch's dynamo exporter (the
+    default of torch.onnx.export since torch 2.9) writes nn.RNN unrolled, one MatMul, Add
+    and Tanh/Relu per step of the example input, which holds no recurrence rnnd could serve
+    at other lengths."""
+    if model.producer_name == "pytorch":
+        return ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those, not "
+                            "a recurrence unrolled into per-step operators, which "
+                            "torch.onnx.export's default (dynamo) exporter writes for nn.RNN; "
+                            "export with torch.onnx.export(..., dynamo=False), which writes "
+                            "nn.LSTM/nn.GRU/nn.RNN as those operators" % path)
+    return ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "
+                        "scan or loop of its own is not one); export nn.LSTM/nn.GRU/nn.RNN"
+                        % path)
+
+
 def convert(path):
     model = load(path)
     graph = _Graph(model.graph)
     rnns = [n for n in graph.g.node if n.op_type in RNN_OPS]
     if not rnns:
-        raise ConvertError("%s: no LSTM, GRU or RNN operator: rnnd-convert converts those (a "
-                           "scan or loop of its own is not one); export nn.LSTM/nn.GRU/nn.RNN"
-                           % path)
+        raise _no_rnn(path, model)
     if any(o and o not in graph.shapes for o in rnns[-1].output[:2]):
         graph = _Graph(model.graph, _inferred_shapes(model))
     m = _stack(graph, rnns)

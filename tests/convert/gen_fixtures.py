@@ -359,6 +359,8 @@ def torch_nets():
                 h = h[0]
             if self.apply == "all":
                 s = self.fc(y)
+            elif self.apply == "last_step":  # Y's last step, batch_first
+                s = self.fc(y[:, -1])
             elif self.rnn.bidirectional:
                 s = self.fc(torch.cat([h[-2], h[-1]], dim=1))
             else:
@@ -428,6 +430,63 @@ def torch_onnx_export(name, d, net, io, feed, out):
            "%s, lengths all %d" % (name, T))
 
 
+def strip_onnx_paths(path):
+    """Rewrites the ONNX file without the metadata torch's dynamo exporter stamps on
+    every node (pkg.torch.onnx.stack_trace holds the paths of this machine's torch and of
+    this script), and checks that no machine path is left in it."""
+    import re
+    import onnx
+    m = onnx.load(path)
+    graphs = [m.graph] + [f for f in m.functions]
+    del m.metadata_props[:]
+    for g in graphs:
+        del g.metadata_props[:]
+        for n in g.node:
+            del n.metadata_props[:]
+            n.doc_string = ""
+        for v in list(getattr(g, "value_info", [])) + list(getattr(g, "input", [])) + \
+                list(getattr(g, "output", [])):
+            del v.metadata_props[:]
+    onnx.save(m, path)
+    data = open(path, "rb").read()
+    left = re.findall(rb"(?:/work|/tmp|/home|/root|/usr)/[^\s\"']*", data)
+    assert not left, (path, left[:3])
+
+
+def torch_dynamo_export(name, d, net, io, feed, out, batch=None, dynamic=False):
+    """torch.onnx.export as torch 2.9+ does it by default (the dynamo exporter), one file
+    (no external data), its metadata stripped (strip_onnx_paths).  The graph has the
+    example's fixed sizes, or a dynamic batch with dynamic; with batch, the example has
+    that many sequences, and the reference is torch's own on all of io's (onnxruntime
+    runs the graph a batch at a time, checked against torch)."""
+    import onnxruntime as ort
+    import torch
+    path = os.path.join(d, "model.onnx")
+    ex = feed[:batch] if batch else feed
+    kw = {}
+    if dynamic:
+        kw["dynamic_shapes"] = {"x": {0: torch.export.Dim("B")}}
+    torch.onnx.export(net, (ex,), path, input_names=["input"], output_names=["out"],
+                      external_data=False, **kw)
+    strip_onnx_paths(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    step = batch or feed.shape[0]
+    got = np.concatenate([sess.run(None, {"input": feed[k:k + step].numpy()})[0]
+                          for k in range(0, feed.shape[0], step)])
+    with torch.no_grad():
+        want = net(feed).numpy()
+    assert np.abs(want - got).max() < 1e-5
+    io[out] = want if batch else got
+    how = "torch.onnx.export (dynamo, its default%s)" % (
+        ", at batch %d" % batch if batch else ", dynamic batch" if dynamic else "")
+    if batch:
+        ref = "%s, exported by %s; onnxruntime agrees, %d sequence(s) at a time" % (
+            torch_ref(), how, batch)
+    else:
+        ref = "%s of %s's %s" % (ort_ref(), torch_ref(), how)
+    finish(name, "model.onnx", io, ref, "%s, lengths all %d" % (name, T))
+
+
 def packed_scores(net, io, emb):
     """The head's output (softmax, or sigmoid) on the last layer's final state, with
     pack_padded_sequence over io's ragged lengths."""
@@ -467,6 +526,62 @@ def gen_torch_exports():
     for name, build, emb, out in exports:
         d, net, io, feed = torch_start(name, build, EQUAL, emb)
         torch_onnx_export(name, d, net, io, feed, out)
+
+
+def gen_torch_dynamo():
+    """torch.onnx.export's default exporter (dynamo=True since torch 2.9): LSTM and GRU
+    operators with the outputs' batch_first/bidirectional layout changes written as
+    Transpose and Reshape to the example's fixed sizes; nn.RNN unrolled step by step,
+    which is refused."""
+    import torch.nn as nn
+    Net, _ = torch_nets()
+    for name, build, out, kw in [
+        ("onnx_dynamo_gru_bi2_all_sigmoid", lambda: Net(nn.GRU(IN, H, 2, batch_first=True,
+                                                               bidirectional=True),
+                                                        act="sigmoid", apply="all"),
+         "scores", {}),
+        ("onnx_dynamo_lstm_all_softmax", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True),
+                                                     act="softmax", apply="all"), "scores", {}),
+        ("onnx_dynamo_lstm_b1_all_tanh", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True),
+                                                     act="tanh", apply="all"), "scores",
+         {"batch": 1}),
+        ("onnx_dynamo_gru_dynb_bi_all", lambda: Net(nn.GRU(IN, H, 1, batch_first=True,
+                                                           bidirectional=True),
+                                                    act="none", apply="all"), "scores",
+         {"dynamic": True}),
+        ("onnx_dynamo_lstm_last_step", lambda: Net(nn.LSTM(IN, H, 1, batch_first=True),
+                                                   act="sigmoid", apply="last_step"),
+         "scores", {}),
+        ("onnx_dynamo_lstm2_h_softmax", lambda: Net(nn.LSTM(IN, H, 2, batch_first=True),
+                                                    act="softmax"), "scores", {}),
+        ("onnx_dynamo_gru_bi_seq", lambda: Net(nn.GRU(IN, H, 1, batch_first=True,
+                                                      bidirectional=True)), "output", {}),
+    ]:
+        d, net, io, feed = torch_start(name, build, EQUAL, False)
+        torch_dynamo_export(name, d, net, io, feed, out, **kw)
+    for name, build, refuse in [
+        ("onnx_dynamo_refuse_rnn", lambda: Net(nn.RNN(IN, H, 1, batch_first=True), act="none",
+                                               apply="all"),
+         "{source}: no LSTM, GRU or RNN operator: rnnd-convert converts those, not a recurrence "
+         "unrolled into per-step operators, which torch.onnx.export's default (dynamo) exporter "
+         "writes for nn.RNN; export with torch.onnx.export(..., dynamo=False), which writes "
+         "nn.LSTM/nn.GRU/nn.RNN as those operators"),
+        ("onnx_dynamo_refuse_bi_last_step",
+         lambda: Net(nn.GRU(IN, H, 1, batch_first=True, bidirectional=True), act="none",
+                     apply="last_step"),
+         "operator 'node_linear' (Gemm): input=select: the head reads Y's last step, the "
+         "forward direction's final state but not the backward one's (Y's first step): read "
+         "Y_h instead; rnnd's head reads every step of Y as [B, T, dirs*H] or [T, B, dirs*H], "
+         "or the final states as [B, dirs*H]; export a head on one of those"),
+    ]:
+        d, net, io, feed = torch_start(name, build, EQUAL, False)
+        import torch
+        path = os.path.join(d, "model.onnx")
+        torch.onnx.export(net, (feed,), path, input_names=["input"], output_names=["out"],
+                          external_data=False)
+        strip_onnx_paths(path)
+        finish(name, "model.onnx", {}, torch_ref() + " torch.onnx.export (dynamo)", "refused",
+               refuse=refuse)
 
 
 def gen_torch_packed():
@@ -759,6 +874,7 @@ def gen_torch():
     import torch
     torch.set_num_threads(1)
     gen_torch_exports()
+    gen_torch_dynamo()
     gen_torch_packed()
     gen_torch_jit_script()
     gen_torch_chains()

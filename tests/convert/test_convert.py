@@ -363,7 +363,10 @@ def main():
     try:
         for c in refused:
             r = convert(c, metas[c], repo)
-            check_refused(r, metas[c]["refuse"], "%s: refused with its exact message" % c)
+            # {source}: the file's path, which a refusal of the whole file starts with.
+            want = metas[c]["refuse"].replace("{source}", os.path.join(FIXTURES, c,
+                                                                       metas[c]["source"]))
+            check_refused(r, want, "%s: refused with its exact message" % c)
             check(os.listdir(repo) == [], "%s: a refusal writes nothing" % c, os.listdir(repo))
         for c in served:
             r = convert(c, metas[c], repo)

@@ -595,19 +595,43 @@ def gen_torch_packed():
                      act="softmax"),
          ["--prefix", "rnn.", "--embedding", "emb.weight", "--head-weight", "fc.weight",
           "--head-bias", "fc.bias", "--head-activation", "softmax"], True, "state_dict"),
-        ("torch_script_gru_l2",
+        ("torch_jit_trace_gru_l2",
          lambda: Net(nn.GRU(IN, H, 2, batch_first=True), act="sigmoid"),
          ["--head-weight", "fc.weight", "--head-bias", "fc.bias", "--head-activation",
-          "sigmoid"], False, "script"),
+          "sigmoid"], False, "torch.jit.trace"),
     ]:
         d, net, io, feed = torch_start(name, build, RAGGED, emb)
         io["scores"] = packed_scores(net, io, emb)
         if kind == "state_dict":
             torch.save(net.state_dict(), os.path.join(d, "model.pt"))
         else:
-            torch.jit.save(torch.jit.trace(net, (feed,)), os.path.join(d, "model.pt"))
+            traced = torch.jit.trace(net, (feed,))
+            jit_save_without_paths(traced, os.path.join(d, "model.pt"), feed)
         finish(name, "model.pt", io, torch_ref() + " with pack_padded_sequence",
                "%s (%s), lengths %s" % (name, kind, RAGGED), args=args)
+
+
+def jit_save_without_paths(module, path, feed):
+    """torch.jit.save, less the code's *.debug_pkl members: they hold the paths of this
+    machine's source files (torch's and this script's; a traced module's, its whole
+    stack).  torch.jit.load reads the archive without them (checked on feed), and no
+    member is left with a machine path."""
+    import re
+    import torch
+    import zipfile
+    from io import BytesIO
+    buf = BytesIO()
+    torch.jit.save(module, buf)
+    with zipfile.ZipFile(buf) as zin, zipfile.ZipFile(path, "w") as z:
+        for i in zin.infolist():
+            if not i.filename.endswith(".debug_pkl"):
+                z.writestr(i, zin.read(i.filename))
+    with zipfile.ZipFile(path) as z:
+        left = [n for n in z.namelist()
+                if re.search(rb"(?:/work|/tmp|/home|/root|/usr)/", z.read(n))]
+    assert not left, (path, left)
+    with torch.no_grad():
+        assert np.array_equal(torch.jit.load(path)(feed).numpy(), module(feed).numpy())
 
 
 def gen_torch_jit_script():
@@ -637,19 +661,7 @@ def gen_torch_jit_script():
     scripted = torch.jit.script(net)
     with torch.no_grad():
         assert np.abs(scripted(feed).numpy() - net(feed).numpy()).max() < 1e-6
-    # torch.jit.save, less the code's *.debug_pkl members: they hold the paths of this
-    # machine's source files (torch's and this script's).  torch.jit.load reads it without.
-    import zipfile
-    from io import BytesIO
-    buf = BytesIO()
-    torch.jit.save(scripted, buf)
-    path = os.path.join(d, "model.pt")
-    with zipfile.ZipFile(buf) as zin, zipfile.ZipFile(path, "w") as z:
-        for i in zin.infolist():
-            if not i.filename.endswith(".debug_pkl"):
-                z.writestr(i, zin.read(i.filename))
-    with torch.no_grad():
-        assert np.array_equal(torch.jit.load(path)(feed).numpy(), scripted(feed).numpy())
+    jit_save_without_paths(scripted, os.path.join(d, "model.pt"), feed)
     finish(name, "model.pt", io, torch_ref() + " with pack_padded_sequence",
            "%s (torch.jit.script), lengths %s" % (name, RAGGED),
            args=["--head-activation", "softmax"])

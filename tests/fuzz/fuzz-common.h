@@ -57,9 +57,13 @@ static inline void fuzz_init_configs(void)
                 }
 }
 
-/* Limits smaller than the defaults, so that an input cannot ask for much memory. */
+/*
+ * Limits smaller than the defaults, so that an input cannot ask for much
+ * memory; the tree's, far above what an input of libFuzzer's lengths can
+ * parse into, so that the fast path and jansson's agree.
+ */
 static const struct rnnd_infer_limits fuzz_limits
-        __attribute__((unused)) = {.max_elements = 1u << 16, .max_depth = 32};
+        __attribute__((unused)) = {.max_elements = 1u << 16, .max_depth = 32, .max_tree = 1u << 26};
 
 /*
  * The same tensor bytes, but for the sign of a zero: jansson reads "-0" as the

@@ -154,11 +154,8 @@ static int schedule(struct rnnd_inference *c, const struct rnnd_model_config *cf
         c->job.level =
                 (q->priority == 0 ? cfg->batching.default_priority_level : (uint32_t)q->priority) -
                 1;
-        if (q->timeout_us > UINT64_MAX / 1000)
-                return rnnd_error_set(reterr, RNND_EINVAL,
-                                      "parameters.timeout: %" PRIu64 " microseconds is too long",
-                                      q->timeout_us);
-        c->job.timeout_ns = q->timeout_us * 1000;
+        /* It only shortens the model's queue_timeout_us: a longer one is as good as none. */
+        c->job.timeout_ns = q->timeout_us > UINT64_MAX / 1000 ? UINT64_MAX : q->timeout_us * 1000;
         return 0;
 }
 

@@ -269,14 +269,17 @@ def test_timeouts(d):
     body["parameters"] = {"timeout": 10000000}
     st, _, resp = d.json("POST", "/v2/models/queue_timeout/infer", body=json.dumps(body))
     check(st == 503, "a request cannot lengthen the model's queue timeout", (st, resp))
-    # The longest timeout accepted (~584,000 years) waits out the delay like none at all.
-    body["parameters"] = {"timeout": 18446744073709551}
-    st, _, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
-    check(st == 200, "the longest timeout does not wrap around and expire at once", (st, resp))
-    body["parameters"] = {"timeout": 18446744073709552}
+    # Timeouts of ~584,000 years and more (in nanoseconds past 64 bits) wait out the delay
+    # like none at all: they cannot lengthen anything, so they are not refused either (up
+    # to 2^63 - 1, the largest integer jansson reads).
+    for t in (18446744073709551, 18446744073709552, 9223372036854775807):
+        body["parameters"] = {"timeout": t}
+        st, _, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
+        check(st == 200, "timeout %d does not wrap around and expire at once" % t, (st, resp))
+    body["parameters"] = {"timeout": -1}
     st, _, resp = d.json("POST", "/v2/models/slow_delay/infer", body=json.dumps(body))
     check(st == 400 and "parameters.timeout" in (resp or {}).get("error", ""),
-          "one microsecond more is a 400 naming parameters.timeout", (st, resp))
+          "a negative timeout is a 400 naming parameters.timeout", (st, resp))
 
 
 def test_priority(d):

@@ -68,6 +68,7 @@ static const struct rnnd_option options[] = {
                 .offset = OFF(listen),
                 .def = "127.0.0.1:8000",
                 .check = check_listen,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "HOST:PORT",
                 .help = "Address and port to listen on: an IPv4 address or host name and a port "
                         "(127.0.0.1:8000, 0.0.0.0:8000), or an IPv6 address in brackets "
@@ -80,6 +81,7 @@ static const struct rnnd_option options[] = {
                 .offset = OFF(grpc_listen),
                 .def = "127.0.0.1:8001",
                 .check = check_grpc_listen,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "HOST:PORT",
                 .help = "Address and port of the gRPC front end (KServe v2's "
                         "GRPCInferenceService, TF Serving's PredictionService and ModelService, "
@@ -120,7 +122,7 @@ static const struct rnnd_option options[] = {
                 .def = "auto",
                 .min = 1,
                 .max = 1024,
-                .flags = RNND_OPT_AUTO,
+                .flags = RNND_OPT_AUTO | RNND_OPT_FIXED,
                 .metavar = "N",
                 .help = "HTTP threads (the libmicrohttpd thread pool) that read requests and "
                         "write responses; they never wait for a model. auto is the number of "
@@ -133,6 +135,7 @@ static const struct rnnd_option options[] = {
                 .def = "1024",
                 .min = 1,
                 .max = 1048576,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "N",
                 .help = "Most concurrent client connections on each listener (HTTP, gRPC); "
                         "more are refused. HTTP's is split evenly across its threads, so it "
@@ -145,9 +148,9 @@ static const struct rnnd_option options[] = {
                 .def = "30s",
                 .min = 1,
                 .max = 86400,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "SECONDS",
-                .help = "Close a connection that has been idle this long. Seconds, or with a "
-                        "suffix: 30s, 5m, 1h.",
+                .help = "Close a connection that has been idle this long.",
         },
         {
                 .name = "header_timeout",
@@ -171,6 +174,7 @@ static const struct rnnd_option options[] = {
                 .def = "0",
                 .min = 0,
                 .max = 1048576,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "N",
                 .help = "Most concurrent connections from one client address on each "
                         "listener (HTTP, gRPC); more are refused. 0 is three quarters of "
@@ -187,7 +191,7 @@ static const struct rnnd_option options[] = {
                 .metavar = "BYTES",
                 .help = "Largest request body. A request declaring a longer Content-Length is "
                         "answered 413 at once; a chunked body that grows past it is answered "
-                        "413 when it ends. Bytes, or with a K, M or G suffix (powers of 1024).",
+                        "413 when it ends.",
         },
         {
                 .name = "grpc_max_message_bytes",
@@ -196,12 +200,13 @@ static const struct rnnd_option options[] = {
                 .def = "64M",
                 .min = 1024,
                 .max = 2 * GIB - 6,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "BYTES",
                 .help = "Largest gRPC request message: a longer one ends its call "
                         "RESOURCE_EXHAUSTED when its length prefix arrives. Also each gRPC "
                         "stream's receive window; a connection holding more than twice this of "
                         "bytes not yet handled over its streams fails the stream that passes it "
-                        "(RESOURCE_EXHAUSTED). Bytes, or with a K, M or G suffix.",
+                        "(RESOURCE_EXHAUSTED).",
         },
         {
                 .name = "grpc_max_streams",
@@ -210,6 +215,7 @@ static const struct rnnd_option options[] = {
                 .def = "100",
                 .min = 1,
                 .max = 65536,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "N",
                 .help = "Most concurrent calls (HTTP/2 streams) on one gRPC connection "
                         "(SETTINGS_MAX_CONCURRENT_STREAMS). Calls a client reset whose "
@@ -223,7 +229,7 @@ static const struct rnnd_option options[] = {
                 .def = "auto",
                 .min = 1,
                 .max = 1024,
-                .flags = RNND_OPT_AUTO,
+                .flags = RNND_OPT_AUTO | RNND_OPT_FIXED,
                 .metavar = "N",
                 .help = "gRPC loop threads, the daemon's own loop among them: each carries its "
                         "share of the gRPC connections (HTTP/2 framing, unpacking, answers), "
@@ -237,10 +243,11 @@ static const struct rnnd_option options[] = {
                 .def = "16K",
                 .min = 1 * KIB,
                 .max = 1 * MIB,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "BYTES",
                 .help = "Largest header list of a gRPC call, decompressed (names and values "
                         "plus 32 bytes each, as SETTINGS_MAX_HEADER_LIST_SIZE counts it); a "
-                        "larger one resets its stream. Bytes, or with a K suffix.",
+                        "larger one resets its stream.",
         },
         {
                 .name = "max_tensor_elements",
@@ -264,7 +271,7 @@ static const struct rnnd_option options[] = {
                 .help = "Largest response one inference request may ask for, counting each JSON "
                         "float at its longest (17 bytes) and each binary one at 4. A request "
                         "whose outputs could be larger is answered 400 before anything is "
-                        "allocated for them. Bytes, or with a K, M or G suffix.",
+                        "allocated for them.",
         },
         {
                 .name = "max_json_depth",
@@ -298,12 +305,13 @@ static const struct rnnd_option options[] = {
                 .def = "16K",
                 .min = 8 * KIB,
                 .max = 64 * MIB,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "BYTES",
                 .help = "Memory pool of each connection for its headers and I/O buffers "
                         "(libmicrohttpd); request bodies are kept outside it. A request's "
                         "headers must fit (at 16K, about 14K of them; more gets 431). "
                         "libmicrohttpd clears the whole pool between requests, so a larger "
-                        "one costs CPU on every request. Bytes, or with a K or M suffix.",
+                        "one costs CPU on every request.",
         },
         {
                 .name = "log_level",
@@ -336,6 +344,7 @@ static const struct rnnd_option options[] = {
                 .offset = OFF(log_format),
                 .def = "text",
                 .values = log_formats,
+                .flags = RNND_OPT_FIXED,
                 .metavar = "FORMAT",
                 .help = "text: lines with a syslog priority prefix such as <6>, as journald "
                         "reads them from stderr. json: one JSON object per line with time, "
@@ -814,6 +823,88 @@ static void format_duration(uint64_t v, char *buf, size_t cap)
                 snprintf(buf, cap, "%" PRIu64 "s", v);
 }
 
+/* A number of a numeric row as rnnd.conf spells it: "64M", "30s", "1024". */
+static void format_number(enum rnnd_opt_type type, uint64_t v, char *buf, size_t cap)
+{
+        if (type == RNND_OPT_BYTES)
+                format_bytes(v, buf, cap);
+        else if (type == RNND_OPT_DURATION)
+                format_duration(v, buf, cap);
+        else
+                snprintf(buf, cap, "%" PRIu64, v);
+}
+
+/* A limit of a numeric row the way the user writes it ("1K", "1h"), 0 as "0". */
+static void format_limit(const struct rnnd_option *opt, uint64_t v, char *buf, size_t cap)
+{
+        if (v == 0)
+                snprintf(buf, cap, "0");
+        else
+                format_number(opt->type, v, buf, cap);
+}
+
+/* "Range: 1K..4G" (", or auto" where auto is a value) for a numeric row; "" for others. */
+static void range_text(const struct rnnd_option *opt, char *buf, size_t cap)
+{
+        char lo[32], hi[32];
+
+        buf[0] = '\0';
+        if (opt->type != RNND_OPT_UINT && opt->type != RNND_OPT_BYTES &&
+            opt->type != RNND_OPT_DURATION)
+                return;
+        format_limit(opt, opt->min, lo, sizeof(lo));
+        format_limit(opt, opt->max, hi, sizeof(hi));
+        snprintf(buf, cap, "Range: %s..%s%s", lo, hi,
+                 (opt->flags & RNND_OPT_AUTO) ? ", or auto" : "");
+}
+
+/*
+ * How a value of a bytes or duration row is written, from what the parsers
+ * take (rnnd__opt_parse_bytes(), rnnd__opt_parse_duration()), naming the
+ * suffixes up to the row's max: "Bytes, or with a K or M suffix (powers of
+ * 1024)."; "" for other rows.
+ */
+static void units_text(const struct rnnd_option *opt, char *buf, size_t cap)
+{
+        static const struct {
+                const char *name;
+                uint64_t unit;
+        } bytes[] = {{"K", KIB}, {"M", MIB}, {"G", GIB}, {"T", TIB}},
+          secs[] = {{"s", 1}, {"m", 60}, {"h", 3600}};
+        const bool is_bytes = opt->type == RNND_OPT_BYTES;
+        size_t n = 0, k, all = is_bytes ? 4 : 3, len = 0;
+        char list[32] = "";
+
+        buf[0] = '\0';
+        if (opt->type != RNND_OPT_BYTES && opt->type != RNND_OPT_DURATION)
+                return;
+        while (n < all && (is_bytes ? bytes[n].unit : secs[n].unit) <= opt->max)
+                n++;
+        for (k = 0; k < n && len < sizeof(list); k++)
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+                                        k == 0       ? ""
+                                        : k + 1 == n ? " or "
+                                                     : ", ",
+                                        is_bytes ? bytes[k].name : secs[k].name);
+        if (is_bytes)
+                snprintf(buf, cap, "Bytes, or with a %s suffix (powers of 1024).", list);
+        else
+                snprintf(buf, cap, "Seconds, or with a%s %s suffix (30s%s%s).", n > 1 ? "n" : "",
+                         list, n > 1 ? ", 5m" : "", n > 2 ? ", 1h" : "");
+}
+
+/* The row's help with how its values are written, into buf[cap]. */
+static void describe(const struct rnnd_option *opt, char *buf, size_t cap)
+{
+        char units[128];
+
+        units_text(opt, units, sizeof(units));
+        snprintf(buf, cap, "%s%s%s", opt->help, units[0] != '\0' ? " " : "", units);
+}
+
+/* What --help, rnnd.conf and rnnd.conf(5) say of a row a reload keeps. */
+#define FIXED_TEXT "Fixed: a reload (SIGHUP) keeps the running value until a restart."
+
 /* Whether a string value must be quoted to read back the same from rnnd.conf. */
 static bool needs_quotes(const char *s)
 {
@@ -868,12 +959,8 @@ void rnnd_options_format(const struct rnnd_options *o, const struct rnnd_option 
                 u = *(const uint64_t *)f;
                 if ((opt->flags & RNND_OPT_AUTO) && u == 0)
                         snprintf(buf, cap, "auto");
-                else if (opt->type == RNND_OPT_BYTES)
-                        format_bytes(u, buf, cap);
-                else if (opt->type == RNND_OPT_DURATION)
-                        format_duration(u, buf, cap);
                 else
-                        snprintf(buf, cap, "%" PRIu64, u);
+                        format_number(opt->type, u, buf, cap);
                 break;
         }
 }
@@ -944,16 +1031,10 @@ int rnnd_options_set(struct rnnd_options *o, const struct rnnd_option *opt, cons
                                               (opt->flags & RNND_OPT_AUTO) ? " or auto" : "");
                 if (r < 0 || u < opt->min || u > opt->max) {
                         char lo[32], hi[32];
-                        struct rnnd_options tmp;
 
-                        /* Show the limits the way the user writes them ("1K", "1h"). */
-                        memset(&tmp, 0, sizeof(tmp));
-                        *(uint64_t *)field(&tmp, opt) = opt->min;
-                        rnnd_options_format(&tmp, opt, lo, sizeof(lo));
-                        *(uint64_t *)field(&tmp, opt) = opt->max;
-                        rnnd_options_format(&tmp, opt, hi, sizeof(hi));
-                        if (opt->min == 0)
-                                snprintf(lo, sizeof(lo), "0");
+                        /* The limits the way the user writes them ("1K", "1h"), as --help's. */
+                        format_limit(opt, opt->min, lo, sizeof(lo));
+                        format_limit(opt, opt->max, hi, sizeof(hi));
                         return rnnd_error_set(reterr, RNND_ELIMIT,
                                               "%s: '%s' is out of range %s..%s", label, value, lo,
                                               hi);
@@ -1494,7 +1575,7 @@ void rnnd_options_help(FILE *f)
               f);
         for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
                 const struct rnnd_option *opt = &options[i];
-                char def[256], meta[256];
+                char def[256], meta[256], text[2048], range[96];
 
                 rnnd_options_format(&defaults, opt, def, sizeof(def));
                 if (opt->type == RNND_OPT_ENUM)
@@ -1503,8 +1584,14 @@ void rnnd_options_help(FILE *f)
                         snprintf(meta, sizeof(meta), "%s%s", opt->metavar,
                                  (opt->flags & RNND_OPT_AUTO) ? "|auto" : "");
                 fprintf(f, "  --%s=%s\n", opt->name, meta);
-                wrap(f, "        ", opt->help, 78);
+                describe(opt, text, sizeof(text));
+                wrap(f, "        ", text, 78);
+                range_text(opt, range, sizeof(range));
+                if (range[0] != '\0')
+                        fprintf(f, "        %s\n", range);
                 fprintf(f, "        Default: %s\n", def);
+                if (opt->flags & RNND_OPT_FIXED)
+                        wrap(f, "        ", FIXED_TEXT, 78);
         }
         fputs("\nEnvironment:\n"
               "  RNND_BACKEND=auto|cpu   Overrides `backend` (cpu switches cuDNN off).\n"
@@ -1533,19 +1620,26 @@ void rnnd_options_dump(FILE *f, const struct rnnd_options *o)
         for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
                 const struct rnnd_option *opt = &options[i];
                 char def[RNND_OPT_VALUE_MAX + 8], val[RNND_OPT_VALUE_MAX + 8];
+                char text[2048], range[96];
 
                 rnnd_options_format(&defaults, opt, def, sizeof(def));
                 rnnd_options_format(o, opt, val, sizeof(val));
                 fputc('\n', f);
-                wrap(f, "# ", opt->help, 78);
+                describe(opt, text, sizeof(text));
+                wrap(f, "# ", text, 78);
+                range_text(opt, range, sizeof(range));
                 if (opt->type == RNND_OPT_ENUM) {
                         char choices[256];
 
                         enum_choices(opt, choices, sizeof(choices));
                         fprintf(f, "# One of: %s. Default: %s.\n", choices, def);
+                } else if (range[0] != '\0') {
+                        fprintf(f, "# %s. Default: %s.\n", range, def);
                 } else {
                         fprintf(f, "# Default: %s.\n", def);
                 }
+                if (opt->flags & RNND_OPT_FIXED)
+                        fprintf(f, "# %s\n", FIXED_TEXT);
                 fprintf(f, "%s = %s\n", opt->name, val);
         }
         rnnd_options_done(&defaults);

@@ -34,7 +34,8 @@ enum rnnd_opt_type {
 };
 
 /* Row flags. */
-#define RNND_OPT_AUTO 0x1u /* numeric: the value "auto" means 0, resolved at start */
+#define RNND_OPT_AUTO  0x1u /* numeric: the value "auto" means 0, resolved at start */
+#define RNND_OPT_FIXED 0x2u /* a reload (SIGHUP) keeps the running value (reload.c) */
 
 enum rnnd_backend_choice {
         RNND_BACKEND_AUTO = 0, /* cuDNN where built and usable, else the CPU engine */

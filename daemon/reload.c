@@ -324,21 +324,38 @@ bool rnnd_reload_pending(struct rnnd_reload *rl, const char *name)
 
 /* Step 1 of SIGHUP: the settings. */
 
-/* Settings the running daemon cannot take: its socket, its HTTP threads, its log format. */
-static const char *const fixed_settings[] = {
-        "listen",
-        "grpc_listen",
-        "grpc_max_message_bytes",
-        "grpc_max_streams",
-        "grpc_max_header_bytes",
-        "grpc_threads",
-        "threads",
-        "connection_limit",
-        "connection_timeout",
-        "per_connection_memory",
-        "per_address_limit",
-        "log_format",
-};
+/*
+ * Puts back in o the running value of every row marked RNND_OPT_FIXED
+ * (options.c): what the running daemon cannot take, its sockets, threads,
+ * connection limits and log format.  --help, rnnd.conf, rnnd.conf(5) and
+ * rnnd(8) list them from the same flag.
+ */
+static void keep_fixed(const struct rnnd_options *old, struct rnnd_options *o)
+{
+        size_t n_rows;
+        const struct rnnd_option *rows = rnnd_options_table(&n_rows);
+        rnnd_error_t err = {0};
+        char a[512], b[512];
+
+        for (size_t i = 0; i < n_rows; i++) {
+                const struct rnnd_option *row = &rows[i];
+
+                if (!(row->flags & RNND_OPT_FIXED))
+                        continue;
+                rnnd_options_format(old, row, a, sizeof(a));
+                rnnd_options_format(o, row, b, sizeof(b));
+                if (strcmp(a, b) == 0)
+                        continue;
+                rnnd_log(RNND_LOG_WARNING,
+                         "SIGHUP: %s cannot change while running (%s -> %s); keeping %s until "
+                         "restart",
+                         row->name, a, b, a);
+                if (a[0] == '"')
+                        snprintf(a, sizeof(a), "%s", "");
+                if (rnnd_options_set(o, row, a, row->name, &err) < 0)
+                        rnnd_log(RNND_LOG_ERR, "SIGHUP: %s: %s", row->name, err.msg);
+        }
+}
 
 /* Reads the settings again; on success swaps them in and returns 0. */
 static int reload_settings(struct rnnd_reload *rl)
@@ -347,7 +364,6 @@ static int reload_settings(struct rnnd_reload *rl)
         struct rnnd_options *o = NULL, **owned;
         enum rnnd_command cmd;
         rnnd_error_t err = {0};
-        char a[512], b[512];
         int r;
 
         owned = rnnd_realloc(rl->owned, (rl->n_owned + 1) * sizeof(rl->owned[0]));
@@ -367,22 +383,7 @@ static int reload_settings(struct rnnd_reload *rl)
                          err.msg);
                 goto fail;
         }
-        for (size_t i = 0; i < sizeof(fixed_settings) / sizeof(fixed_settings[0]); i++) {
-                const struct rnnd_option *row = rnnd_options_find(fixed_settings[i]);
-
-                rnnd_options_format(old, row, a, sizeof(a));
-                rnnd_options_format(o, row, b, sizeof(b));
-                if (strcmp(a, b) == 0)
-                        continue;
-                rnnd_log(RNND_LOG_WARNING,
-                         "SIGHUP: %s cannot change while running (%s -> %s); keeping %s until "
-                         "restart",
-                         row->name, a, b, a);
-                if (a[0] == '"')
-                        snprintf(a, sizeof(a), "%s", "");
-                if (rnnd_options_set(o, row, a, row->name, &err) < 0)
-                        rnnd_log(RNND_LOG_ERR, "SIGHUP: %s: %s", row->name, err.msg);
-        }
+        keep_fixed(old, o);
         r = read_token(rl, o, &err);
         if (r < 0) {
                 rnnd_log(RNND_LOG_ERR, "SIGHUP: auth_token_file: %s; keeping the running settings",

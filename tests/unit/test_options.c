@@ -716,6 +716,140 @@ START_TEST(test_help_lists_every_key)
 }
 END_TEST
 
+/* s with each line break and the indent or "# " after it made one blank, in place. */
+static char *unwrap(char *s)
+{
+        char *w = s;
+
+        ck_assert_ptr_nonnull(s);
+        for (const char *r = s; *r != '\0';) {
+                if (*r != '\n') {
+                        *w++ = *r++;
+                        continue;
+                }
+                for (r++; *r == ' ' || *r == '#'; r++)
+                        ;
+                *w++ = ' ';
+        }
+        *w = '\0';
+        return s;
+}
+
+/* The text of row name's entry in out (--help's "  --name=" or rnnd.conf's "name = "), copied. */
+static char *entry_of(const char *out, const char *name, bool help)
+{
+        char start[80];
+        const char *b, *e;
+
+        if (help) {
+                snprintf(start, sizeof(start), "\n  --%s=", name);
+                b = strstr(out, start);
+                ck_assert_msg(b != NULL, "--help lacks %s", name);
+                e = strstr(b + 1, "\n  --");
+                if (e == NULL)
+                        e = b + strlen(b);
+        } else {
+                /* rnnd.conf: the comment block before "name = ". */
+                snprintf(start, sizeof(start), "\n%s = ", name);
+                e = strstr(out, start);
+                ck_assert_msg(e != NULL, "the dump lacks %s", name);
+                for (b = e; b > out && !(b[-1] == '\n' && b[0] == '\n'); b--)
+                        ;
+        }
+        return unwrap(strndup(b, (size_t)(e - b)));
+}
+
+/*
+ * Every numeric setting shows its range in --help and rnnd.conf, spelled as
+ * its values are ("1K..4G", "1s..24h"), and both ends are accepted; a byte
+ * or duration setting says which suffixes it takes; the settings a reload
+ * keeps say so.
+ */
+START_TEST(test_help_ranges)
+{
+        static const struct {
+                const char *name, *range;
+        } known[] = {
+                {"threads", "Range: 1..1024, or auto"},
+                {"connection_limit", "Range: 1..1048576"},
+                {"connection_timeout", "Range: 1s..24h"},
+                {"max_body_bytes", "Range: 1K..4G"},
+                {"per_connection_memory", "Range: 8K..64M"},
+                {"max_json_depth", "Range: 2..2048"},
+                {"shutdown_timeout", "Range: 0..1h"},
+                {"grpc_max_message_bytes", "Range: 1K..2147483642"},
+                {"grpc_max_header_bytes", "Range: 1K..1M"},
+        };
+        static const char *const fixed[] = {
+                "listen",
+                "grpc_listen",
+                "grpc_max_message_bytes",
+                "grpc_max_streams",
+                "grpc_max_header_bytes",
+                "grpc_threads",
+                "threads",
+                "connection_limit",
+                "connection_timeout",
+                "per_connection_memory",
+                "per_address_limit",
+                "log_format",
+        };
+        struct rnnd_options o;
+        size_t n, i, n_fixed = 0;
+        const struct rnnd_option *t = rnnd_options_table(&n);
+        char *help = capture(help_adapter, NULL), *dump;
+
+        ck_assert_int_eq(rnnd_options_init(&o), 0);
+        dump = capture(rnnd_options_dump, &o);
+        for (i = 0; i < n; i++) {
+                bool numeric = t[i].type == RNND_OPT_UINT || t[i].type == RNND_OPT_BYTES ||
+                               t[i].type == RNND_OPT_DURATION;
+
+                for (int h = 0; h < 2; h++) {
+                        char *text = entry_of(h ? help : dump, t[i].name, h);
+                        const char *r = strstr(text, "Range: ");
+
+                        ck_assert_msg((r != NULL) == numeric, "%s: range '%s'", t[i].name, text);
+                        if (t[i].type == RNND_OPT_BYTES)
+                                ck_assert_msg(strstr(text, "Bytes, or with a K") != NULL, "%s",
+                                              text);
+                        if (t[i].type == RNND_OPT_DURATION)
+                                ck_assert_msg(strstr(text, "Seconds, or with an s, m or h") != NULL,
+                                              "%s", text);
+                        ck_assert_msg((strstr(text, "Fixed: a reload") != NULL) ==
+                                              ((t[i].flags & RNND_OPT_FIXED) != 0),
+                                      "%s", text);
+                        if (r != NULL && h) {
+                                char lo[64], hi[64];
+                                rnnd_error_t e = {0};
+
+                                /* "Range: LO..HI Default: ..." or "Range: LO..HI, or auto". */
+                                ck_assert_int_eq(sscanf(r, "Range: %63[^.].%*[.]%63[^, ]", lo, hi),
+                                                 2);
+                                ck_assert_msg(rnnd_options_set(&o, &t[i], lo, "lo", &e) == 0,
+                                              "%s: %s", t[i].name, e.msg);
+                                ck_assert_msg(rnnd_options_set(&o, &t[i], hi, "hi", &e) == 0,
+                                              "%s: %s", t[i].name, e.msg);
+                        }
+                        for (size_t k = 0; k < ELEMENTSOF(known); k++)
+                                if (strcmp(known[k].name, t[i].name) == 0)
+                                        ck_assert_msg(strstr(text, known[k].range) != NULL,
+                                                      "%s lacks '%s': %s", t[i].name,
+                                                      known[k].range, text);
+                        free(text);
+                }
+                n_fixed += (t[i].flags & RNND_OPT_FIXED) != 0;
+        }
+        /* What daemon/reload.c keeps on SIGHUP, as docs/OPERATIONS.md lists it. */
+        ck_assert_uint_eq(n_fixed, ELEMENTSOF(fixed));
+        for (i = 0; i < ELEMENTSOF(fixed); i++)
+                ck_assert_msg(rnnd_options_find(fixed[i])->flags & RNND_OPT_FIXED, "%s", fixed[i]);
+        free(help);
+        free(dump);
+        rnnd_options_done(&o);
+}
+END_TEST
+
 START_TEST(test_dump_round_trip)
 {
         struct rnnd_options a, b;
@@ -817,6 +951,7 @@ static Suite *options_suite(void)
 
         tc = tcase_create("generated");
         tcase_add_test(tc, test_help_lists_every_key);
+        tcase_add_test(tc, test_help_ranges);
         tcase_add_test(tc, test_dump_round_trip);
         tcase_add_test(tc, test_committed_conf_is_dump);
         tcase_add_test(tc, test_fifo_refused);

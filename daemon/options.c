@@ -1558,8 +1558,9 @@ void rnnd_options_help(FILE *f)
               "       rnnd --help | --version | --backends | --dump-config\n\n",
               f);
         wrap(f, "",
-             "rnnd serves recurrent networks (LSTM, GRU, RNN) over HTTP with the KServe v2 "
-             "(Open Inference Protocol) and TensorFlow Serving REST APIs. Settings come from "
+             "rnnd serves recurrent networks (LSTM, GRU, RNN) over HTTP and gRPC with the "
+             "KServe v2 (Open Inference Protocol) and TensorFlow Serving APIs (REST on `listen`, "
+             "gRPC on `grpc_listen`). Settings come from "
              "their defaults, then the --config file, then the command line; RNND_BACKEND=cpu "
              "in the environment overrides `backend`.",
              78);

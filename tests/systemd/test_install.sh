@@ -57,9 +57,27 @@ check_tree() {
   done
   grep -q "^u rnnd - \"rnnd model server\" ${repo%/*}\$" "$root/lib/sysusers.d/rnnd.conf" ||
     fail "sysusers' home is not ${repo%/*}"
+  man5=$root/share/man/man5/rnnd.conf.5
   for p in "$conf" "$repo"; do
     grep -q "^\.I $p\$" "$root/share/man/man8/rnnd.8" || fail "rnnd(8) FILES does not name $p"
+    grep -q "^\.I $p\$" "$man5" || fail "rnnd.conf(5) does not name $p"
   done
+  # Under another prefix no page names the default one's paths.
+  if [ "$prefix" != /usr ]; then
+    for page in "$root/share/man/man8/rnnd.8" "$man5"; do
+      ! grep -n -e '\(^\|[ (]\)/etc/rnnd' -e '/var/lib/rnnd' "$page" ||
+        fail "$page names /usr's paths under prefix $prefix"
+    done
+  fi
+  # rnnd(8)'s SIGHUP list is the settings --dump-config marks Fixed, no more, no fewer.
+  want=$("$root/bin/rnnd" --dump-config |
+    awk '/^# Fixed:/ { f = 1 } /^[a-z_]+ = / { if (f) print $1; f = 0 }' | sort)
+  got=$(sed -n '/^\.B SIGHUP/,/^\.TP/p' "$root/share/man/man8/rnnd.8" | sed 's/\\-/-/g' |
+    tr -c 'a-z_\n' ' ' | tr ' ' '\n' | grep -x -F "$("$root/bin/rnnd" --help |
+    sed -n 's/^  --\([a-z_]*\)=.*/\1/p')" | sort -u)
+  [ -n "$want" ] && [ "$want" = "$got" ] ||
+    { fail "rnnd(8)'s SIGHUP list differs from the Fixed settings:"; echo "want: $want" | tr '\n' ' ';
+      echo; echo "got: $got" | tr '\n' ' '; echo; }
   if [ -n "$conf" ] && [ -f "$dest$conf" ]; then
     "$root/bin/rnnd" --config "$dest$conf" --dump-config | cmp -s - "$dest$conf" ||
       fail "the installed rnnd.conf is not what rnnd --dump-config prints for it"
@@ -74,7 +92,6 @@ check_tree() {
   fi
 
   # rnnd.conf(5) names every setting --help lists, and nothing else.
-  man5=$root/share/man/man5/rnnd.conf.5
   want=$("$root/bin/rnnd" --help | sed -n 's/^  --\([a-z_]*\)=.*/\1/p' | sort)
   got=$(sed -n '/^\.SH OPTIONS/,/^\.SH FILES/{/^\.B /s/^\.B //p}' "$man5" | sed 's/\\-/-/g' | sort)
   [ -n "$want" ] && [ "$want" = "$got" ] ||

@@ -960,8 +960,11 @@ static int open_listener(struct rnnd_http *h, char *host, size_t cap, rnnd_error
                 }
         }
         r = rnnd__http_listen_open(h, fd, host, port, reterr);
-        if (r < 0)
+        if (r < 0) {
+                if (fd < 0)
+                        rnnd_error_prefix(reterr, "listen %s", (*h->opts)->listen);
                 return r;
+        }
         name_listener(h, fd, host);
         return 0;
 }

@@ -1445,8 +1445,10 @@ int rnnd_options_parse_args(struct rnnd_options *o, int argc, char *const *argv,
         /* Pass 2: the file, then the flags in order, then the environment. */
         if (config != NULL) {
                 r = rnnd_options_load_file(o, config, reterr);
-                if (r < 0)
+                if (r < 0) {
+                        rnnd_error_prefix(reterr, "--config");
                         return r;
+                }
                 o->config_file = rnnd_strdup(config);
                 if (o->config_file == NULL)
                         return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");

@@ -24,11 +24,14 @@
  * handle is closed and the loop ends.  A second signal skips the wait.
  */
 #include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "log.h"
@@ -173,6 +176,71 @@ static void model_retired(void *arg)
                 uv_timer_start(&srv->reap_timer, reap_tick, 0, REAP_POLL_MS);
 }
 
+/*
+ * The scan's error for a repository it cannot open, said once and with where
+ * to look: a relative model_repository is under the working directory (the
+ * compiled default, config/models, is the source tree's), and without
+ * --config the installed settings are not read.
+ */
+static void repository_error(const struct rnnd_options *o, rnnd_error_t *err)
+{
+        const char *dir = o->model_repository, *rest = err->msg;
+        size_t n = strlen(dir);
+        char cwd[PATH_MAX] = "", why[sizeof(err->msg)];
+
+        /* The scan's message starts with the directory: "config/models: cannot open ...". */
+        if (strncmp(rest, dir, n) == 0 && rest[n] == ':')
+                rest += n + (rest[n + 1] == ' ' ? 2 : 1);
+        memmove(why, rest, strlen(rest) + 1);
+        if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL)
+                snprintf(cwd, sizeof(cwd), "?");
+        rnnd_error_set(err, err->code, "model_repository %s%s%s%s: %s%s%s", dir,
+                       cwd[0] != '\0' ? " (relative to the working directory " : "", cwd,
+                       cwd[0] != '\0' ? ")" : "", why,
+                       o->config_file == NULL ? "; the installed settings: rnnd --config " : "",
+                       o->config_file == NULL ? RNND_CONFIG_FILE : "");
+}
+
+/* Whether host:port of a listen setting resolves; the setting's name in the error. */
+static int check_address(const char *name, const char *value, rnnd_error_t *reterr)
+{
+        struct addrinfo hints = {0}, *ai = NULL;
+        char host[256], port[8];
+        unsigned p;
+        int r = rnnd_options_split_listen(value, host, sizeof(host), &p, reterr);
+
+        if (r < 0) {
+                rnnd_error_prefix(reterr, "%s", name);
+                return r;
+        }
+        snprintf(port, sizeof(port), "%u", p);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+        r = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &ai);
+        if (r != 0)
+                return rnnd_error_set(reterr, RNND_EINVAL, "%s %s: cannot resolve '%s': %s", name,
+                                      value, host, gai_strerror(r));
+        freeaddrinfo(ai);
+        return 0;
+}
+
+/*
+ * The addresses rnnd will bind, resolved before any model loads, so that a
+ * typo fails at once and names its setting; those systemd's sockets replace
+ * (http.c's activated_socket()) are not looked at.
+ */
+static int check_addresses(const struct rnnd_options *o, rnnd_error_t *reterr)
+{
+        int passed = sd_listen_fds(0), r = 0;
+
+        if (passed < 1)
+                r = check_address("listen", o->listen, reterr);
+        if (r == 0 && passed < 2 && o->grpc_listen[0] != '\0')
+                r = check_address("grpc_listen", o->grpc_listen, reterr);
+        return r;
+}
+
 int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, rnnd_error_t *reterr)
 {
         struct rnnd_server *srv = rnnd_calloc(1, sizeof(*srv));
@@ -196,9 +264,13 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, r
                 goto fail;
         }
 
+        r = check_addresses(opts, reterr);
+        if (r < 0)
+                goto fail;
         r = rnnd_repository_scan(opts->model_repository, &idx, reterr);
         if (r < 0) {
-                rnnd_error_prefix(reterr, "model_repository %s", opts->model_repository);
+                if (reterr != NULL)
+                        repository_error(opts, reterr);
                 goto fail;
         }
         r = rnnd_models_load(&srv->models, opts, &idx, reterr);

@@ -371,7 +371,8 @@ def test_command_line():
     finally:
         os.unlink(bad)
     rc, out, err = run("--config", "/nonexistent/rnnd.conf")
-    check(rc != 0 and "/nonexistent/rnnd.conf" in err, "a missing config file is an error", (rc, err))
+    check(rc != 0 and "rnnd: --config: /nonexistent/rnnd.conf: No such file" in err,
+          "a missing config file is an error naming --config", (rc, err))
     rc, out, err = run("--threads=lots")
     check(rc != 0 and "--threads: 'lots'" in err, "a bad flag value names the flag", (rc, err))
     rc, out, err = run("--no-such-flag=1")
@@ -384,13 +385,36 @@ def test_command_line():
     check(rc != 0 and "log_level" in err, "a bad enum names the key", (rc, err))
     rc, out, err = run("--model_repository=/nonexistent/models", "--listen=127.0.0.1:%d" % free_port())
     check(rc != 0 and "/nonexistent/models" in err, "a missing repository is fatal and named", (rc, err))
+    check(err.count("/nonexistent/models") == 1 and "relative to" not in err,
+          "an absolute repository is named once, and not called relative", err)
+    # The compiled default, config/models, outside the source tree: relative to the working
+    # directory, said once, with the installed settings' --config as the way out.
+    elsewhere = tempfile.mkdtemp(prefix="rnnd-cwd-")
+    try:
+        rc, out, err = run("--listen=127.0.0.1:%d" % free_port(), "--grpc_listen=", cwd=elsewhere)
+        check(rc == 1 and "model_repository config/models (relative to the working directory %s): "
+              "cannot open repository: No such file or directory" % os.path.realpath(elsewhere) in err
+              and err.count("config/models") == 1,
+              "a relative repository that is not there says where it was looked for", (rc, err))
+        check(re.search(r"; the installed settings: rnnd --config /\S*rnnd/rnnd\.conf$", err, re.M),
+              "... and how to read the installed settings", err)
+    finally:
+        os.rmdir(elsewhere)
+    # A listen address that does not resolve names its setting, before any model loads.
+    for key, other in (("listen", "--grpc_listen="), ("grpc_listen", "--listen=127.0.0.1:%d" % free_port())):
+        rc, out, err = run("--model_repository", GOLDEN, "--%s=nosuchhost.invalid:1" % key, other)
+        check(rc == 1 and re.search(r"^<3>.*%s nosuchhost\.invalid:1: cannot resolve 'nosuchhost\.invalid'"
+                                    % key, err, re.M),
+              "an address that does not resolve names %s" % key, (rc, err[-500:]))
+        check("loaded" not in err, "... and is found before the models load", err[-500:])
 
     # A port in use is a clear error.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         rc, out, err = run("--model_repository", GOLDEN, "--listen=127.0.0.1:%d" % s.getsockname()[1])
-        check(rc != 0 and "cannot listen on" in err, "a port in use is an error", (rc, err[-300:]))
+        check(rc != 0 and "listen 127.0.0.1:%d: cannot listen on" % s.getsockname()[1] in err,
+              "a port in use is an error naming listen", (rc, err[-300:]))
 
 
 def test_broken_repository():

@@ -621,7 +621,7 @@ static const struct {
         {{"--threads=x"}, "--threads: 'x' is not an unsigned integer"},
         {{"serve"}, "unexpected argument 'serve'"},
         {{"--config"}, "--config: needs a file name"},
-        {{"--config=/nonexistent/x.conf"}, "/nonexistent/x.conf: "},
+        {{"--config=/nonexistent/x.conf"}, "--config: /nonexistent/x.conf: No such file"},
         {{"--config=a", "--config=b"}, "--config: given twice"},
         {{"--threads=64", "--connection_limit=8"}, "connection_limit (8) must be at least threads"},
         {{"--backends", "--dump-config"}, "--dump-config: only one of"},

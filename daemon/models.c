@@ -170,16 +170,37 @@ int rnnd_models_pin_named(struct rnnd_models *t, const char *name, const char *v
         return 0;
 }
 
-/* Why m or its version v does not serve: "is not <word>: reason"; 0 when it does. */
+/* The highest version of m that failed to load, or NULL. */
+static const struct rnnd_served_version *latest_failed(const struct rnnd_served_model *m)
+{
+        for (size_t i = m->n_versions; i-- > 0;)
+                if (m->versions[i].status < 0)
+                        return &m->versions[i];
+        return NULL;
+}
+
+/*
+ * Why m or its version v does not serve: "is not <word>: reason"; 0 when it
+ * does.  With no loaded version, the reason the highest one failed: the
+ * client sees why, as docs/MODELS.md says, not only the repository index.
+ */
 static int why_not(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
                    const char *word, rnnd_error_t *reterr)
 {
         if (m->entry->status < 0)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is not %s: %s",
                                       m->entry->name, word, m->entry->reason);
-        if (v == NULL)
-                return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' has no loaded version",
-                                      m->entry->name);
+        if (v == NULL) {
+                const struct rnnd_served_version *f = latest_failed(m);
+
+                if (f == NULL)
+                        return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                              "model '%s' has no loaded version", m->entry->name);
+                return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                      "model '%s' has no loaded version: version %" PRIu64
+                                      " failed to load: %s",
+                                      m->entry->name, f->version, f->reason);
+        }
         if (v->status < 0)
                 return rnnd_error_set(reterr, RNND_EUNAVAIL,
                                       "version %" PRIu64 " of model '%s' is not %s: %s", v->version,

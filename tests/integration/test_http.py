@@ -445,6 +445,11 @@ def test_broken_repository():
             st, h, b = d.json("POST", "/v2/models/noweights/infer", body="{}")
             check(st == 503 and error_body(b) and h.get("retry-after") == "1",
                   "infer on a model with no loaded version is 503 with Retry-After", (st, h, b))
+            # The client hears why, as docs/MODELS.md says, not only the repository index.
+            why = "model 'noweights' has no loaded version: version 1 failed to load: noweights/1/model.safetensors: "
+            check(b.get("error", "").startswith(why), "the 503 says why the version failed", b)
+            st, h, b = d.json("GET", "/v2/models/noweights/ready")
+            check(st == 400 and b.get("error", "").startswith(why), "so does the model's ready", (st, b))
             st, h, b = d.json("GET", "/v1/models/badcfg")
             check(st == 503 and "colour" in b.get("error", "") and h.get("retry-after") == "1",
                   "TF Serving status of a bad config's model is 503 with Retry-After", (st, h, b))

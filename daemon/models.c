@@ -639,6 +639,43 @@ void rnnd_models_pools_progress(struct rnnd_models *t, struct rnnd_pool_progress
         rnnd_models_each_pool(t, pool_progress_cb, ret);
 }
 
+/* Whether the skipped entry s belongs to model only (NULL: every entry does). */
+static bool skipped_of(const struct rnnd_repository_skipped *s, const char *only)
+{
+        size_t n = only != NULL ? strlen(only) : 0;
+
+        return only == NULL || (strncmp(s->name, only, n) == 0 && s->name[n] == '/');
+}
+
+void rnnd_models_log_skipped(struct rnnd_models *t, const struct rnnd_repository_index *idx,
+                             const char *what, const char *only, bool quiet_if_same)
+{
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        int level;
+
+        for (size_t i = 0; i < idx->n_skipped; i++)
+                h = fnv1a(h, idx->skipped[i].name, strlen(idx->skipped[i].name) + 1);
+        h = fnv1a(h, &idx->n_skipped_more, sizeof(idx->n_skipped_more));
+        level = quiet_if_same && h == t->skipped_hash ? RNND_LOG_DEBUG : RNND_LOG_NOTICE;
+        if (only == NULL)
+                t->skipped_hash = h;
+        for (size_t i = 0; i < idx->n_skipped; i++) {
+                const struct rnnd_repository_skipped *s = &idx->skipped[i];
+                const char *slash = strchr(s->name, '/');
+
+                if (!skipped_of(s, only))
+                        continue;
+                if (slash != NULL) /* a model's directory that is no version */
+                        rnnd_log(level, "%s: model %.*s: directory %s/ ignored: %s", what,
+                                 (int)(slash - s->name), s->name, slash + 1, s->reason);
+                else
+                        rnnd_log(s->is_dir ? level : RNND_LOG_DEBUG, "%s: %s%s skipped: %s", what,
+                                 s->name, s->is_dir ? "/" : "", s->reason);
+        }
+        if (idx->n_skipped_more > 0 && only == NULL)
+                rnnd_log(level, "%s: %zu more entries skipped", what, idx->n_skipped_more);
+}
+
 /* The first table: every model of the repository, built on this thread. */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
                      const struct rnnd_repository_index *idx, rnnd_error_t *reterr)
@@ -648,6 +685,7 @@ int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
         size_t i;
 
         log_backend(o);
+        rnnd_models_log_skipped(t, idx, "model repository", NULL, false);
         if (idx->n_models == 0)
                 rnnd_log(RNND_LOG_WARNING, "model repository %s holds no model",
                          o->model_repository);

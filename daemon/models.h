@@ -112,6 +112,7 @@ struct rnnd_models {
         struct rnnd_served_model *retired; /* left the table, not yet freed; loop thread only */
         struct rnnd_metrics_counters other_requests; /* requests not naming a known model; atomic */
         struct rnnd_models_events ev;                /* immutable */
+        uint64_t skipped_hash; /* what the last scan skipped (rnnd_models_log_skipped()) */
 };
 
 /* An empty table reporting to ev. */
@@ -126,6 +127,17 @@ void rnnd_models_done(struct rnnd_models *t);
  */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
                      const struct rnnd_repository_index *idx, rnnd_error_t *reterr);
+
+/*
+ * Logs what the scan idx passed over, one line each with the reason: a
+ * directory of the repository that is no model, at notice, as a model's
+ * directory that is no version; a file at the root, at debug.  what starts
+ * each line ("model repository", "SIGHUP", ...); only, when not NULL, keeps
+ * the lines of that model.  With quiet_if_same, a scan that skipped what the
+ * one before did logs at debug (a repository poll).  Main or loop thread.
+ */
+void rnnd_models_log_skipped(struct rnnd_models *t, const struct rnnd_repository_index *idx,
+                             const char *what, const char *only, bool quiet_if_same);
 
 /*
  * The model called name in the table, or NULL.  Borrowed while the caller

@@ -601,6 +601,7 @@ static void finish_load(struct rnnd_models *tab, struct op *op)
                 answer(op, (unsigned)rnnd_error_http_status(op->status), msg);
                 return;
         }
+        rnnd_models_log_skipped(tab, &op->idx, "repository API", op->name, false);
         for (i = 0; i < op->idx.n_models && m == NULL; i++)
                 if (op->built[i] != NULL)
                         m = choose(tab, old, &op->built[i], why, sizeof(why));
@@ -655,6 +656,18 @@ static void finish_unload(struct rnnd_models *tab, struct op *op)
         answer(op, 200, NULL);
 }
 
+/* Logs each model of the table that the scan idx no longer has: it leaves the table. */
+static void log_removed(struct rnnd_models *tab, const struct rnnd_repository_index *idx,
+                        const char *what)
+{
+        for (size_t i = 0; i < tab->n_models; i++)
+                if (rnnd_repository_find(idx, tab->models[i]->entry->name) == NULL)
+                        rnnd_log(RNND_LOG_NOTICE,
+                                 "%s: model %s is no longer in the repository: it leaves "
+                                 "(requests in flight finish)",
+                                 what, tab->models[i]->entry->name);
+}
+
 static void finish_reload(struct rnnd_models *tab, struct op *op)
 {
         const char *what = op->kind == RNND_RELOAD_POLL ? "repository poll" : "SIGHUP";
@@ -669,11 +682,13 @@ static void finish_reload(struct rnnd_models *tab, struct op *op)
                          op->err.msg);
                 return;
         }
+        rnnd_models_log_skipped(tab, &op->idx, what, NULL, op->kind == RNND_RELOAD_POLL);
         t = rnnd_calloc(op->idx.n_models > 0 ? op->idx.n_models : 1, sizeof(t[0]));
         if (t == NULL) {
                 rnnd_log(RNND_LOG_ERR, "%s: out of memory; the models served stay", what);
                 return;
         }
+        log_removed(tab, &op->idx, what);
         for (i = 0; i < op->idx.n_models; i++) {
                 old = rnnd_models_find(tab, op->idx.models[i].name);
                 if (op->built[i] == NULL) {

@@ -69,6 +69,40 @@ static bool is_dir_at(int dfd, const char *name)
         return fstatat(dfd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Why a directory is passed over: as the daemon logs it, and docs/MODELS.md has it. */
+#define NOT_A_MODEL_NAME                                                                           \
+        "not a valid model name (letters, digits, '_', '.' and '-', not starting with '.')"
+#define NOT_A_VERSION "not a version number (a positive integer without leading zeros: 1, 2, 10)"
+
+/* The entries a scan passes over, for rnnd_repository_index's skipped list. */
+struct skips {
+        struct rnnd_repository_skipped *v; /* RNND_REPOSITORY_MAX_SKIPPED, or NULL */
+        size_t n, more;
+};
+
+/* Notes entry (of model, or of root when model is NULL) as skipped; RNND_ENOMEM. */
+static int skip(struct skips *sk, const char *model, const char *entry, bool is_dir,
+                const char *reason)
+{
+        struct rnnd_repository_skipped *s;
+
+        if (sk->n == RNND_REPOSITORY_MAX_SKIPPED) {
+                sk->more++;
+                return 0;
+        }
+        if (sk->v == NULL) {
+                sk->v = rnnd_calloc(RNND_REPOSITORY_MAX_SKIPPED, sizeof(sk->v[0]));
+                if (sk->v == NULL)
+                        return RNND_ENOMEM;
+        }
+        s = &sk->v[sk->n++];
+        snprintf(s->name, sizeof(s->name), "%s%s%s", model != NULL ? model : "",
+                 model != NULL ? "/" : "", entry);
+        snprintf(s->reason, sizeof(s->reason), "%s", reason);
+        s->is_dir = is_dir;
+        return 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
         uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -120,12 +154,14 @@ static void model_fail(struct rnnd_repository_model *m, const rnnd_error_t *e)
  * selects in m, ascending.  A problem with the model is returned as an error
  * in *e that the caller records on m.
  */
-static int select_versions(const char *model_dir, struct rnnd_repository_model *m, rnnd_error_t *e)
+static int select_versions(const char *model_dir, struct rnnd_repository_model *m, struct skips *sk,
+                           rnnd_error_t *e)
 {
         const struct rnnd_model_config *cfg = &m->cfg;
         uint64_t top[RNND_CFG_MAX_VERSIONS]; /* the highest seen, ascending */
         bool wanted[RNND_CFG_MAX_VERSIONS] = {false};
-        size_t n_top = 0, total = 0, want_n;
+        size_t n_top = 0, total = 0, want_n, rlen = 0;
+        char rejected[96] = ""; /* "007/, v1/": directories that are no version */
         struct dirent *de;
         uint64_t v;
         DIR *d;
@@ -135,8 +171,18 @@ static int select_versions(const char *model_dir, struct rnnd_repository_model *
                 return rnnd_error_set(e, RNND_EIO, "%s: cannot open: %s", model_dir,
                                       strerror(errno));
         for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
-                if (!parse_version(de->d_name, &v) || !is_dir_at(dirfd(d), de->d_name))
+                if (de->d_name[0] == '.' || !is_dir_at(dirfd(d), de->d_name))
+                        continue; /* hidden, or a file (config.json, a README) */
+                if (!parse_version(de->d_name, &v)) {
+                        if (skip(sk, m->name, de->d_name, true, NOT_A_VERSION) < 0) {
+                                closedir(d);
+                                return rnnd_error_set(e, RNND_ENOMEM, "out of memory");
+                        }
+                        if (rlen < sizeof(rejected))
+                                rlen += (size_t)snprintf(rejected + rlen, sizeof(rejected) - rlen,
+                                                         "%s%s/", rlen > 0 ? ", " : "", de->d_name);
                         continue;
+                }
                 total++;
                 for (uint32_t i = 0; i < cfg->version_policy.n_versions; i++)
                         if (cfg->version_policy.versions[i] == v)
@@ -163,8 +209,10 @@ static int select_versions(const char *model_dir, struct rnnd_repository_model *
         if (total == 0)
                 return rnnd_error_set(e, RNND_EMODEL,
                                       "no version directory: %s/ holds no directory named by a "
-                                      "version number, such as %s/1/ with %s in it",
-                                      m->name, m->name, cfg->weights.file);
+                                      "version number (a positive integer without leading "
+                                      "zeros), such as %s/1/ with %s in it%s%s",
+                                      m->name, m->name, cfg->weights.file,
+                                      rlen > 0 ? "; not versions: " : "", rejected);
         switch (cfg->version_policy.kind) {
         case RNND_VP_LATEST:
                 want_n = cfg->version_policy.num_versions < n_top ? cfg->version_policy.num_versions
@@ -201,7 +249,8 @@ static int select_versions(const char *model_dir, struct rnnd_repository_model *
  * Fills in the model m (whose name is set): config and versions, or a status
  * and reason.  Returns an error only for what fails the whole scan.
  */
-static int scan_model(const char *root, struct rnnd_repository_model *m, rnnd_error_t *reterr)
+static int scan_model(const char *root, struct rnnd_repository_model *m, struct skips *sk,
+                      rnnd_error_t *reterr)
 {
         char dir[PATH_MAX];
         rnnd_error_t e = {0};
@@ -210,10 +259,10 @@ static int scan_model(const char *root, struct rnnd_repository_model *m, rnnd_er
         r = join_path(dir, root, m->name, &e);
         if (r == 0)
                 r = rnnd_repository_read_config(dir, &m->cfg, &e);
+        if (r == 0)
+                r = select_versions(dir, m, sk, &e);
         if (r == RNND_ENOMEM)
                 return rnnd_error_set(reterr, r, "%s", e.msg);
-        if (r == 0)
-                r = select_versions(dir, m, &e);
         if (r < 0) {
                 memset(&m->cfg, 0, sizeof(m->cfg));
                 relative_to(&e, root);
@@ -225,6 +274,7 @@ static int scan_model(const char *root, struct rnnd_repository_model *m, rnnd_er
 int rnnd_repository_scan(const char *root, struct rnnd_repository_index *ret, rnnd_error_t *reterr)
 {
         struct rnnd_repository_model *models = NULL, *grown;
+        struct skips sk = {0};
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
@@ -235,8 +285,20 @@ int rnnd_repository_scan(const char *root, struct rnnd_repository_index *ret, rn
                 return rnnd_error_set(reterr, RNND_EIO, "%s: cannot open repository: %s", root,
                                       strerror(errno));
         for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
-                if (!rnnd_repository_valid_name(de->d_name) || !is_dir_at(dirfd(d), de->d_name))
+                bool is_dir;
+
+                if (de->d_name[0] == '.')
+                        continue; /* hidden: ".", "..", a copy's staging directory */
+                is_dir = is_dir_at(dirfd(d), de->d_name);
+                if (!is_dir || !rnnd_repository_valid_name(de->d_name)) {
+                        if (skip(&sk, NULL, de->d_name, is_dir,
+                                 is_dir ? NOT_A_MODEL_NAME : "not a directory") < 0) {
+                                r = rnnd_error_set(reterr, RNND_ENOMEM,
+                                                   "%s: out of memory listing models", root);
+                                goto out;
+                        }
                         continue;
+                }
                 if (n == RNND_REPOSITORY_MAX_MODELS) {
                         r = rnnd_error_set(reterr, RNND_ELIMIT,
                                            "%s: more than %u models in the repository", root,
@@ -269,16 +331,22 @@ int rnnd_repository_scan(const char *root, struct rnnd_repository_index *ret, rn
         if (n > 0)
                 qsort(models, n, sizeof(models[0]), cmp_model);
         for (size_t i = 0; i < n; i++) {
-                r = scan_model(root, &models[i], reterr);
+                r = scan_model(root, &models[i], &sk, reterr);
                 if (r < 0)
                         goto out;
         }
-        *ret = (struct rnnd_repository_index){.models = models, .n_models = n};
+        *ret = (struct rnnd_repository_index){.models = models,
+                                              .n_models = n,
+                                              .skipped = sk.v,
+                                              .n_skipped = sk.n,
+                                              .n_skipped_more = sk.more};
         models = NULL;
+        sk.v = NULL;
 out:
         if (d != NULL)
                 closedir(d);
         rnnd_free(models);
+        rnnd_free(sk.v);
         return r;
 }
 
@@ -287,6 +355,7 @@ void rnnd_repository_index_done(struct rnnd_repository_index *idx)
         if (idx == NULL)
                 return;
         rnnd_free(idx->models);
+        rnnd_free(idx->skipped);
         *idx = (struct rnnd_repository_index){0};
 }
 

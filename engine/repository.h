@@ -8,6 +8,7 @@
 #ifndef RNND_ENGINE_REPOSITORY_H
 #define RNND_ENGINE_REPOSITORY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,9 +27,22 @@ struct rnnd_repository_model {
         uint64_t versions[RNND_CFG_MAX_VERSIONS];
 };
 
+/* Most skipped entries a scan keeps (n_skipped_more counts the rest). */
+#define RNND_REPOSITORY_MAX_SKIPPED 64u
+
+/* An entry of the repository that a scan passed over, and why (for the daemon's log). */
+struct rnnd_repository_skipped {
+        char name[300];   /* "<entry>" under root, or "<model>/<entry>" under a model */
+        char reason[160]; /* why it is no model or no version */
+        bool is_dir;      /* a directory (false: a file or other non-directory at root) */
+};
+
 struct rnnd_repository_index {
         struct rnnd_repository_model *models; /* sorted by name */
         size_t n_models;
+        struct rnnd_repository_skipped *skipped; /* in the order the scan met them, or NULL */
+        size_t n_skipped;
+        size_t n_skipped_more; /* skipped entries past RNND_REPOSITORY_MAX_SKIPPED */
 };
 
 /*
@@ -38,8 +52,10 @@ struct rnnd_repository_index {
  * gives that model a status < 0 and a reason (paths in it relative to root,
  * since clients see it), and the scan goes on.  Version
  * directories are positive decimal integers without leading zeros; others are
- * ignored.  Errors (for root itself): RNND_EIO, RNND_ELIMIT (too many models),
- * RNND_ENOMEM.  Never writes *ret on failure.  Thread-safe.
+ * ignored.  What is skipped, but for hidden entries (names starting with '.')
+ * and a model's files, is listed in ret->skipped with the reason, for the
+ * daemon to log.  Errors (for root itself): RNND_EIO, RNND_ELIMIT (too many
+ * models), RNND_ENOMEM.  Never writes *ret on failure.  Thread-safe.
  */
 int rnnd_repository_scan(const char *root, struct rnnd_repository_index *ret, rnnd_error_t *reterr);
 

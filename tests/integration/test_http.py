@@ -427,6 +427,11 @@ def test_broken_repository():
             f.write('{"cell": "lstm", "input_size": 5, "hidden_size": 6, "colour": "blue"}')
         shutil.copytree(os.path.join(GOLDEN, MODEL), os.path.join(repo, "noweights"))
         os.unlink(os.path.join(repo, "noweights", "1", "model.safetensors"))
+        # Passed over, each with a log line: a model directory whose name is no model name,
+        # and a model whose only version directory has a leading zero.
+        shutil.copytree(os.path.join(GOLDEN, MODEL), os.path.join(repo, "my model"))
+        shutil.copytree(os.path.join(GOLDEN, MODEL), os.path.join(repo, "zeros"))
+        os.rename(os.path.join(repo, "zeros", "1"), os.path.join(repo, "zeros", "007"))
         d = Daemon(repo=repo, wait_ready=False)
         try:
             st, h, b = d.json("GET", "/v2/health/ready")
@@ -450,6 +455,10 @@ def test_broken_repository():
             check(b.get("error", "").startswith(why), "the 503 says why the version failed", b)
             st, h, b = d.json("GET", "/v2/models/noweights/ready")
             check(st == 400 and b.get("error", "").startswith(why), "so does the model's ready", (st, b))
+            st, h, b = d.json("GET", "/v2/models/zeros/ready")
+            check(st == 400 and "zeros/ holds no directory named by a version number (a positive integer "
+                  "without leading zeros)" in b.get("error", "") and "not versions: 007/" in b.get("error", ""),
+                  "a model without a version names the directories it passed over", (st, b))
             st, h, b = d.json("GET", "/v1/models/badcfg")
             check(st == 503 and "colour" in b.get("error", "") and h.get("retry-after") == "1",
                   "TF Serving status of a bad config's model is 503 with Retry-After", (st, h, b))
@@ -461,7 +470,7 @@ def test_broken_repository():
             m = re.search(r"^rnnd_models_loaded (\d+)$", page, re.M)
             check(m and m.group(1) == "1", "rnnd_models_loaded counts only the good model", m and m.group(0))
             failed = dict(re.findall(r'^rnnd_model_load_failed\{model="([^"]+)"\} (\d)$', page, re.M))
-            check(failed == {"good": "0", "badcfg": "1", "noweights": "1"},
+            check(failed == {"good": "0", "badcfg": "1", "noweights": "1", "zeros": "1"},
                   "rnnd_model_load_failed is 1 for the models that failed", failed)
             st, _, b = d.json("GET", "/v2/models/noweights/versions/1/ready")
             check(repo not in json.dumps(b) and "noweights/1/model.safetensors" in json.dumps(b),
@@ -470,6 +479,20 @@ def test_broken_repository():
             log = d.stderr()
             check(re.search(r"^<4>.*model badcfg: not loaded: .*colour", log, re.M), "the log says why badcfg failed", log)
             check(re.search(r"^<4>.*model noweights version 1: not loaded", log, re.M), "the log says why noweights failed", log)
+            check(re.search(r"^<5>.*model repository: my model/ skipped: not a valid model name", log, re.M),
+                  "the log names a directory passed over for its name, and why", log)
+            check(re.search(r"^<5>.*model repository: model zeros: directory 007/ ignored: not a version number "
+                            r"\(a positive integer without leading zeros", log, re.M),
+                  "the log names a version directory passed over, and why", log)
+            # A model gone from the repository leaves with a line naming it.
+            shutil.rmtree(os.path.join(repo, "badcfg"))
+            d.proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 10
+            while time.time() < deadline and "SIGHUP: reloaded" not in d.stderr()[len(log):]:
+                time.sleep(0.05)
+            check(re.search(r"^<5>.*SIGHUP: model badcfg is no longer in the repository: it leaves",
+                            d.stderr()[len(log):], re.M), "SIGHUP logs a model that left", d.stderr()[len(log):])
+            check(d.request("GET", "/v2/models/badcfg/ready")[0] == 404, "... and it is gone")
             rc, secs = d.stop(signal.SIGINT)
             check(rc == 0 and secs < 5, "SIGINT exits 0 quickly", (rc, secs, d.stderr()[-500:]))
             check(not sanitizer_report(d.stderr()), "no sanitizer report", d.stderr()[-3000:])

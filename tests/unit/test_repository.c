@@ -127,8 +127,9 @@ static const struct {
         {"no_cfg", RNND_EIO, "no_cfg/config.json: cannot open", 0, {0}},
         {"no_versions",
          RNND_EMODEL,
-         "no version directory: no_versions/ holds no directory named by a version number, such "
-         "as no_versions/1/ with model.safetensors in it",
+         "no version directory: no_versions/ holds no directory named by a version number (a "
+         "positive integer without leading zeros), such as no_versions/1/ with model.safetensors "
+         "in it; not versions: ",
          0,
          {0}},
         {"specific", RNND_EMODEL, "version 3 requested by version_policy is missing", 0, {0}},
@@ -182,6 +183,60 @@ START_TEST(test_find)
                 ck_assert_int_lt(strcmp(idx.models[i - 1].name, idx.models[i].name), 0);
         rnnd_repository_index_done(&idx);
         rnnd_repository_index_done(&idx);
+}
+END_TEST
+
+/*
+ * What the scan passes over is listed with the reason, for the daemon's log:
+ * badly named model directories, files at the root, and a model's
+ * directories that are no version ("007": a leading zero); not hidden ones.
+ */
+START_TEST(test_skipped)
+{
+        static const struct {
+                const char *name;
+                bool is_dir;
+                const char *reason;
+        } want[] = {
+                {"bad name", true, "not a valid model name"},
+                {"README.md", false, "not a directory"},
+                {"good/007", true, "not a version number (a positive integer without leading"},
+                {"good/abc", true, "not a version number"},
+                {"good/0", true, "not a version number"},
+                {"no_versions/v1", true, "not a version number"},
+        };
+        struct rnnd_repository_index idx = {0};
+        const struct rnnd_repository_model *m;
+        rnnd_error_t e = {0};
+
+        ck_assert_int_eq(rnnd_repository_scan(root, &idx, &e), 0);
+        ck_assert_uint_eq(idx.n_skipped_more, 0);
+        for (size_t i = 0; i < RNND_ELEMENTSOF(want); i++) {
+                size_t j = 0;
+
+                while (j < idx.n_skipped && strcmp(idx.skipped[j].name, want[i].name) != 0)
+                        j++;
+                ck_assert_msg(j < idx.n_skipped, "%s is not listed as skipped", want[i].name);
+                ck_assert_int_eq(idx.skipped[j].is_dir, want[i].is_dir);
+                ck_assert_msg(strstr(idx.skipped[j].reason, want[i].reason) != NULL, "%s: '%s'",
+                              want[i].name, idx.skipped[j].reason);
+        }
+        for (size_t j = 0; j < idx.n_skipped; j++) {
+                ck_assert_msg(strstr(idx.skipped[j].name, "hidden") == NULL, "%s",
+                              idx.skipped[j].name);
+                /* A model's files (config.json, the numeric file 5) are no news. */
+                ck_assert_msg(strstr(idx.skipped[j].name, "/config.json") == NULL &&
+                                      strcmp(idx.skipped[j].name, "good/5") != 0,
+                              "%s", idx.skipped[j].name);
+        }
+        /* A model without a version names the directories it rejected. */
+        m = rnnd_repository_find(&idx, "no_versions");
+        ck_assert_ptr_nonnull(m);
+        ck_assert_msg(strstr(m->reason, "v1/") != NULL && strstr(m->reason, "0/") != NULL, "%s",
+                      m->reason);
+        rnnd_repository_index_done(&idx);
+        ck_assert_ptr_null(idx.skipped);
+        ck_assert_uint_eq(idx.n_skipped, 0);
 }
 END_TEST
 
@@ -501,6 +556,7 @@ static Suite *repository_suite(void)
         tcase_add_unchecked_fixture(tc, setup_repo, remove_root);
         tcase_add_loop_test(tc, test_scan_model, 0, RNND_ELEMENTSOF(models));
         tcase_add_test(tc, test_find);
+        tcase_add_test(tc, test_skipped);
         tcase_add_test(tc, test_read_config);
         tcase_add_test(tc, test_bad_root);
         tcase_add_test(tc, test_oom);

@@ -82,7 +82,7 @@ def nginx_conf(tmp, port, ports):
     with open(os.path.join(th.SRC, "config", "nginx", "rnnd.conf")) as f:
         text = f.read()
     for i, p in enumerate(ports):
-        text = text.replace("127.0.0.1:%d" % (8001 + i), "127.0.0.1:%d" % p)
+        text = text.replace("127.0.0.1:%d" % (8110 + 10 * i), "127.0.0.1:%d" % p)  # rnnd@.socket's
     text = text.replace("listen 8000;", "listen 127.0.0.1:%d;" % port)
     with open(os.path.join(tmp, "rnnd.conf"), "w") as f:
         f.write(text)

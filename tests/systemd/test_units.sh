@@ -3,8 +3,9 @@
 # verify` on the units as built, and `systemd-analyze security --offline=yes`
 # on the service, whose overall exposure must be at most 2.0; with the
 # template pair (rnnd@.service, rnnd@.socket), the same for instance rnnd@1,
-# which must listen on 127.0.0.1:8001, then 127.0.0.1:8101 for gRPC, and want
-# its own socket.  ExecStart is pointed at $RNND_BIN,
+# which must listen on 127.0.0.1:8110, then 127.0.0.1:8111 for gRPC, and want
+# its own socket; no instance 1..9 may take a port of rnnd.socket's or of
+# another instance.  ExecStart is pointed at $RNND_BIN,
 # since verify checks that the binary exists.  Exit 77 without
 # systemd-analyze.
 set -u
@@ -24,8 +25,14 @@ if [ -n "$template" ]; then
   else
     echo "ok: systemd-analyze verify rnnd@1.service rnnd@1.socket"
   fi
-  [ "$(grep '^ListenStream=' "$tmp/rnnd@.socket")" = "$(printf 'ListenStream=127.0.0.1:800%%i\nListenStream=127.0.0.1:810%%i')" ] ||
-    { echo "FAIL: rnnd@.socket does not listen on 800%i, then 810%i (gRPC)"; rc=1; }
+  [ "$(grep '^ListenStream=' "$tmp/rnnd@.socket")" = "$(printf 'ListenStream=127.0.0.1:81%%i0\nListenStream=127.0.0.1:81%%i1')" ] ||
+    { echo "FAIL: rnnd@.socket does not listen on 81%i0, then 81%i1 (gRPC)"; rc=1; }
+  # Instances 1..9 and rnnd.socket: every address once.
+  all=$(sed -n 's/^ListenStream=//p' "$tmp/rnnd.socket"
+        for i in 1 2 3 4 5 6 7 8 9; do sed -n "s/^ListenStream=//; T; s/%i/$i/g; p" "$tmp/rnnd@.socket"; done)
+  dup=$(printf '%s\n' "$all" | sort | uniq -d)
+  [ -z "$dup" ] && [ "$(printf '%s\n' "$all" | wc -l)" -eq 20 ] ||
+    { echo "FAIL: rnnd@N.socket and rnnd.socket share addresses: $dup"; rc=1; }
   grep -qx 'Wants=rnnd@%i.socket' "$tmp/rnnd@.service" ||
     { echo "FAIL: rnnd@.service does not want its own socket"; rc=1; }
   cmp -s "$(sed '/^#/d;/^Description=/d;/^After=/d;/^Wants=/d' "$tmp/rnnd.service" > "$tmp/a"; echo "$tmp/a")" \

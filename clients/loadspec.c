@@ -184,9 +184,10 @@ static const struct key keys[] = {
          NULL,
          NULL},
         {{"streams", "N",
-          "Streaming (issue 17's stateful sequences, api v2): keep N sequences live, each "
-          "sent in chunks of --chunk-length steps with sequence_id, sequence_start and "
-          "sequence_end, the next chunk when the last is answered; a sequence's length is "
+          "Streaming (stateful sequences, as KServe v2 and Triton clients send them): keep N "
+          "sequences live, each sent in chunks of --chunk-length steps with sequence_id, "
+          "sequence_start and sequence_end, the next chunk when the last is answered; a "
+          "sequence's length is "
           "drawn as --length says, and a new one starts when one ends. Closed loop with N "
           "in flight; the model needs a sequence block. 0: off."},
          K_U32,

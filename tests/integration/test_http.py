@@ -342,6 +342,8 @@ def test_command_line():
     for k in keys:
         check(("  --%s=" % k) in out, "--help lists %s" % k)
     check("Default: 127.0.0.1:8000" in out and "RNND_BACKEND" in out, "--help shows defaults and the environment")
+    check(not re.search(r"\b(issue|bug) #?\d", out, re.I), "--help names no internal tracker issue",
+          re.findall(r".*\bissue.*", out))
 
     rc, out, err = run("--version")
     check(rc == 0 and re.fullmatch(r"rnnd \d+\.\d+\.\d+\n", out), "--version", (rc, out))

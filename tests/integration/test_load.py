@@ -187,6 +187,8 @@ def test_errors(d):
               (p.returncode, p.stderr))
     p = subprocess.run([LOAD, "--help"], capture_output=True, text=True, timeout=30)
     keys = re.findall(r"^  --([a-z-]+)", p.stdout, re.M)
+    check(not re.search(r"\b(issue|bug) #?\d", p.stdout, re.I),
+          "--help names no internal tracker issue", re.findall(r".*\bissue.*", p.stdout))
     check(p.returncode == 0 and {"url", "mode", "rate", "length", "input", "max-error-rate",
                                  "spec", "json"} <= set(keys), "--help lists the keys", keys)
     for key, default in (("url", "http://127.0.0.1:8000"), ("mode", "closed"), ("concurrency", "16"),

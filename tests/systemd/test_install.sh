@@ -51,6 +51,11 @@ check_tree() {
   [ -n "$want" ] && [ "$want" = "$got" ] ||
     fail "the demo models are not all in $repo, the repository $conf serves: $got"
   [ -f "$dest$repo/digits_gru/1/model.safetensors" ] || fail "$repo/digits_gru/1/model.safetensors missing"
+  # Only what serving needs: no training scripts, test sets, READMEs or symlinks.
+  extra=$(cd "$dest$repo" 2>/dev/null && find . \( -name '*.py' -o -name README.md -o \
+    -name test_set.json -o -type l \) -print | sort | tr '\n' ' ')
+  [ -z "$extra" ] || fail "$repo holds files serving does not need: $extra"
+  [ -x "$root/bin/rnnd-load" ] || fail "not installed: $prefix/bin/rnnd-load"
   tmpfiles=$root/lib/tmpfiles.d/rnnd.conf
   for line in "d ${conf%/*} " "z ${conf%/*}/token " "d $repo "; do
     grep -q "^$line" "$tmpfiles" || fail "tmpfiles has no '$line...' line"

@@ -1853,6 +1853,7 @@ int rnnd_grpc_start(struct rnnd_grpc *g, uv_loop_t *loop, const struct rnnd_grpc
 {
         const struct rnnd_options *o = *g->opts;
         unsigned n = rnnd_options_grpc_threads(o);
+        char msg[32];
         int r;
 
         if (fd < 0 && o->grpc_listen[0] == '\0')
@@ -1873,10 +1874,13 @@ int rnnd_grpc_start(struct rnnd_grpc *g, uv_loop_t *loop, const struct rnnd_grpc
         if (r < 0)
                 return r;
         atomic_store(&g->accepting, true);
+        /* The message limit as rnnd.conf spells it (64M), as the HTTP line's max_body_bytes. */
+        rnnd_options_format(o, rnnd_options_find("grpc_max_message_bytes"), msg, sizeof(msg));
         rnnd_log(RNND_LOG_NOTICE,
-                 "gRPC listening on %s (%u threads, %" PRIu64
-                 " streams a connection, grpc_max_message_bytes %" PRIu64 ")",
-                 g->listen_name, n, o->grpc_max_streams, o->grpc_max_message_bytes);
+                 "gRPC listening on %s (%u thread%s, %" PRIu64
+                 " stream%s a connection, grpc_max_message_bytes %s)",
+                 g->listen_name, n, n == 1 ? "" : "s", o->grpc_max_streams,
+                 o->grpc_max_streams == 1 ? "" : "s", msg);
         return 0;
 }
 

@@ -1010,9 +1010,10 @@ int rnnd_http_start(struct rnnd_http *h, rnnd_error_t *reterr)
         /* The body limit as rnnd.conf spells it (64M), not 67108864. */
         rnnd_options_format(o, rnnd_options_find("max_body_bytes"), body, sizeof(body));
         rnnd_log(RNND_LOG_NOTICE,
-                 "listening on %s (%u HTTP threads, %" PRIu64 " connections, %" PRIu64
+                 "listening on %s (%u HTTP thread%s, %" PRIu64 " connections, %" PRIu64
                  "s timeout, max_body_bytes %s)",
-                 h->listen_name, threads, o->connection_limit, o->connection_timeout, body);
+                 h->listen_name, threads, threads == 1 ? "" : "s", o->connection_limit,
+                 o->connection_timeout, body);
         return 0;
 }
 

@@ -504,6 +504,22 @@ def test_broken_repository():
         shutil.rmtree(repo)
 
 
+def test_start_log():
+    """The start log's counts agree with their nouns, and byte limits read as rnnd.conf has them."""
+    d = Daemon("--threads=1", "--grpc_threads=1", "--grpc_max_streams=1", "--grpc_max_message_bytes=2M")
+    try:
+        log = d.stderr()
+        check(re.search(r"^<5>.*listening on 127\.0\.0\.1:\d+ \(1 HTTP thread, ", log, re.M),
+              "one HTTP thread is a thread", log)
+        check(re.search(r"^<5>.*gRPC listening on .* \(1 thread, 1 stream a connection, "
+                        r"grpc_max_message_bytes 2M\)$", log, re.M),
+              "one gRPC thread and stream, and the message limit as rnnd.conf spells it", log)
+        rc, _ = d.stop()
+        check(rc == 0, "exits 0", rc)
+    finally:
+        d.close()
+
+
 def test_ready_while_swapping(d):
     """/v2/health/ready, while not every model loaded, counts the table's models while SIGHUP
     and the repository API swap the table.  Under ThreadSanitizer (tests/run.sh's build-tsan)
@@ -721,6 +737,7 @@ def main():
         d.close()
     run_test(test_command_line)
     run_test(test_broken_repository)
+    run_test(test_start_log)
     run_test(test_json_log)
     run_test(test_access_log)
     run_test(test_shutdown)

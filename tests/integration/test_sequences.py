@@ -386,6 +386,10 @@ def test_demo():
               "the README's rnnd-load --streams run on digits_stream: no error", (p.returncode, p.stderr[-300:]))
         check("max_body_bytes 64M)" in d.stderr(), "the start log gives max_body_bytes as rnnd.conf does",
               d.stderr()[-600:])
+        check("grpc_max_message_bytes 64M)" in d.stderr(),
+              "the start log gives grpc_max_message_bytes as rnnd.conf does", d.stderr()[-600:])
+        check(not re.search(r"\b1 (HTTP )?threads\b|\b1 streams\b", d.stderr()),
+              "the start log's counts agree with their nouns", d.stderr()[-600:])
         rc, _ = d.stop()
         check(rc == 0, "the demo daemon exits 0 on SIGTERM", rc)
     finally:

@@ -295,8 +295,7 @@ static const struct rnnd_option options[] = {
                         "its text before it is parsed (a JSON value takes 40 to 240 bytes "
                         "parsed: up to 80 times its text). KServe's data arrays are read "
                         "straight into tensors and do not count; TF Serving's :predict "
-                        "bodies count whole. A request past it is answered 400. Bytes, or "
-                        "with a K, M or G suffix.",
+                        "bodies count whole. A request past it is answered 400.",
         },
         {
                 .name = "per_connection_memory",

@@ -32,9 +32,9 @@ struct rnnd_repository_model {
 
 /* An entry of the repository that a scan passed over, and why (for the daemon's log). */
 struct rnnd_repository_skipped {
-        char name[300];   /* "<entry>" under root, or "<model>/<entry>" under a model */
-        char reason[160]; /* why it is no model or no version */
-        bool is_dir;      /* a directory (false: a file or other non-directory at root) */
+        char name[RNND_CFG_NAME_MAX + 256]; /* "<entry>" under root, or "<model>/<entry>" */
+        char reason[160];                   /* why it is no model or no version */
+        bool is_dir; /* a directory (false: a file or other non-directory at root) */
 };
 
 struct rnnd_repository_index {

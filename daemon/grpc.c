@@ -1711,18 +1711,11 @@ void rnnd_grpc_init(struct rnnd_grpc *g, struct rnnd_server *app,
 /* Binds the listener to host:port (getaddrinfo, numeric port). */
 static int bind_listener(struct rnnd_grpc *g, const char *host, unsigned port, rnnd_error_t *reterr)
 {
-        struct addrinfo hints = {0}, *ai = NULL;
-        char portstr[8];
-        int r;
+        struct addrinfo *ai = NULL;
+        int r = rnnd_options_resolve_listen("grpc_listen", host, port, &ai, reterr);
 
-        snprintf(portstr, sizeof(portstr), "%u", port);
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-        r = getaddrinfo(host[0] != '\0' ? host : NULL, portstr, &hints, &ai);
-        if (r != 0)
-                return rnnd_error_set(reterr, RNND_EINVAL, "grpc_listen: %s: %s", host,
-                                      gai_strerror(r));
+        if (r < 0)
+                return r;
         r = uv_tcp_bind(&g->listener, ai->ai_addr, ai->ai_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
         freeaddrinfo(ai);
         if (r < 0)

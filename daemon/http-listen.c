@@ -42,18 +42,14 @@ struct rnnd_listener {
         bool running;     /* loop thread only */
 };
 
-/* A new listening socket bound to host:port (numeric), or a negative RNND_E*. */
-static int bind_socket(const char *host, const char *port, rnnd_error_t *reterr)
+/* A new listening socket bound to host:port, or a negative RNND_E*. */
+static int bind_socket(const char *host, unsigned port, rnnd_error_t *reterr)
 {
-        struct addrinfo hints = {0}, *ai = NULL;
-        int fd, one = 1, r;
+        struct addrinfo *ai = NULL;
+        int fd, one = 1, r = rnnd_options_resolve_listen(NULL, host, port, &ai, reterr);
 
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-        r = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &ai);
-        if (r != 0)
-                return rnnd_error_set(reterr, RNND_EINVAL, "%s: %s", host, gai_strerror(r));
+        if (r < 0)
+                return r;
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
                 r = rnnd_error_set(reterr, RNND_EIO, "socket: %s", strerror(errno));
@@ -63,7 +59,7 @@ static int bind_socket(const char *host, const char *port, rnnd_error_t *reterr)
         if (ai->ai_family == AF_INET6)
                 (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
-                r = rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s port %s: %s", host, port,
+                r = rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s port %u: %s", host, port,
                                    strerror(errno));
                 close(fd);
                 goto out;
@@ -78,11 +74,9 @@ int rnnd__http_listen_open(struct rnnd_http *h, int fd, const char *host, unsign
                            rnnd_error_t *reterr)
 {
         struct rnnd_listener *l;
-        char portstr[8];
 
         if (fd < 0) {
-                snprintf(portstr, sizeof(portstr), "%u", port);
-                fd = bind_socket(host, portstr, reterr);
+                fd = bind_socket(host, port, reterr);
                 if (fd < 0)
                         return fd;
         } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -611,6 +612,25 @@ int rnnd__opt_parse_bool(const char *s, bool *ret)
 }
 
 /* String checks. */
+
+int rnnd_options_resolve_listen(const char *setting, const char *host, unsigned port,
+                                struct addrinfo **ret, rnnd_error_t *reterr)
+{
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+        char portstr[8];
+        int r;
+
+        snprintf(portstr, sizeof(portstr), "%u", port);
+        *ret = NULL;
+        r = getaddrinfo(host[0] != '\0' ? host : NULL, portstr, &hints, ret);
+        if (r != 0)
+                return rnnd_error_set(reterr, RNND_EINVAL, "%s%scannot resolve '%s': %s",
+                                      setting != NULL ? setting : "", setting != NULL ? ": " : "",
+                                      host, gai_strerror(r));
+        return 0;
+}
 
 int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *port,
                               rnnd_error_t *reterr)

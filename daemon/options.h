@@ -196,6 +196,17 @@ void rnnd_options_dump(FILE *f, const struct rnnd_options *o);
 int rnnd_options_split_listen(const char *s, char *host, size_t cap, unsigned *port,
                               rnnd_error_t *reterr);
 
+struct addrinfo;
+
+/*
+ * The address to bind for host and port (as split by
+ * rnnd_options_split_listen(); "" is every address): getaddrinfo()'s
+ * answers, passive, the port numeric, into *ret for freeaddrinfo().  Returns
+ * 0, or RNND_EINVAL saying why (after "setting: " unless it is NULL).
+ */
+int rnnd_options_resolve_listen(const char *setting, const char *host, unsigned port,
+                                struct addrinfo **ret, rnnd_error_t *reterr);
+
 /* threads with "auto" resolved to the number of online CPUs. */
 unsigned rnnd_options_threads(const struct rnnd_options *o);
 

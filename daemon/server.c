@@ -204,8 +204,8 @@ static void repository_error(const struct rnnd_options *o, rnnd_error_t *err)
 /* Whether host:port of a listen setting resolves; the setting's name in the error. */
 static int check_address(const char *name, const char *value, rnnd_error_t *reterr)
 {
-        struct addrinfo hints = {0}, *ai = NULL;
-        char host[256], port[8];
+        struct addrinfo *ai = NULL;
+        char host[256];
         unsigned p;
         int r = rnnd_options_split_listen(value, host, sizeof(host), &p, reterr);
 
@@ -213,16 +213,12 @@ static int check_address(const char *name, const char *value, rnnd_error_t *rete
                 rnnd_error_prefix(reterr, "%s", name);
                 return r;
         }
-        snprintf(port, sizeof(port), "%u", p);
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-        r = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &ai);
-        if (r != 0)
-                return rnnd_error_set(reterr, RNND_EINVAL, "%s %s: cannot resolve '%s': %s", name,
-                                      value, host, gai_strerror(r));
-        freeaddrinfo(ai);
-        return 0;
+        r = rnnd_options_resolve_listen(NULL, host, p, &ai, reterr);
+        if (ai != NULL)
+                freeaddrinfo(ai);
+        if (r < 0)
+                rnnd_error_prefix(reterr, "%s %s", name, value);
+        return r;
 }
 
 /*

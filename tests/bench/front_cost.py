@@ -41,16 +41,7 @@ PROTOCOLS = ("grpc-64conn", "http")
 
 
 def h2load_cmd(d, proto, n):
-    model, protos = grpc_bench.H2LOAD_CASES["binary-64-h2load"]
-    args, kind = protos[proto]
-    if kind == "grpc":
-        url = "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % d["grpc"]
-        headers = ["-H", "content-type: application/grpc", "-H", "te: trailers"]
-    else:
-        url = "http://127.0.0.1:%d/v2/models/%s/infer" % (d["http"], model)
-        headers = ["-H", "content-type: application/octet-stream", "-H",
-                   "inference-header-content-length: %d" % d["bodies"]["http_header_len"]]
-    return ["h2load", "-n", str(n), "-t", "1", "-d", d["bodies"][kind]] + args + headers + [url]
+    return ["h2load", "-n", str(n), "-t", "1"] + grpc_bench.h2load_args(d, "binary-64-h2load", proto)
 
 
 def drive(d, proto, n):

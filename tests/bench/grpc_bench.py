@@ -163,7 +163,9 @@ def write_bodies(build, tmp):
     return bodies
 
 
-def run_h2load(h2load, d, case, proto, seconds):
+def h2load_args(d, case, proto):
+    """h2load's arguments after -D/-n and -t: the body file, connections and streams,
+    headers and URL of (case, proto) against daemon d (also tests/bench/front_cost.py's)."""
     model, protos = H2LOAD_CASES[case]
     args, kind = protos[proto]
     if kind == "grpc":
@@ -173,8 +175,12 @@ def run_h2load(h2load, d, case, proto, seconds):
         url = "http://127.0.0.1:%d/v2/models/%s/infer" % (d["http"], model)
         headers = ["-H", "content-type: application/octet-stream", "-H",
                    "inference-header-content-length: %d" % d["bodies"]["http_header_len"]]
-    cmd = pinned([h2load, "-D", str(int(seconds)), "-t", "1", "-d", d["bodies"][kind]] + args + headers + [url],
-                 1)
+    return ["-d", d["bodies"][kind]] + args + headers + [url]
+
+
+def run_h2load(h2load, d, case, proto, seconds):
+    model = H2LOAD_CASES[case][0]
+    cmd = pinned([h2load, "-D", str(int(seconds)), "-t", "1"] + h2load_args(d, case, proto), 1)
     load = os.getloadavg()[0]
     a0, c0, k0 = answered(d["http"], model), cpu_seconds(d["pid"]), children_cpu()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600).stdout

@@ -168,7 +168,12 @@ def test_concurrent_clients(d):
         check(after["inference_count"] - before["inference_count"] == seqs,
               "%s: inference_count counts every sequence" % model,
               (after["inference_count"] - before["inference_count"], seqs))
-        check(0 < runs < seqs / 2, "%s: sequences from different requests were batched" % model, (runs, seqs))
+        # Fewer runs than requests: some run held sequences of two requests or more (a
+        # request alone takes a run at least).  How many fewer is the host's timing (it read
+        # 191 runs for 376 sequences of 200 requests on a loaded host, past the seqs / 2 this
+        # checked before).
+        check(0 < runs < len(clients), "%s: sequences from different requests were batched" % model,
+              (runs, len(clients), seqs))
         used = after["batching"]["steps_used"] - before["batching"]["steps_used"]
         total = after["batching"]["steps_total"] - before["batching"]["steps_total"]
         check(used == sum(len(s) // INPUT for c in clients for s in c),

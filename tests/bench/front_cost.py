@@ -54,21 +54,9 @@ def drive(d, proto, n):
 
 def start(build, tmp, wrap):
     """grpc_bench.start()'s daemon under wrap (a command prefix), ready."""
-    real = os.path.join(build, "daemon", "rnnd")
-    shim = os.path.join(tmp, "rnnd-wrapped")
-    with open(shim, "w") as f:
-        f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (" ".join(wrap), real))
-    os.chmod(shim, 0o755)
-    os.makedirs(os.path.join(tmp, "daemon"), exist_ok=True)
-    link = os.path.join(tmp, "daemon", "rnnd")
-    os.symlink(shim, link)
-    os.makedirs(os.path.join(tmp, "tests", "bench"), exist_ok=True)
-    os.symlink(os.path.join(build, "tests", "bench", "rnnd-grpc-body"),
-               os.path.join(tmp, "tests", "bench", "rnnd-grpc-body"))
     repo = os.path.join(tmp, "repo")
     os.makedirs(repo)
-    grpc_bench.SPLIT = None
-    return grpc_bench.start(tmp, repo)
+    return grpc_bench.start(build, repo, wrap)
 
 
 def stop(d):
@@ -87,8 +75,7 @@ def callgrind(build, proto, n):
                                "--callgrind-out-file=" + out + ".%p", "-q"])
         try:
             drive(d, proto, 640)  # warm-up: connections, allocator, branch history
-            pid = str(d["proc"].pid)
-            # the shim exec()s valgrind, so the Popen's pid is valgrind's
+            pid = str(d["proc"].pid)  # valgrind's, which runs rnnd in its own process
             subprocess.run(["callgrind_control", "-i", "on", pid], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
             drive(d, proto, n)
             subprocess.run(["callgrind_control", "-i", "off", pid], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)

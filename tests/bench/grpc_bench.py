@@ -240,11 +240,13 @@ def run_one(pa, d, case, proto, seconds):
             "load": round(max(load, os.getloadavg()[0]), 2)}
 
 
-def start(build, tmp):
+def start(build, tmp, wrap=()):
+    """The daemon on two demo models copied into tmp, ready; wrap prefixes its command
+    (tests/bench/front_cost.py: valgrind)."""
     for name in ("digits_lstm", "digits_stream"):
         shutil.copytree(os.path.join(SRC, "config", "models", name), os.path.join(tmp, name))
     http, grpc = free_port(), free_port()
-    proc = subprocess.Popen(pinned([os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % http,
+    proc = subprocess.Popen(pinned(list(wrap) + [os.path.join(build, "daemon", "rnnd"), "--listen=127.0.0.1:%d" % http,
                                     "--grpc_listen=127.0.0.1:%d" % grpc, "--model_repository", tmp,
                                     "--log_level=warning"], 0),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

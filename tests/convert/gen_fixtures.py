@@ -599,6 +599,10 @@ def gen_torch_packed():
          lambda: Net(nn.GRU(IN, H, 2, batch_first=True), act="sigmoid"),
          ["--head-weight", "fc.weight", "--head-bias", "fc.bias", "--head-activation",
           "sigmoid"], False, "torch.jit.trace"),
+        # relu is in the traced code (torch.rnn_relu), not in the state_dict: no --cell.
+        ("torch_jit_trace_rnn_relu",
+         lambda: Net(nn.RNN(IN, H, 2, nonlinearity="relu", batch_first=True), act="sigmoid"),
+         ["--head-activation", "sigmoid"], False, "torch.jit.trace"),
     ]:
         d, net, io, feed = torch_start(name, build, RAGGED, emb)
         io["scores"] = packed_scores(net, io, emb)
@@ -640,7 +644,8 @@ def gen_torch_jit_script():
     torch.jit.load reads are checked against the eager one), converted with no names
     given.  A scripted archive's pickle
     tags its list attributes with torch.jit._pickle.restore_type_tag, which a traced one
-    has not."""
+    has not.  And an nn.RNN with relu, whose scripted module keeps its `nonlinearity`
+    attribute: converted with no --cell, and refused with a --cell that contradicts it."""
     import torch
     import torch.nn as nn
 
@@ -655,16 +660,35 @@ def gen_torch_jit_script():
             _, (h, _) = self.rnn(x)
             return torch.softmax(self.fc(h[-1]), -1)
 
-    name = "torch_jit_script_lstm_l2_softmax"
-    d, net, io, feed = torch_start(name, ScriptNet, RAGGED, False)
-    io["scores"] = packed_scores(net, io, False)
-    scripted = torch.jit.script(net)
-    with torch.no_grad():
-        assert np.abs(scripted(feed).numpy() - net(feed).numpy()).max() < 1e-6
-    jit_save_without_paths(scripted, os.path.join(d, "model.pt"), feed)
-    finish(name, "model.pt", io, torch_ref() + " with pack_padded_sequence",
-           "%s (torch.jit.script), lengths %s" % (name, RAGGED),
-           args=["--head-activation", "softmax"])
+    class ScriptRnnNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.RNN(IN, H, 2, nonlinearity="relu", batch_first=True)
+            self.fc = nn.Linear(H, UNITS)
+            self.act = "sigmoid"
+
+        def forward(self, x):
+            _, h = self.rnn(x)
+            return torch.sigmoid(self.fc(h[-1]))
+
+    for name, build, args, refuse in [
+        ("torch_jit_script_lstm_l2_softmax", ScriptNet, ["--head-activation", "softmax"], None),
+        ("torch_jit_script_rnn_relu", ScriptRnnNet, ["--head-activation", "sigmoid"], None),
+        ("torch_refuse_script_rnn_cell", ScriptRnnNet, ["--cell", "rnn_tanh"],
+         "--cell rnn_tanh: the archive's nn.RNN 'rnn.' has nonlinearity='relu'; give --cell "
+         "rnn_relu or leave it out"),
+    ]:
+        d, net, io, feed = torch_start(name, build, RAGGED, False)
+        io["scores"] = packed_scores(net, io, False)
+        scripted = torch.jit.script(net)
+        with torch.no_grad():
+            assert np.abs(scripted(feed).numpy() - net(feed).numpy()).max() < 1e-6
+        jit_save_without_paths(scripted, os.path.join(d, "model.pt"), feed)
+        if refuse:
+            finish(name, "model.pt", {}, torch_ref(), "refused", args=args, refuse=refuse)
+            continue
+        finish(name, "model.pt", io, torch_ref() + " with pack_padded_sequence",
+               "%s (torch.jit.script), lengths %s" % (name, RAGGED), args=args)
 
 
 def gen_torch_chains():

@@ -118,7 +118,8 @@ def _parser():
                    "chain of modules ('lstm1.,lstm2.') (default: the prefixes of the "
                    "*weight_ih_l0 tensors, ordered by their sizes when only one order chains)")
     g.add_argument("--cell", choices=("lstm", "gru", "rnn_tanh", "rnn_relu"),
-                   help="default: from weight_hh_l0's rows (an nn.RNN is taken as tanh)")
+                   help="default: from weight_hh_l0's rows; an nn.RNN's nonlinearity "
+                   "from a TorchScript archive, else tanh (a state_dict does not record it)")
     g.add_argument("--embedding", metavar="NAME",
                    help="the nn.Embedding's weight, e.g. 'emb.weight' (default: "
                    "the one bias-free [N, input_size] weight before the recurrent layer)")

@@ -37,7 +37,11 @@ class _Storage:
 
 
 class _Module(dict):
-    """A TorchScript module object: its attributes, set by the pickle's BUILD."""
+    """A TorchScript module object: its attributes, set by the pickle's BUILD.  Each
+    TorchScript class is a subclass naming it (torch_class: its module, its name), so that
+    its code in the archive can be found (_nonlinearities)."""
+
+    torch_class = None
 
     def __setstate__(self, state):
         if isinstance(state, dict):
@@ -86,7 +90,7 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, f, zf, prefix):
         super().__init__(f)
         self.zf, self.prefix = zf, prefix
-        self.cache = {}
+        self.cache, self.classes = {}, {}
 
     def find_class(self, module, name):
         if module == "collections" and name == "OrderedDict":
@@ -101,7 +105,10 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and name in _DTYPES:
             return _Storage(name)
         if module.startswith("__torch__"):
-            return _Module
+            key = (module, name)
+            if key not in self.classes:
+                self.classes[key] = type(name, (_Module,), {"torch_class": key})
+            return self.classes[key]
         if module == "torch" and name in ("float32", "float16", "float64", "bfloat16"):
             return _Storage(name)
         raise ConvertError("the pickle refers to %s.%s: rnnd-convert reads tensors and "
@@ -135,14 +142,56 @@ def _flatten(obj, prefix, out):
                 _flatten(v, prefix + k + ".", out)
 
 
+# The call a traced nn.RNN's code makes, which names its nonlinearity.
+_TRACED_RNN = re.compile(r"\btorch\.rnn_(tanh|relu)\(")
+
+
+def _traced_nonlinearity(zf, prefix, torch_class):
+    """'tanh' or 'relu' when the code of the TorchScript class (a traced nn.RNN's) calls
+    torch.rnn_tanh or torch.rnn_relu, and only one of them; else None."""
+    module, name = torch_class
+    try:
+        code = zf.read("%scode/%s.py" % (prefix, module.replace(".", "/"))).decode("utf-8")
+    except (KeyError, OSError, UnicodeDecodeError, zipfile.BadZipFile, zlib.error):
+        return None
+    body = re.search(r"^class %s\(.*?(?=^class |\Z)" % re.escape(name), code, re.S | re.M)
+    kinds = set(_TRACED_RNN.findall(body.group(0))) if body else set()
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _nonlinearities(obj, zf, prefix, path="", out=None):
+    """{module prefix: 'tanh' or 'relu'} of the nn.RNN modules of a TorchScript archive:
+    a scripted one keeps its `nonlinearity` attribute, a traced one's code calls
+    torch.rnn_tanh or torch.rnn_relu.  A state_dict records neither."""
+    out = {} if out is None else out
+    if isinstance(obj, _Module):
+        kind = obj.get("nonlinearity")
+        if kind not in ("tanh", "relu") and obj.torch_class and "weight_hh_l0" in obj:
+            kind = _traced_nonlinearity(zf, prefix, obj.torch_class)
+        if kind in ("tanh", "relu"):
+            out[path] = kind
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(k, str) and not k.startswith("_"):
+                _nonlinearities(v, zf, prefix, path + k + ".", out)
+    return out
+
+
+class Tensors(dict):
+    """{name: array}, and what else the file says of its modules: nonlinearity, {module
+    prefix: 'tanh' or 'relu'} of a TorchScript archive's nn.RNN modules."""
+
+    nonlinearity = {}
+
+
 def load_tensors(path):
-    """{name: array} of a torch.save'd state_dict, a TorchScript module's parameters and
-    buffers, or a safetensors file."""
+    """Tensors ({name: array}) of a torch.save'd state_dict, a TorchScript module's
+    parameters and buffers, or a safetensors file."""
     if path.endswith(".safetensors"):
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
         try:
-            return dict(load_file(path))
+            return Tensors(load_file(path))
         except (SafetensorError, OSError, ValueError) as e:
             raise unreadable(path, "a safetensors file", e)
     if not zipfile.is_zipfile(path):
@@ -164,8 +213,9 @@ def load_tensors(path):
         raise
     except Exception as e:  # a damaged zip or pickle: whatever zipfile and pickle raise
         raise unreadable(path, "a torch.save or torch.jit.save archive (its %s)" % pkl[0], e)
-    out = {}
+    out = Tensors()
     _flatten(obj, "", out)
+    out.nonlinearity = _nonlinearities(obj, zf, prefix)
     return out
 
 
@@ -263,7 +313,13 @@ def _recurrent(t, prefix, cell):
                            "nn.LSTM/nn.GRU/nn.RNN's state_dict" % prefix)
     H = hr.shape[1] if hr is not None else hh.shape[1]
     G = hh.shape[0] // H
-    auto = {4: "lstm", 3: "gru", 1: "rnn_tanh"}.get(G) if hh.shape[0] % H == 0 else None
+    kind = getattr(t, "nonlinearity", {}).get(prefix)  # a TorchScript nn.RNN's, or None
+    auto = {4: "lstm", 3: "gru", 1: "rnn_" + (kind or "tanh")}.get(G) \
+        if hh.shape[0] % H == 0 else None
+    if cell in ("rnn_tanh", "rnn_relu") and kind and cell != auto:
+        raise ConvertError("--cell %s: the archive's nn.RNN%s has nonlinearity='%s'; give "
+                           "--cell %s or leave it out" % (cell, " '%s'" % prefix if prefix
+                                                          else "", kind, auto))
     if cell is None:
         if auto is None:
             raise ConvertError("tensor '%sweight_hh_l0': %d rows for hidden size %d is no LSTM, "
@@ -300,7 +356,7 @@ def _recurrent(t, prefix, cell):
             row.append(Direction(get("weight_ih"), get("weight_hh"), get("bias_ih", False),
                                  get("bias_hh", False), get("weight_hr", False), names))
         m.layers.append(row)
-    if cell == "rnn_tanh" and auto == "rnn_tanh":
+    if cell == "rnn_tanh" and auto == "rnn_tanh" and kind is None:
         m.notes.append("an nn.RNN's nonlinearity is not in its state_dict: converted as tanh; "
                        "give --cell rnn_relu for relu")
     return m, used

@@ -48,13 +48,16 @@ UNKNOWN = ("the head's activation: none (a linear head): a state_dict does not r
 FOUND = ["embedding: 'emb.weight' [11, 5], found by its shape (--embedding names another)",
          "head: 'fc.weight' [3, 8] and 'fc.bias', found by its shape (--head-weight names "
          "another)"]
+LAST = ("the head reads each sequence's final state (--head-apply last): a state_dict does "
+        "not record whether forward() applies 'fc.weight' to the last step or to every one; "
+        "give --head-apply all for every step")
 WANT_NOTES = {
-    "torch_sd_emb_gru2_found": FOUND,
+    "torch_sd_emb_gru2_found": FOUND + [LAST],
     # torch.jit.script: the module's other attributes (act, training) are not tensors.
     "torch_jit_script_lstm_l2_softmax": ["head: 'fc.weight' [3, 8] and 'fc.bias', found by its "
-                                         "shape (--head-weight names another)"],
+                                         "shape (--head-weight names another)", LAST],
     "torch_sd_lstm_mlp_head": [
-        FOUND[1], UNKNOWN,
+        FOUND[1], LAST, UNKNOWN,
         "unused: fc2.weight [2, 3], fc2.bias [2]: rnnd serves an embedding, the recurrent layers "
         "and one linear head; if forward() computes with these, the served model's outputs "
         "differ"],
@@ -161,10 +164,10 @@ def check_flags(metas, repo, scratch):
     sd = "torch_sd_emb_gru2_found"
     r = convert(sd, dict(metas[sd], args=[]), scratch, name="no_flags")
     cfg = json.load(open(os.path.join(scratch, "no_flags", "config.json")))
-    check(r.returncode == 0 and notes(r) == FOUND + [UNKNOWN] and
+    check(r.returncode == 0 and notes(r) == FOUND + [LAST, UNKNOWN] and
           cfg.get("embedding") == {"num_embeddings": 11, "dim": 5} and
           cfg.get("head") == {"units": 3, "activation": "none", "apply": "last"},
-          "a state_dict with no names: embedding and head found, the activation's absence noted",
+          "a state_dict with no names: embedding and head found, apply and activation noted",
           (r.returncode, notes(r), cfg))
     r = convert("torch_sd_lstm_mlp_head", metas["torch_sd_lstm_mlp_head"], scratch)
     check(r.returncode == 0, "a head of two layers converts, with notes", (r.returncode, r.stderr))

@@ -435,6 +435,10 @@ def _head(t, m, used, weight, bias, activation, apply):
             weight, _shape(w), " and '%s'" % bias if bias else ""))
     m.head = Head(w, b, activation or "none", apply or "last",
                   {"weight": weight, "bias": bias} if bias else {"weight": weight})
+    if apply is None:
+        m.notes.append("the head reads each sequence's final state (--head-apply last): a "
+                       "state_dict does not record whether forward() applies '%s' to the last "
+                       "step or to every one; give --head-apply all for every step" % weight)
     if activation is None:
         m.head_activation_known = False
         m.notes.append("%s: a state_dict does not record the activation forward() applies "

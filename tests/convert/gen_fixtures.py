@@ -218,6 +218,64 @@ def keras_cases(L, cudnn=None):
     return c
 
 
+def keras3_functional_cases(keras):
+    """(name, model builder, lengths, emb, rnnd output name, refuse) of Functional models.
+    Keras 3 writes the mask of a Masking or an Embedding(mask_zero=True) in a Functional
+    model as NotEqual and Any layers handed to the RNN layers as `mask`."""
+    L, ops = keras.layers, keras.ops
+
+    def masked_chain():
+        i = keras.Input((None, IN), name="input")
+        x = L.Masking(0.0, name="masking")(i)
+        x = L.GRU(H, return_sequences=True, name="gru")(x)
+        x = L.LSTM(6, name="lstm")(x)
+        return keras.Model(i, L.Dense(UNITS, activation="softmax", name="dense")(x))
+
+    def emb_mask_bi_all():
+        i = keras.Input((None,), dtype="int32", name="input")
+        x = L.Embedding(NUM_EMB, EMB, mask_zero=True, name="embedding")(i)
+        x = L.Bidirectional(L.LSTM(H, return_sequences=True, name="lstm"), name="bi")(x)
+        return keras.Model(i, L.Dense(UNITS, activation="sigmoid", name="dense")(x))
+
+    def two_outputs():
+        i = keras.Input((None, IN), name="input")
+        x = L.LSTM(H, name="lstm")(i)
+        return keras.Model(i, [L.Dense(2, name="dense_a")(x), L.Dense(3, name="dense_b")(x)])
+
+    def own_mask():
+        i = keras.Input((None, IN), name="input")
+        mask = ops.any(ops.not_equal(i, 0.5), axis=-1)
+        return keras.Model(i, L.LSTM(H, name="lstm")(i, mask=mask))
+    return [
+        ("functional_mask_gru_lstm_softmax", masked_chain, RAGGED, False, "scores", None),
+        ("functional_emb_mask_bilstm_all_sigmoid", emb_mask_bi_all, RAGGED, True, "scores",
+         None),
+        ("refuse_functional_two_outputs", two_outputs, EQUAL, False, None,
+         "model outputs 'dense_a', 'dense_b': rnnd converts a model of one input and one "
+         "output (it adds lengths, h0 and c0 itself): save the chain from one input to one "
+         "output as a model of its own"),
+        ("refuse_functional_own_mask", own_mask, EQUAL, False, None,
+         "layer 'lstm' (LSTM): mask=[\"any\"]: rnnd serves only the mask of a Masking or an "
+         "Embedding(mask_zero=True) layer, as lengths; use one of those"),
+    ]
+
+
+def save_keras_case(name, model, lengths, emb, out, refuse, ext, ref):
+    """Saves a Keras case's model with its inputs and model.predict's outputs (or its
+    refusal)."""
+    rng = rng_for(name)
+    d = case_dir(name)
+    randomize(model, rng)
+    io = inputs(rng, lengths, emb=emb)
+    model.save(os.path.join(d, "model" + ext))
+    if refuse:
+        finish(name, "model" + ext, {}, ref, "refused", refuse=refuse)
+        return
+    feed = io["tokens"] if emb else io["x"]
+    io[out] = np.asarray(model.predict(feed, verbose=0))
+    finish(name, "model" + ext, io, ref, "%s, lengths %s" % (name, lengths))
+
+
 def gen_keras(version):
     if version == 2:
         import tensorflow as tf
@@ -231,23 +289,16 @@ def gen_keras(version):
                                                             keras.backend.backend())
     L = keras.layers
     for name, build, lengths, emb, out, refuse in keras_cases(L):
-        name = tag + name
-        rng = rng_for(name)
-        d = case_dir(name)
         shape = (T,) if emb else (T, IN)
         # A stateful layer needs a fixed batch size.
         inp = keras.Input(batch_shape=(B,) + shape if "stateful" in name else (None,) + shape,
                           name="input")
-        model = keras.Sequential([inp] + build())
-        randomize(model, rng)
-        io = inputs(rng, lengths, emb=emb)
-        model.save(os.path.join(d, "model" + ext))
-        if refuse:
-            finish(name, "model" + ext, {}, ref, "refused", refuse=refuse)
-            continue
-        feed = io["tokens"] if emb else io["x"]
-        io[out] = np.asarray(model.predict(feed, verbose=0))
-        finish(name, "model" + ext, io, ref, "%s, lengths %s" % (name, lengths))
+        save_keras_case(tag + name, keras.Sequential([inp] + build()), lengths, emb, out,
+                        refuse, ext, ref)
+    if version == 3:
+        for name, build, lengths, emb, out, refuse in keras3_functional_cases(keras):
+            keras.backend.clear_session()  # the layer names the refusals give
+            save_keras_case(tag + name, build(), lengths, emb, out, refuse, ext, ref)
     if version == 2:
         gen_keras2_cudnn(tf, keras, ref)
     if version == 2 and "--tf2onnx" in sys.argv:

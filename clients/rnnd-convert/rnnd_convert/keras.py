@@ -64,36 +64,106 @@ def _layers_of(model_config):
     if cls == "Sequential":
         return cfg.get("layers", [])
     if cls in ("Functional", "Model"):
-        layers = cfg.get("layers", [])
-        prev = None
-        for layer in layers:
-            ins = sorted(set(_inbound_names(layer.get("inbound_nodes", []))))
-            if prev is not None and ins != [prev]:
-                raise ConvertError("layer '%s' (%s): inbound_nodes=%s: rnnd converts a chain of "
-                                   "layers, each reading the one before; save the chain as a "
-                                   "model of its own" % (
-                                       layer.get("name"), layer.get("class_name"), json.dumps(ins)))
-            prev = layer.get("name") or layer["config"].get("name")
-        return layers
+        return _functional_chain(cfg)
     raise ConvertError("model class %r: rnnd-convert reads Sequential and Functional "
                        "models; save it as one of those" % cls)
 
 
-def _inbound_names(node):
+def _name(layer):
+    return layer.get("name") or layer["config"].get("name")
+
+
+def _one_end(cfg, key, what):
+    """Refuses a Functional model of several inputs (or outputs), naming them."""
+    ends = cfg.get(key) or []
+    if ends and isinstance(ends[0], list) and len(ends) > 1:
+        raise ConvertError("model %ss %s: rnnd converts a model of one input and one output "
+                           "(it adds lengths, h0 and c0 itself): save the chain from one input "
+                           "to one output as a model of its own" % (
+                               what, ", ".join("'%s'" % e[0] for e in ends)))
+
+
+def _functional_chain(cfg):
+    """A Functional model's layers, each reading the one before.  Keras 3 writes the mask
+    of a Masking or an Embedding(mask_zero=True) as NotEqual and Any layers handed to the
+    RNN layers as `mask`; those are left out, since rnnd serves that mask as lengths."""
+    _one_end(cfg, "input_layers", "input")
+    _one_end(cfg, "output_layers", "output")
+    layers = cfg.get("layers", [])
+    helpers = _mask_helpers(layers)
+    chain, prev = [], None
+    for layer in layers:
+        if _name(layer) in helpers:
+            continue
+        ins = sorted(set(_inbound_names(layer.get("inbound_nodes", []))))
+        if prev is not None and ins != [prev]:
+            raise ConvertError("layer '%s' (%s): inbound_nodes=%s: rnnd converts a chain of "
+                               "layers, each reading the one before; save the chain as a "
+                               "model of its own" % (
+                                   _name(layer), layer.get("class_name"), json.dumps(ins)))
+        _check_mask_of(layer, helpers, chain)
+        chain.append(layer)
+        prev = _name(layer)
+    return chain
+
+
+def _inbound_names(node, masks=False):
     """The layer names a Keras 2 ([name, i, j, {}]) or Keras 3 ({keras_history: [name,
-    ...]}) inbound_nodes structure refers to."""
+    ...]}) inbound_nodes structure refers to; a Keras 3 `mask` argument's only with masks."""
     if isinstance(node, dict):
         if "keras_history" in node:
             yield node["keras_history"][0]
             return
-        for v in node.values():
-            yield from _inbound_names(v)
+        for k, v in node.items():
+            if k != "mask" or masks:
+                yield from _inbound_names(v, masks)
     elif isinstance(node, list):
         if len(node) >= 3 and isinstance(node[0], str) and isinstance(node[1], int):
             yield node[0]
             return
         for v in node:
-            yield from _inbound_names(v)
+            yield from _inbound_names(v, masks)
+
+
+# The operations Keras 3 records for the mask of a Masking or a mask_zero Embedding.
+MASK_OPS = ("NotEqual", "Any")
+
+
+def _mask_helpers(layers):
+    """Names of the mask operations whose outputs are read only as masks (or by other
+    mask operations)."""
+    helpers = {_name(la) for la in layers if la.get("class_name") in MASK_OPS}
+    changed = True
+    while changed:
+        changed = False
+        for la in layers:
+            read = helpers & set(_inbound_names(la.get("inbound_nodes", [])))
+            if read and _name(la) not in helpers:
+                helpers -= read
+                changed = True
+    return helpers
+
+
+def _mask_names(layer):
+    """The layers a Keras 3 layer's inbound nodes read as its `mask`."""
+    for node in layer.get("inbound_nodes", []):
+        kwargs = node.get("kwargs") if isinstance(node, dict) else None
+        if isinstance(kwargs, dict) and "mask" in kwargs:
+            yield from _inbound_names(kwargs["mask"], masks=True)
+
+
+def _check_mask_of(layer, helpers, chain):
+    """Refuses a mask handed to layer other than the chain's Masking's or mask_zero
+    Embedding's, which rnnd serves as lengths: it can serve no other."""
+    masks = set(_mask_names(layer))
+    if not masks:
+        return
+    source = [la for la in chain if la["class_name"] == "Masking" or
+              (la["class_name"] == "Embedding" and la["config"].get("mask_zero"))]
+    if not source or not masks <= helpers:
+        raise ConvertError("layer '%s' (%s): mask=%s: rnnd serves only the mask of a Masking "
+                           "or an Embedding(mask_zero=True) layer, as lengths; use one of those"
+                           % (_name(layer), layer.get("class_name"), json.dumps(sorted(masks))))
 
 
 class _H5Weights:

@@ -41,6 +41,9 @@ def notes(r):
 
 # The notes of a conversion, exactly: what was found by shape, what was left unused, which
 # names of the source became rnnd's, and where an activation came from (issue 32).
+SAVED_MODEL = ("a TensorFlow SavedModel, which rnnd-convert does not read: save the Keras "
+               "model itself with model.save(\"model.keras\") (tf.keras 2: \"model.h5\"), or "
+               "convert the SavedModel to ONNX with tf2onnx")
 NAMES = "(rnnd's tensor names are fixed: docs/HTTP.md)"
 UNKNOWN = ("the head's activation: none (a linear head): a state_dict does not record the "
            "activation forward() applies after 'fc.weight'; give --head-activation softmax, "
@@ -242,7 +245,9 @@ def check_served(d, metas, served):
 def check_unreadable(scratch):
     """A file its library cannot parse is refused in one line naming the file and the
     format it was read as (exit 1, no traceback, nothing written): garbage under each
-    extension, a truncated ONNX file, a state_dict read as ONNX, damaged archives."""
+    extension, a truncated ONNX file, a state_dict read as ONNX, damaged archives; a
+    TensorFlow SavedModel (the directory or its saved_model.pb) and a directory by what
+    they are."""
     d = tempfile.mkdtemp(prefix="rnnd-convert-junk-", dir=scratch)
     repo = os.path.join(d, "repo")
 
@@ -261,6 +266,9 @@ def check_unreadable(scratch):
     onnx_src = os.path.join(FIXTURES, "onnx_torch_gru_linear", "model.onnx")
     pt_src = os.path.join(FIXTURES, "torch_sd_emb_gru2_found", "model.pt")
     keras = "not a Keras model (a .keras zip or an HDF5 .h5): "
+    saved_model = os.path.join(d, "exported")  # tf.keras 2's model.save("exported")
+    os.makedirs(os.path.join(saved_model, "variables"))
+    put(os.path.join("exported", "saved_model.pb"), b"\x08\x01")
     for path, args, want in (
             (put("junk.onnx", b"garbage\n"), [], "not an ONNX model: "),
             (put("truncated.onnx", open(onnx_src, "rb").read()[:300]), [], "not an ONNX model: "),
@@ -276,7 +284,10 @@ def check_unreadable(scratch):
             (put("junk.pt", b"garbage\n"), [], "not a zip: rnnd-convert reads torch.save's zip "
              "format (PyTorch >= 1.6) and TorchScript, or .safetensors"),
             (rezip("pickle.pt", pt_src, "data.pkl", b"garbage"), [],
-             "not a torch.save or torch.jit.save archive (its model/data.pkl): ")):
+             "not a torch.save or torch.jit.save archive (its model/data.pkl): "),
+            (saved_model, [], SAVED_MODEL), (saved_model, ["--format", "keras"], SAVED_MODEL),
+            (os.path.join(saved_model, "saved_model.pb"), [], SAVED_MODEL),
+            (d, ["--format", "keras"], "a directory; give the model file")):
         r = subprocess.run([CONVERT, path, "--repository", repo, "--name", "junk"] + args,
                            capture_output=True, text=True, timeout=120)
         # The library's own words follow a want that ends with ": "; the others are exact.

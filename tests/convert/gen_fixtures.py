@@ -218,11 +218,15 @@ def keras_cases(L, cudnn=None):
     return c
 
 
-def keras3_functional_cases(keras):
-    """(name, model builder, lengths, emb, rnnd output name, refuse) of Functional models.
-    Keras 3 writes the mask of a Masking or an Embedding(mask_zero=True) in a Functional
-    model as NotEqual and Any layers handed to the RNN layers as `mask`."""
+def keras3_cases(keras):
+    """(name, model builder, lengths, emb, rnnd output name, refuse) of the Keras 3 only
+    cases: Functional models (Keras 3 writes the mask of a Masking or an
+    Embedding(mask_zero=True) in one as NotEqual and Any layers handed to the RNN layers as
+    `mask`) and TimeDistributed(Dense) heads."""
     L, ops = keras.layers, keras.ops
+
+    def seq(*layers):
+        return keras.Sequential([keras.Input((None, IN), name="input")] + list(layers))
 
     def masked_chain():
         i = keras.Input((None, IN), name="input")
@@ -257,6 +261,15 @@ def keras3_functional_cases(keras):
         ("refuse_functional_own_mask", own_mask, EQUAL, False, None,
          "layer 'lstm' (LSTM): mask=[\"any\"]: rnnd serves only the mask of a Masking or an "
          "Embedding(mask_zero=True) layer, as lengths; use one of those"),
+        ("timedistributed_mask_lstm_softmax", lambda: seq(
+            L.Masking(0.0, name="masking"), L.LSTM(H, return_sequences=True, name="lstm"),
+            L.TimeDistributed(L.Dense(UNITS, activation="softmax", name="dense"), name="td")),
+         RAGGED, False, "scores", None),
+        ("refuse_timedistributed_first", lambda: seq(
+            L.TimeDistributed(L.Dense(UNITS, name="dense"), name="td"), L.LSTM(H, name="lstm")),
+         EQUAL, False, None, "layer 'td' (TimeDistributed): class_name=\"TimeDistributed\": "
+         "TimeDistributed reads every step: it must follow an RNN layer with "
+         "return_sequences=True"),
     ]
 
 
@@ -296,7 +309,7 @@ def gen_keras(version):
         save_keras_case(tag + name, keras.Sequential([inp] + build()), lengths, emb, out,
                         refuse, ext, ref)
     if version == 3:
-        for name, build, lengths, emb, out, refuse in keras3_functional_cases(keras):
+        for name, build, lengths, emb, out, refuse in keras3_cases(keras):
             keras.backend.clear_session()  # the layer names the refusals give
             save_keras_case(tag + name, build(), lengths, emb, out, refuse, ext, ref)
     if version == 2:

@@ -1,9 +1,10 @@
 """Keras models: `.keras` (Keras 3) and legacy `.h5` (Keras 2 / tf.keras), read with
 h5py and json only.
 
-The model must be a chain: [InputLayer] [Embedding | Masking] RNN layers [Dense
-[Activation]], with Dropout-like layers (identities at inference) anywhere.  Consecutive
-RNN layers of one kind, size and direction count stack into one block; a layer of another
+The model must be a chain: [InputLayer] [Embedding | Masking] RNN layers [Dense or
+TimeDistributed(Dense) [Activation]], with Dropout-like layers (identities at inference)
+anywhere.  Consecutive RNN layers of one kind, size and direction count stack into one
+block; a layer of another
 (units=64 after units=128, Bidirectional then not, a GRU on an LSTM) starts the next block
 of the chain (docs/MODELS.md).  RNN layers
 are LSTM, GRU, SimpleRNN, the legacy CuDNNLSTM and CuDNNGRU, and Bidirectional of one of
@@ -193,8 +194,8 @@ def _snake(name):
 
 
 class _KerasV3Weights:
-    """Keras 3 `.keras`: model.weights.h5 has layers/<key>/[cell/]vars/<i>, and a
-    Bidirectional's forward_layer/ and backward_layer/ below it.  The key is not the
+    """Keras 3 `.keras`: model.weights.h5 has layers/<key>/[cell/ or layer/]vars/<i>, and
+    a Bidirectional's forward_layer/ and backward_layer/ below it.  The key is not the
     layer's name but its class's snake_case name, numbered in layer order (gru, gru_1)."""
 
     def __init__(self, f):
@@ -217,6 +218,8 @@ class _KerasV3Weights:
             g = g[part + "_layer"]
         if "cell" in g:
             g = g["cell"]
+        elif "layer" in g and not len(g.get("vars", {})):  # TimeDistributed's own layer
+            g = g["layer"]
         v = g.get("vars", {})
         return [np.asarray(v[k]) for k in sorted(v, key=int)]
 
@@ -420,6 +423,20 @@ def _read_dense(chain, layer, weights):
                       "all" if chain.last_seq else "last")
 
 
+def _read_time_distributed(chain, layer, weights):
+    """TimeDistributed(Dense): the Dense head on every step, as a Dense on a sequence is."""
+    inner = layer["config"]["layer"]
+    if inner["class_name"] != "Dense":
+        _refuse(layer, "layer", inner["class_name"], "rnnd's head is a Dense layer (alone or "
+                "in TimeDistributed): save the model up to the RNN layers and run the rest "
+                "elsewhere")
+    if chain.m is None or not chain.last_seq:
+        _refuse(layer, "class_name", layer["class_name"], "TimeDistributed reads every step: "
+                "it must follow an RNN layer with return_sequences=True")
+    _read_dense(chain, {"class_name": "Dense", "config": dict(inner["config"],
+                                                              name=_name(layer))}, weights)
+
+
 def _refuse_return_state(layer):
     _refuse(layer, "return_state", True, "rnnd's outputs are output, h_n and c_n: "
             "save the model without return_state; rnnd returns h_n and c_n itself")
@@ -495,7 +512,8 @@ def _read_rnn(chain, layer, weights):
     chain.rnn_done = not seq
 
 
-_READERS = {"Embedding": _read_embedding, "Masking": _read_masking, "Dense": _read_dense}
+_READERS = {"Embedding": _read_embedding, "Masking": _read_masking, "Dense": _read_dense,
+            "TimeDistributed": _read_time_distributed}
 
 
 def _read_layer(chain, layer, weights):

@@ -222,7 +222,7 @@ def keras3_cases(keras):
     """(name, model builder, lengths, emb, rnnd output name, refuse) of the Keras 3 only
     cases: Functional models (Keras 3 writes the mask of a Masking or an
     Embedding(mask_zero=True) in one as NotEqual and Any layers handed to the RNN layers as
-    `mask`) and TimeDistributed(Dense) heads."""
+    `mask`), TimeDistributed(Dense) heads, and a Keras 3 .h5 (the names ending _h5)."""
     L, ops = keras.layers, keras.ops
 
     def seq(*layers):
@@ -265,6 +265,13 @@ def keras3_cases(keras):
             L.Masking(0.0, name="masking"), L.LSTM(H, return_sequences=True, name="lstm"),
             L.TimeDistributed(L.Dense(UNITS, activation="softmax", name="dense"), name="td")),
          RAGGED, False, "scores", None),
+        # Keras 3 writes an explicit backward_layer's weights in an .h5 under its own name.
+        ("bi_backward_layer_all_h5", lambda: seq(
+            L.Bidirectional(L.LSTM(H, return_sequences=True, name="lstm"), name="bi",
+                            backward_layer=L.LSTM(H, return_sequences=True, go_backwards=True,
+                                                  name="lstm_back")),
+            L.Dense(UNITS, name="dense")),
+         EQUAL, False, "scores", None),
         ("refuse_timedistributed_first", lambda: seq(
             L.TimeDistributed(L.Dense(UNITS, name="dense"), name="td"), L.LSTM(H, name="lstm")),
          EQUAL, False, None, "layer 'td' (TimeDistributed): class_name=\"TimeDistributed\": "
@@ -311,7 +318,8 @@ def gen_keras(version):
     if version == 3:
         for name, build, lengths, emb, out, refuse in keras3_cases(keras):
             keras.backend.clear_session()  # the layer names the refusals give
-            save_keras_case(tag + name, build(), lengths, emb, out, refuse, ext, ref)
+            save_keras_case(tag + name, build(), lengths, emb, out, refuse,
+                            ".h5" if name.endswith("_h5") else ext, ref)
     if version == 2:
         gen_keras2_cudnn(tf, keras, ref)
     if version == 2 and "--tf2onnx" in sys.argv:

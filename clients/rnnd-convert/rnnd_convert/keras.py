@@ -181,9 +181,21 @@ class _H5Weights:
             return []
         g = self.g[layer_name]
         names = [n.decode() if isinstance(n, bytes) else n for n in g.attrs.get("weight_names", [])]
-        if part is not None:  # Bidirectional: forward_<x>/... or backward_<x>/...
-            names = [n for n in names if any(p.startswith(part + "_") for p in n.split("/")[:-1])]
+        if part is not None:  # Bidirectional: forward_<x>/... and backward_<x>/...
+            names = _direction_names(names, part)
         return [np.asarray(g[n]) for n in names]
+
+
+def _direction_names(names, part):
+    """The weight names of a Bidirectional's forward or backward layer: under forward_<x>/
+    and backward_<x>/, but Keras 3 keeps a backward_layer given to it under its own name
+    (bidirectional/lstm_1/...), so the backward layer's are then the ones not forward's."""
+    def under(prefix):
+        return [n for n in names if any(p.startswith(prefix + "_") for p in n.split("/")[:-1])]
+    if part == "forward":
+        return under("forward")
+    forward = set(under("forward"))
+    return under("backward") or [n for n in names if n not in forward]
 
 
 def _snake(name):

@@ -272,6 +272,10 @@ def keras3_cases(keras):
                                                   name="lstm_back")),
             L.Dense(UNITS, name="dense")),
          EQUAL, False, "scores", None),
+        ("chain_bigru_lstm_state_notes", lambda: seq(
+            L.Bidirectional(L.GRU(H, return_sequences=True, name="gru"), name="bi"),
+            L.LSTM(5, name="lstm")),
+         EQUAL, False, None, None),
         ("refuse_timedistributed_first", lambda: seq(
             L.TimeDistributed(L.Dense(UNITS, name="dense"), name="td"), L.LSTM(H, name="lstm")),
          EQUAL, False, None, "layer 'td' (TimeDistributed): class_name=\"TimeDistributed\": "
@@ -290,6 +294,10 @@ def save_keras_case(name, model, lengths, emb, out, refuse, ext, ref):
     model.save(os.path.join(d, "model" + ext))
     if refuse:
         finish(name, "model" + ext, {}, ref, "refused", refuse=refuse)
+        return
+    if out is None:
+        finish(name, "model" + ext, None, ref, "%s: converted only, for its notes" % name,
+               extra={"convert_only": True})
         return
     feed = io["tokens"] if emb else io["x"]
     io[out] = np.asarray(model.predict(feed, verbose=0))

@@ -74,6 +74,11 @@ WANT_NOTES = {
                              "is rnnd's `scores` " + NAMES],
     "k2_gru_emb_linear": ["names: model input 'input' is rnnd's `tokens`; the output of layer "
                           "'dense' is rnnd's `scores` " + NAMES],
+    "k3_chain_bigru_lstm_state_notes": [
+        "names: model input 'input' is rnnd's `input`; the output of layer 'lstm' is rnnd's "
+        "`h_n` " + NAMES + "; `h_n` holds every layer's final state, the layer's output is the "
+        "last 5 values of each sequence's, flattened",
+        "a chain of 2 blocks (config.json \"blocks\"): gru 8 bidirectional -> lstm 5"],
     "k3_lstm_bi_seq": [
         "names: model input 'input' is rnnd's `input`; the output of layer 'bi' is rnnd's "
         "`output` " + NAMES,
@@ -169,9 +174,12 @@ def check_flags(metas, repo, scratch):
           cfg.get("head") == {"units": 3, "activation": "none", "apply": "last"},
           "a state_dict with no names: embedding and head found, the activation's absence noted",
           (r.returncode, notes(r), cfg))
-    r = convert("torch_sd_lstm_mlp_head", metas["torch_sd_lstm_mlp_head"], scratch)
-    check(r.returncode == 0, "a head of two layers converts, with notes", (r.returncode, r.stderr))
-    check_notes("torch_sd_lstm_mlp_head", r)
+    # The cases converted only for their notes (a head of two layers; a Keras encoder's
+    # final state in a chain's h_n).
+    for c in sorted(c for c in metas if metas[c].get("convert_only")):
+        r = convert(c, metas[c], scratch)
+        check(r.returncode == 0, "%s converts, with notes" % c, (r.returncode, r.stderr))
+        check_notes(c, r)
 
 
 def check_versions(metas, repo):

@@ -358,10 +358,14 @@ def _names_note(m, layers, last_seq):
            if la["class_name"] == "InputLayer"]
     last = [la for la in layers if la["class_name"] not in IDENTITY_CLASSES][-1]
     out = "scores" if m.head is not None else "output" if last_seq else "h_n"
+    state = out == "h_n" and (m.more or len(m.layers) > 1 or m.bidirectional)
     m.notes.append("names: model input%s is rnnd's `%s`; the output of layer '%s' is rnnd's "
-                   "`%s` (rnnd's tensor names are fixed: docs/HTTP.md)" % (
+                   "`%s` (rnnd's tensor names are fixed: docs/HTTP.md)%s" % (
                        " '%s'" % inp[0] if inp else "", "tokens" if m.embedding is not None
-                       else "input", last["config"].get("name") or last.get("name"), out))
+                       else "input", last["config"].get("name") or last.get("name"), out,
+                       "; `h_n` holds every layer's final state, the layer's output is the "
+                       "last %d values of each sequence's, flattened" % m.last.out_width
+                       if state else ""))
 
 
 class _Chain:

@@ -122,6 +122,23 @@ static unsigned pin_model(struct rnnd_http_request *r, struct rnnd_route_req *q,
 }
 
 /*
+ * Whether path is TF Serving's /v1/models/{m}/labels/{l}[...]: rnnd has no
+ * version labels, which a client is told as gRPC's version_label tells it
+ * (docs/HTTP.md), rather than that the path has no route.
+ */
+static bool is_tfs_label_path(const char *path)
+{
+        static const char prefix[] = "/v1/models/", labels[] = "/labels/";
+        const char *slash;
+
+        if (strncmp(path, prefix, sizeof(prefix) - 1) != 0)
+                return false;
+        slash = strchr(path + sizeof(prefix) - 1, '/');
+        return slash != NULL && slash > path + sizeof(prefix) - 1 &&
+               strncmp(slash, labels, sizeof(labels) - 1) == 0 && slash[sizeof(labels) - 1] != '\0';
+}
+
+/*
  * rnnd_routes.match: finds the request's row, and pins the model and
  * resolves the version a path names, at the first call.  Returns 0 to go on
  * reading the body, or prepares an error response (404, 405, the
@@ -136,6 +153,12 @@ static unsigned match(struct rnnd_http_request *r, void *ctx)
 
         q->srv = rnnd_http_request_server(r);
         rnnd_route_match(rnnd_routes_table, rnnd_routes_table_len, path, method, buf, &m);
+        if (m.route == NULL && is_tfs_label_path(path))
+                return (unsigned)rnnd_http_fail(r, RNND_EINVAL,
+                                                "version label in %.200s: rnnd has no version "
+                                                "labels; give the version as "
+                                                "/v1/models/{model}/versions/{version}",
+                                                path);
         if (m.route == NULL)
                 return (unsigned)rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", method,
                                                 path);

@@ -427,6 +427,21 @@ static int tfs_values(struct rnnd_tensor *t, const Tensorflow__TensorProto *p, c
         }
 }
 
+/*
+ * The error for a TensorProto dtype rnnd does not take, named as TensorFlow
+ * names it: numpy's default float64 through tf.make_tensor_proto is
+ * DT_DOUBLE, which a bare 2 would not tell its sender.
+ */
+static int refuse_tf_dtype(int dtype, const char *path, rnnd_error_t *err)
+{
+        const ProtobufCEnumValue *v =
+                protobuf_c_enum_descriptor_get_value(&tensorflow__data_type__descriptor, dtype);
+
+        return rnnd__infer_path_error(err, RNND_EINVAL, path,
+                                      "%s (%d) is not DT_FLOAT, DT_HALF, DT_INT32 or DT_INT64",
+                                      v != NULL ? v->name : "unknown", dtype);
+}
+
 static int tfs_input(const Tensorflow__Serving__PredictRequest__InputsEntry *e,
                      const struct rnnd_infer_limits *lim, struct rnnd_tensor *t, rnnd_error_t *err)
 {
@@ -450,9 +465,7 @@ static int tfs_input(const Tensorflow__Serving__PredictRequest__InputsEntry *e,
              : p->dtype == TENSORFLOW__DATA_TYPE__DT_INT64 ? RNND_DT_I64
                                                            : RNND_DT_INVALID;
         if (dt == RNND_DT_INVALID)
-                return rnnd__infer_path_error(err, RNND_EINVAL, sub,
-                                              "%d is not DT_FLOAT, DT_HALF, DT_INT32 or DT_INT64",
-                                              (int)p->dtype);
+                return refuse_tf_dtype(p->dtype, sub, err);
         rnnd__infer_pathf(sub, "%s.tensor_shape", path);
         s = p->tensor_shape;
         if (s == NULL || s->unknown_rank)

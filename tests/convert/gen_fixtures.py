@@ -218,6 +218,92 @@ def keras_cases(L, cudnn=None):
     return c
 
 
+def keras3_cases(keras):
+    """(name, model builder, lengths, emb, rnnd output name, refuse) of the Keras 3 only
+    cases: Functional models (Keras 3 writes the mask of a Masking or an
+    Embedding(mask_zero=True) in one as NotEqual and Any layers handed to the RNN layers as
+    `mask`), TimeDistributed(Dense) heads, and a Keras 3 .h5 (the names ending _h5)."""
+    L, ops = keras.layers, keras.ops
+
+    def seq(*layers):
+        return keras.Sequential([keras.Input((None, IN), name="input")] + list(layers))
+
+    def masked_chain():
+        i = keras.Input((None, IN), name="input")
+        x = L.Masking(0.0, name="masking")(i)
+        x = L.GRU(H, return_sequences=True, name="gru")(x)
+        x = L.LSTM(6, name="lstm")(x)
+        return keras.Model(i, L.Dense(UNITS, activation="softmax", name="dense")(x))
+
+    def emb_mask_bi_all():
+        i = keras.Input((None,), dtype="int32", name="input")
+        x = L.Embedding(NUM_EMB, EMB, mask_zero=True, name="embedding")(i)
+        x = L.Bidirectional(L.LSTM(H, return_sequences=True, name="lstm"), name="bi")(x)
+        return keras.Model(i, L.Dense(UNITS, activation="sigmoid", name="dense")(x))
+
+    def two_outputs():
+        i = keras.Input((None, IN), name="input")
+        x = L.LSTM(H, name="lstm")(i)
+        return keras.Model(i, [L.Dense(2, name="dense_a")(x), L.Dense(3, name="dense_b")(x)])
+
+    def own_mask():
+        i = keras.Input((None, IN), name="input")
+        mask = ops.any(ops.not_equal(i, 0.5), axis=-1)
+        return keras.Model(i, L.LSTM(H, name="lstm")(i, mask=mask))
+    return [
+        ("functional_mask_gru_lstm_softmax", masked_chain, RAGGED, False, "scores", None),
+        ("functional_emb_mask_bilstm_all_sigmoid", emb_mask_bi_all, RAGGED, True, "scores",
+         None),
+        ("refuse_functional_two_outputs", two_outputs, EQUAL, False, None,
+         "model outputs 'dense_a', 'dense_b': rnnd converts a model of one input and one "
+         "output (it adds lengths, h0 and c0 itself): save the chain from one input to one "
+         "output as a model of its own"),
+        ("refuse_functional_own_mask", own_mask, EQUAL, False, None,
+         "layer 'lstm' (LSTM): mask=[\"any\"]: rnnd serves only the mask of a Masking or an "
+         "Embedding(mask_zero=True) layer, as lengths; use one of those"),
+        ("timedistributed_mask_lstm_softmax", lambda: seq(
+            L.Masking(0.0, name="masking"), L.LSTM(H, return_sequences=True, name="lstm"),
+            L.TimeDistributed(L.Dense(UNITS, activation="softmax", name="dense"), name="td")),
+         RAGGED, False, "scores", None),
+        # Keras 3 writes an explicit backward_layer's weights in an .h5 under its own name.
+        ("bi_backward_layer_all_h5", lambda: seq(
+            L.Bidirectional(L.LSTM(H, return_sequences=True, name="lstm"), name="bi",
+                            backward_layer=L.LSTM(H, return_sequences=True, go_backwards=True,
+                                                  name="lstm_back")),
+            L.Dense(UNITS, name="dense")),
+         EQUAL, False, "scores", None),
+        ("chain_bigru_lstm_state_notes", lambda: seq(
+            L.Bidirectional(L.GRU(H, return_sequences=True, name="gru"), name="bi"),
+            L.LSTM(5, name="lstm")),
+         EQUAL, False, None, None),
+        ("refuse_timedistributed_first", lambda: seq(
+            L.TimeDistributed(L.Dense(UNITS, name="dense"), name="td"), L.LSTM(H, name="lstm")),
+         EQUAL, False, None, "layer 'td' (TimeDistributed): class_name=\"TimeDistributed\": "
+         "TimeDistributed reads every step: it must follow an RNN layer with "
+         "return_sequences=True"),
+    ]
+
+
+def save_keras_case(name, model, lengths, emb, out, refuse, ext, ref):
+    """Saves a Keras case's model with its inputs and model.predict's outputs (or its
+    refusal)."""
+    rng = rng_for(name)
+    d = case_dir(name)
+    randomize(model, rng)
+    io = inputs(rng, lengths, emb=emb)
+    model.save(os.path.join(d, "model" + ext))
+    if refuse:
+        finish(name, "model" + ext, {}, ref, "refused", refuse=refuse)
+        return
+    if out is None:
+        finish(name, "model" + ext, None, ref, "%s: converted only, for its notes" % name,
+               extra={"convert_only": True})
+        return
+    feed = io["tokens"] if emb else io["x"]
+    io[out] = np.asarray(model.predict(feed, verbose=0))
+    finish(name, "model" + ext, io, ref, "%s, lengths %s" % (name, lengths))
+
+
 def gen_keras(version):
     if version == 2:
         import tensorflow as tf
@@ -231,23 +317,17 @@ def gen_keras(version):
                                                             keras.backend.backend())
     L = keras.layers
     for name, build, lengths, emb, out, refuse in keras_cases(L):
-        name = tag + name
-        rng = rng_for(name)
-        d = case_dir(name)
         shape = (T,) if emb else (T, IN)
         # A stateful layer needs a fixed batch size.
         inp = keras.Input(batch_shape=(B,) + shape if "stateful" in name else (None,) + shape,
                           name="input")
-        model = keras.Sequential([inp] + build())
-        randomize(model, rng)
-        io = inputs(rng, lengths, emb=emb)
-        model.save(os.path.join(d, "model" + ext))
-        if refuse:
-            finish(name, "model" + ext, {}, ref, "refused", refuse=refuse)
-            continue
-        feed = io["tokens"] if emb else io["x"]
-        io[out] = np.asarray(model.predict(feed, verbose=0))
-        finish(name, "model" + ext, io, ref, "%s, lengths %s" % (name, lengths))
+        save_keras_case(tag + name, keras.Sequential([inp] + build()), lengths, emb, out,
+                        refuse, ext, ref)
+    if version == 3:
+        for name, build, lengths, emb, out, refuse in keras3_cases(keras):
+            keras.backend.clear_session()  # the layer names the refusals give
+            save_keras_case(tag + name, build(), lengths, emb, out, refuse,
+                            ".h5" if name.endswith("_h5") else ext, ref)
     if version == 2:
         gen_keras2_cudnn(tf, keras, ref)
     if version == 2 and "--tf2onnx" in sys.argv:

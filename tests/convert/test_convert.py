@@ -41,6 +41,9 @@ def notes(r):
 
 # The notes of a conversion, exactly: what was found by shape, what was left unused, which
 # names of the source became rnnd's, and where an activation came from (issue 32).
+SAVED_MODEL = ("a TensorFlow SavedModel, which rnnd-convert does not read: save the Keras "
+               "model itself with model.save(\"model.keras\") (tf.keras 2: \"model.h5\"), or "
+               "convert the SavedModel to ONNX with tf2onnx")
 NAMES = "(rnnd's tensor names are fixed: docs/HTTP.md)"
 UNKNOWN = ("the head's activation: none (a linear head): a state_dict does not record the "
            "activation forward() applies after 'fc.weight'; give --head-activation softmax, "
@@ -74,6 +77,11 @@ WANT_NOTES = {
                              "is rnnd's `scores` " + NAMES],
     "k2_gru_emb_linear": ["names: model input 'input' is rnnd's `tokens`; the output of layer "
                           "'dense' is rnnd's `scores` " + NAMES],
+    "k3_chain_bigru_lstm_state_notes": [
+        "names: model input 'input' is rnnd's `input`; the output of layer 'lstm' is rnnd's "
+        "`h_n` " + NAMES + "; `h_n` holds every layer's final state, the layer's output is the "
+        "last 5 values of each sequence's, flattened",
+        "a chain of 2 blocks (config.json \"blocks\"): gru 8 bidirectional -> lstm 5"],
     "k3_lstm_bi_seq": [
         "names: model input 'input' is rnnd's `input`; the output of layer 'bi' is rnnd's "
         "`output` " + NAMES,
@@ -169,9 +177,12 @@ def check_flags(metas, repo, scratch):
           cfg.get("head") == {"units": 3, "activation": "none", "apply": "last"},
           "a state_dict with no names: embedding and head found, apply and activation noted",
           (r.returncode, notes(r), cfg))
-    r = convert("torch_sd_lstm_mlp_head", metas["torch_sd_lstm_mlp_head"], scratch)
-    check(r.returncode == 0, "a head of two layers converts, with notes", (r.returncode, r.stderr))
-    check_notes("torch_sd_lstm_mlp_head", r)
+    # The cases converted only for their notes (a head of two layers; a Keras encoder's
+    # final state in a chain's h_n).
+    for c in sorted(c for c in metas if metas[c].get("convert_only")):
+        r = convert(c, metas[c], scratch)
+        check(r.returncode == 0, "%s converts, with notes" % c, (r.returncode, r.stderr))
+        check_notes(c, r)
 
 
 def check_versions(metas, repo):
@@ -245,7 +256,9 @@ def check_served(d, metas, served):
 def check_unreadable(scratch):
     """A file its library cannot parse is refused in one line naming the file and the
     format it was read as (exit 1, no traceback, nothing written): garbage under each
-    extension, a truncated ONNX file, a state_dict read as ONNX, damaged archives."""
+    extension, a truncated ONNX file, a state_dict read as ONNX, damaged archives; a
+    TensorFlow SavedModel (the directory or its saved_model.pb) and a directory by what
+    they are."""
     d = tempfile.mkdtemp(prefix="rnnd-convert-junk-", dir=scratch)
     repo = os.path.join(d, "repo")
 
@@ -264,6 +277,9 @@ def check_unreadable(scratch):
     onnx_src = os.path.join(FIXTURES, "onnx_torch_gru_linear", "model.onnx")
     pt_src = os.path.join(FIXTURES, "torch_sd_emb_gru2_found", "model.pt")
     keras = "not a Keras model (a .keras zip or an HDF5 .h5): "
+    saved_model = os.path.join(d, "exported")  # tf.keras 2's model.save("exported")
+    os.makedirs(os.path.join(saved_model, "variables"))
+    put(os.path.join("exported", "saved_model.pb"), b"\x08\x01")
     for path, args, want in (
             (put("junk.onnx", b"garbage\n"), [], "not an ONNX model: "),
             (put("truncated.onnx", open(onnx_src, "rb").read()[:300]), [], "not an ONNX model: "),
@@ -279,7 +295,10 @@ def check_unreadable(scratch):
             (put("junk.pt", b"garbage\n"), [], "not a zip: rnnd-convert reads torch.save's zip "
              "format (PyTorch >= 1.6) and TorchScript, or .safetensors"),
             (rezip("pickle.pt", pt_src, "data.pkl", b"garbage"), [],
-             "not a torch.save or torch.jit.save archive (its model/data.pkl): ")):
+             "not a torch.save or torch.jit.save archive (its model/data.pkl): "),
+            (saved_model, [], SAVED_MODEL), (saved_model, ["--format", "keras"], SAVED_MODEL),
+            (os.path.join(saved_model, "saved_model.pb"), [], SAVED_MODEL),
+            (d, ["--format", "keras"], "a directory; give the model file")):
         r = subprocess.run([CONVERT, path, "--repository", repo, "--name", "junk"] + args,
                            capture_output=True, text=True, timeout=120)
         # The library's own words follow a want that ends with ": "; the others are exact.

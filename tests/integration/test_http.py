@@ -153,6 +153,13 @@ def routes_inference_and_tf_serving(d):
               "GET %s: serving_default's tensors, dtypes and shapes" % path, sig)
     st, h, b = d.json("GET", "/v1/models/no_such_model/metadata")
     check(st == 404 and error_body(b), "TF Serving metadata of an unknown model is 404", (st, b))
+    for method, path in (("GET", "/v1/models/%s/labels/stable" % MODEL),
+                         ("GET", "/v1/models/%s/labels/stable/metadata" % MODEL),
+                         ("POST", "/v1/models/%s/labels/stable:predict" % MODEL)):
+        st, h, b = d.json(method, path, body='{"instances": [[[0,0,0,0,0]]]}' if method == "POST" else None)
+        check(st == 400 and b.get("error") == "version label in %s: rnnd has no version labels; give the "
+              "version as /v1/models/{model}/versions/{version}" % path,
+              "%s %s: TF Serving's version label is a 400 saying rnnd has none" % (method, path), (st, b))
     for verb, sig in (("classify", "classification"), ("regress", "regression")):
         st, h, b = d.json("POST", "/v1/models/%s:%s" % (MODEL, verb), body='{"examples": [{}]}')
         check(st == 400 and b.get("error") == "Expected %s signature method_name to be tensorflow/serving/%s. "

@@ -444,6 +444,12 @@ START_TEST(test_tfs_predict)
         ck_assert_int_eq(rnnd_grpc_tfs_parse(&m, NULL, &q, &err), RNND_EINVAL);
         ck_assert_msg(strstr(err.msg, "inputs[\"input\"].float_val: 1 values") != NULL, "%s",
                       err.msg);
+        /* numpy's default float64 through tf.make_tensor_proto: named, not a bare 2. */
+        p[0].n_float_val = 2, p[0].dtype = TENSORFLOW__DATA_TYPE__DT_DOUBLE;
+        ck_assert_int_eq(rnnd_grpc_tfs_parse(&m, NULL, &q, &err), RNND_EINVAL);
+        ck_assert_msg(strstr(err.msg, "inputs[\"input\"].dtype: DT_DOUBLE (2) is not DT_FLOAT, "
+                                      "DT_HALF, DT_INT32 or DT_INT64") != NULL,
+                      "%s", err.msg);
 }
 END_TEST
 

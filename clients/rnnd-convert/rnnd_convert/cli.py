@@ -13,13 +13,31 @@ FORMATS = {".keras": "keras", ".h5": "keras", ".hdf5": "keras", ".onnx": "onnx",
            ".pt": "torch", ".pth": "torch", ".bin": "torch", ".safetensors": "torch"}
 
 
+SAVED_MODEL = ("a TensorFlow SavedModel, which rnnd-convert does not read: save the Keras "
+               "model itself with model.save(\"model.keras\") (tf.keras 2: \"model.h5\"), or "
+               "convert the SavedModel to ONNX with tf2onnx")
+
+
+def _check_is_file(src):
+    """Refuses a source that is no file: a SavedModel (tf.keras 2's model.save(DIR), or
+    model.export(DIR)) by name, since a Keras user may well give one."""
+    if os.path.basename(os.path.normpath(src)) == "saved_model.pb" or \
+            os.path.isfile(os.path.join(src, "saved_model.pb")):
+        raise ConvertError("%s: %s" % (src, SAVED_MODEL))
+    if os.path.isdir(src):
+        raise ConvertError("%s: a directory; give the model file" % src)
+    if not os.path.isfile(src):
+        raise ConvertError("%s: no such file" % src)
+
+
 def convert(src, fmt=None, **torch_args):
     """The Model of a source file; ConvertError when rnnd cannot compute it exactly."""
+    if os.path.exists(src):
+        _check_is_file(src)
     fmt = fmt or FORMATS.get(os.path.splitext(src)[1].lower())
     if fmt is None:
         raise ConvertError("%s: unknown format; give --format keras, onnx or torch" % src)
-    if not os.path.isfile(src):
-        raise ConvertError("%s: no such file" % src)
+    _check_is_file(src)
     if fmt == "keras":
         from . import keras
         return keras.convert(src)

@@ -1,9 +1,10 @@
 """Keras models: `.keras` (Keras 3) and legacy `.h5` (Keras 2 / tf.keras), read with
 h5py and json only.
 
-The model must be a chain: [InputLayer] [Embedding | Masking] RNN layers [Dense
-[Activation]], with Dropout-like layers (identities at inference) anywhere.  Consecutive
-RNN layers of one kind, size and direction count stack into one block; a layer of another
+The model must be a chain: [InputLayer] [Embedding | Masking] RNN layers [Dense or
+TimeDistributed(Dense) [Activation]], with Dropout-like layers (identities at inference)
+anywhere.  Consecutive RNN layers of one kind, size and direction count stack into one
+block; a layer of another
 (units=64 after units=128, Bidirectional then not, a GRU on an LSTM) starts the next block
 of the chain (docs/MODELS.md).  RNN layers
 are LSTM, GRU, SimpleRNN, the legacy CuDNNLSTM and CuDNNGRU, and Bidirectional of one of
@@ -64,36 +65,106 @@ def _layers_of(model_config):
     if cls == "Sequential":
         return cfg.get("layers", [])
     if cls in ("Functional", "Model"):
-        layers = cfg.get("layers", [])
-        prev = None
-        for layer in layers:
-            ins = sorted(set(_inbound_names(layer.get("inbound_nodes", []))))
-            if prev is not None and ins != [prev]:
-                raise ConvertError("layer '%s' (%s): inbound_nodes=%s: rnnd converts a chain of "
-                                   "layers, each reading the one before; save the chain as a "
-                                   "model of its own" % (
-                                       layer.get("name"), layer.get("class_name"), json.dumps(ins)))
-            prev = layer.get("name") or layer["config"].get("name")
-        return layers
+        return _functional_chain(cfg)
     raise ConvertError("model class %r: rnnd-convert reads Sequential and Functional "
                        "models; save it as one of those" % cls)
 
 
-def _inbound_names(node):
+def _name(layer):
+    return layer.get("name") or layer["config"].get("name")
+
+
+def _one_end(cfg, key, what):
+    """Refuses a Functional model of several inputs (or outputs), naming them."""
+    ends = cfg.get(key) or []
+    if ends and isinstance(ends[0], list) and len(ends) > 1:
+        raise ConvertError("model %ss %s: rnnd converts a model of one input and one output "
+                           "(it adds lengths, h0 and c0 itself): save the chain from one input "
+                           "to one output as a model of its own" % (
+                               what, ", ".join("'%s'" % e[0] for e in ends)))
+
+
+def _functional_chain(cfg):
+    """A Functional model's layers, each reading the one before.  Keras 3 writes the mask
+    of a Masking or an Embedding(mask_zero=True) as NotEqual and Any layers handed to the
+    RNN layers as `mask`; those are left out, since rnnd serves that mask as lengths."""
+    _one_end(cfg, "input_layers", "input")
+    _one_end(cfg, "output_layers", "output")
+    layers = cfg.get("layers", [])
+    helpers = _mask_helpers(layers)
+    chain, prev = [], None
+    for layer in layers:
+        if _name(layer) in helpers:
+            continue
+        ins = sorted(set(_inbound_names(layer.get("inbound_nodes", []))))
+        if prev is not None and ins != [prev]:
+            raise ConvertError("layer '%s' (%s): inbound_nodes=%s: rnnd converts a chain of "
+                               "layers, each reading the one before; save the chain as a "
+                               "model of its own" % (
+                                   _name(layer), layer.get("class_name"), json.dumps(ins)))
+        _check_mask_of(layer, helpers, chain)
+        chain.append(layer)
+        prev = _name(layer)
+    return chain
+
+
+def _inbound_names(node, masks=False):
     """The layer names a Keras 2 ([name, i, j, {}]) or Keras 3 ({keras_history: [name,
-    ...]}) inbound_nodes structure refers to."""
+    ...]}) inbound_nodes structure refers to; a Keras 3 `mask` argument's only with masks."""
     if isinstance(node, dict):
         if "keras_history" in node:
             yield node["keras_history"][0]
             return
-        for v in node.values():
-            yield from _inbound_names(v)
+        for k, v in node.items():
+            if k != "mask" or masks:
+                yield from _inbound_names(v, masks)
     elif isinstance(node, list):
         if len(node) >= 3 and isinstance(node[0], str) and isinstance(node[1], int):
             yield node[0]
             return
         for v in node:
-            yield from _inbound_names(v)
+            yield from _inbound_names(v, masks)
+
+
+# The operations Keras 3 records for the mask of a Masking or a mask_zero Embedding.
+MASK_OPS = ("NotEqual", "Any")
+
+
+def _mask_helpers(layers):
+    """Names of the mask operations whose outputs are read only as masks (or by other
+    mask operations)."""
+    helpers = {_name(la) for la in layers if la.get("class_name") in MASK_OPS}
+    changed = True
+    while changed:
+        changed = False
+        for la in layers:
+            read = helpers & set(_inbound_names(la.get("inbound_nodes", [])))
+            if read and _name(la) not in helpers:
+                helpers -= read
+                changed = True
+    return helpers
+
+
+def _mask_names(layer):
+    """The layers a Keras 3 layer's inbound nodes read as its `mask`."""
+    for node in layer.get("inbound_nodes", []):
+        kwargs = node.get("kwargs") if isinstance(node, dict) else None
+        if isinstance(kwargs, dict) and "mask" in kwargs:
+            yield from _inbound_names(kwargs["mask"], masks=True)
+
+
+def _check_mask_of(layer, helpers, chain):
+    """Refuses a mask handed to layer other than the chain's Masking's or mask_zero
+    Embedding's, which rnnd serves as lengths: it can serve no other."""
+    masks = set(_mask_names(layer))
+    if not masks:
+        return
+    source = [la for la in chain if la["class_name"] == "Masking" or
+              (la["class_name"] == "Embedding" and la["config"].get("mask_zero"))]
+    if not source or not masks <= helpers:
+        raise ConvertError("layer '%s' (%s): mask=%s: rnnd serves only the mask of a Masking "
+                           "or an Embedding(mask_zero=True) layer, as lengths; use one of those"
+                           % (_name(layer), layer.get("class_name"), json.dumps(sorted(masks))))
 
 
 class _H5Weights:
@@ -110,9 +181,21 @@ class _H5Weights:
             return []
         g = self.g[layer_name]
         names = [n.decode() if isinstance(n, bytes) else n for n in g.attrs.get("weight_names", [])]
-        if part is not None:  # Bidirectional: forward_<x>/... or backward_<x>/...
-            names = [n for n in names if any(p.startswith(part + "_") for p in n.split("/")[:-1])]
+        if part is not None:  # Bidirectional: forward_<x>/... and backward_<x>/...
+            names = _direction_names(names, part)
         return [np.asarray(g[n]) for n in names]
+
+
+def _direction_names(names, part):
+    """The weight names of a Bidirectional's forward or backward layer: under forward_<x>/
+    and backward_<x>/, but Keras 3 keeps a backward_layer given to it under its own name
+    (bidirectional/lstm_1/...), so the backward layer's are then the ones not forward's."""
+    def under(prefix):
+        return [n for n in names if any(p.startswith(prefix + "_") for p in n.split("/")[:-1])]
+    if part == "forward":
+        return under("forward")
+    forward = set(under("forward"))
+    return under("backward") or [n for n in names if n not in forward]
 
 
 def _snake(name):
@@ -123,8 +206,8 @@ def _snake(name):
 
 
 class _KerasV3Weights:
-    """Keras 3 `.keras`: model.weights.h5 has layers/<key>/[cell/]vars/<i>, and a
-    Bidirectional's forward_layer/ and backward_layer/ below it.  The key is not the
+    """Keras 3 `.keras`: model.weights.h5 has layers/<key>/[cell/ or layer/]vars/<i>, and
+    a Bidirectional's forward_layer/ and backward_layer/ below it.  The key is not the
     layer's name but its class's snake_case name, numbered in layer order (gru, gru_1)."""
 
     def __init__(self, f):
@@ -147,6 +230,8 @@ class _KerasV3Weights:
             g = g[part + "_layer"]
         if "cell" in g:
             g = g["cell"]
+        elif "layer" in g and not len(g.get("vars", {})):  # TimeDistributed's own layer
+            g = g["layer"]
         v = g.get("vars", {})
         return [np.asarray(v[k]) for k in sorted(v, key=int)]
 
@@ -273,10 +358,14 @@ def _names_note(m, layers, last_seq):
            if la["class_name"] == "InputLayer"]
     last = [la for la in layers if la["class_name"] not in IDENTITY_CLASSES][-1]
     out = "scores" if m.head is not None else "output" if last_seq else "h_n"
+    state = out == "h_n" and (m.more or len(m.layers) > 1 or m.bidirectional)
     m.notes.append("names: model input%s is rnnd's `%s`; the output of layer '%s' is rnnd's "
-                   "`%s` (rnnd's tensor names are fixed: docs/HTTP.md)" % (
+                   "`%s` (rnnd's tensor names are fixed: docs/HTTP.md)%s" % (
                        " '%s'" % inp[0] if inp else "", "tokens" if m.embedding is not None
-                       else "input", last["config"].get("name") or last.get("name"), out))
+                       else "input", last["config"].get("name") or last.get("name"), out,
+                       "; `h_n` holds every layer's final state, the layer's output is the "
+                       "last %d values of each sequence's, flattened" % m.last.out_width
+                       if state else ""))
 
 
 class _Chain:
@@ -348,6 +437,20 @@ def _read_dense(chain, layer, weights):
         _check_shape(layer, "bias", w[1], (w[0].shape[1],))
     chain.head = Head(w[0].T, w[1] if len(w) > 1 else None, act,
                       "all" if chain.last_seq else "last")
+
+
+def _read_time_distributed(chain, layer, weights):
+    """TimeDistributed(Dense): the Dense head on every step, as a Dense on a sequence is."""
+    inner = layer["config"]["layer"]
+    if inner["class_name"] != "Dense":
+        _refuse(layer, "layer", inner["class_name"], "rnnd's head is a Dense layer (alone or "
+                "in TimeDistributed): save the model up to the RNN layers and run the rest "
+                "elsewhere")
+    if chain.m is None or not chain.last_seq:
+        _refuse(layer, "class_name", layer["class_name"], "TimeDistributed reads every step: "
+                "it must follow an RNN layer with return_sequences=True")
+    _read_dense(chain, {"class_name": "Dense", "config": dict(inner["config"],
+                                                              name=_name(layer))}, weights)
 
 
 def _refuse_return_state(layer):
@@ -425,7 +528,8 @@ def _read_rnn(chain, layer, weights):
     chain.rnn_done = not seq
 
 
-_READERS = {"Embedding": _read_embedding, "Masking": _read_masking, "Dense": _read_dense}
+_READERS = {"Embedding": _read_embedding, "Masking": _read_masking, "Dense": _read_dense,
+            "TimeDistributed": _read_time_distributed}
 
 
 def _read_layer(chain, layer, weights):

@@ -448,6 +448,31 @@ def test_deadline():
         check("runtime error" not in log and "AddressSanitizer" not in log, "no sanitizer report", log[-2000:])
 
 
+def test_stream_half_close():
+    """A client that sends its requests and half-closes at once still gets every answer: the
+    call ends OK after the last one (docs/HTTP.md, ModelStreamInfer), none dropped as gone."""
+    with slow_daemon() as d:
+        n = 6
+
+        def requests():
+            for k in range(n):
+                r = pb.ModelInferRequest(model_name="slow", id="r%d" % k)
+                i = r.inputs.add()
+                i.name, i.datatype = "input", "FP32"
+                i.shape.extend([1, 50, 8])
+                r.raw_input_contents.append(np.zeros((50, 8), np.float32).tobytes())
+                yield r  # then the client half-closes, its answers still to come
+
+        with grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port) as ch:
+            got = [(m.error_message, m.infer_response.id)
+                   for m in pbg.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests(), timeout=60)]
+        check(got == [("", "r%d" % k) for k in range(n)],
+              "a stream half-closed after its requests: every one answered, in order", got)
+        st, _, text = d.request("GET", "/metrics")
+        check('code="499"' not in text.decode(), "none counted as a client gone (499)",
+              [l for l in text.decode().splitlines() if l.startswith("rnnd_requests_total")])
+
+
 # ---------------------------------------------------------------- loops
 
 def watch_to_end(watch):
@@ -608,6 +633,7 @@ def main():
     run_test(test_stream_sequences)
     run_test(test_loops)
     run_test(test_deadline)
+    run_test(test_stream_half_close)
     run_test(test_metrics_and_drain)
     return th.summary("test_grpc")
 

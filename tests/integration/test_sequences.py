@@ -196,6 +196,57 @@ def test_order_and_interleave(d):
         compare(name, "stream %d, one step a chunk, sent without waiting" % k, seqs[k], statuses, out, last)
 
 
+def test_pipelined(d):
+    """Chunks of one sequence sent together on several connections, over and over: each that
+    waits behind the running one is handed on (run, or refused after an end) only once its
+    request is published, never before (ThreadSanitizer saw a worker take a chunk whose job
+    and owner were still being set), and the daemon serves on."""
+    name = MODELS[2]
+    path = "/v2/models/%s/infer" % name
+    seq = golden_seq(name, 0)
+    one = seq["x"][:1]
+    bad = []
+
+    def client(k):
+        try:
+            rounds(k)
+        except OSError as e:  # the daemon died
+            bad.append(("client %d" % k, repr(e)))
+
+    def rounds(k):
+        conns = [http.client.HTTPConnection("127.0.0.1", d.port, timeout=30) for _ in range(3)]
+        for rnd in range(40):
+            sid = 5000 + 100 * k + rnd
+            st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": sid, "sequence_start": True}))
+            if st != 200:
+                bad.append(("start", st, b))
+                continue
+            ends = rnd % 2 == 1  # every other round the last chunk ends it: the others may be refused
+            for i, c in enumerate(conns):
+                params = {"sequence_id": sid}
+                if ends and i == 1:
+                    params["sequence_end"] = True
+                c.request("POST", path, body=chunk_body(seq, one, params))
+            for i, c in enumerate(conns):
+                r = c.getresponse()
+                body = r.read()
+                if r.status != 200 and not (ends and r.status == 400 and b"ended" in body):
+                    bad.append((r.status, body[:200]))
+            if not ends:
+                d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": sid, "sequence_end": True}))
+        for c in conns:
+            c.close()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]  # max_sequences is 4
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not bad, "chunks sent together: each 200, or 400 behind an end", bad[:3])
+    check(d.proc.poll() is None and not th.sanitizer_report(d.stderr()),
+          "the daemon serves on, with no sanitizer report", d.stderr()[-3000:])
+
+
 def wait_read(d, sock, limit=2.0):
     """Until the daemon has begun to read the request just written on sock (a second request
     in flight beside the scrape) or has answered it."""
@@ -404,6 +455,7 @@ def main():
             run_test(test_goldens, d)
             run_test(test_id_range, d)
             run_test(test_order_and_interleave, d)
+            run_test(test_pipelined, d)
             run_test(test_restart_behind, d)
             run_test(test_errors, d, tmp)
             run_test(test_limits, d)
@@ -432,7 +484,7 @@ def main():
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
             err = d.stderr()
-            check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
+            check(not th.sanitizer_report(err), "no sanitizer report", err[-2000:])
         finally:
             d.close()
     test_demo()

@@ -247,6 +247,9 @@ static int stream_wait(struct rnnd_inference *c, struct rnnd_stream *s, rnnd_err
                                       "%d chunks of this sequence wait already behind the running "
                                       "one; send the next when one is answered",
                                       STREAM_MAX_WAITING);
+        if (rnnd_pool_hold(c->sv->pool, +1, reterr) < 0)
+                return RNND_EUNAVAIL; /* it counts in the model's queue (max_queue_size) */
+        c->job.held = true;
         while (*pp != NULL)
                 pp = &(*pp)->next;
         *pp = c;
@@ -329,6 +332,8 @@ static void stream_refuse_one(struct rnnd_inference *c)
 {
         rnnd_error_t err = {0};
 
+        rnnd_pool_hold(c->sv->pool, -1, NULL); /* its place, taken by stream_wait() */
+        c->job.held = false;
         rnnd_error_set(&err, RNND_EINVAL,
                        "this sequence has ended: a chunk before this one had sequence_end");
         job_done(&c->job, RNND_EINVAL, &err);

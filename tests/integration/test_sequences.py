@@ -247,6 +247,46 @@ def test_pipelined(d):
           "the daemon serves on, with no sanitizer report", d.stderr()[-3000:])
 
 
+def test_queue_bound():
+    """Chunks waiting behind their sequence's running chunk take places in the model's queue:
+    past batching.max_queue_size waiting, the next is 503 at once, as a stateless request is,
+    and each place comes back when its chunk runs (docs/HTTP.md, Limits)."""
+    with tempfile.TemporaryDirectory(prefix="rnnd-seq-queue-") as tmp:
+        th.zero_lstm(tmp, "slow", 1024, 4096, batching={"max_batch_size": 1, "max_queue_size": 4}, sequence={})
+        d = Daemon(repo=tmp)
+        try:
+            path = "/v2/models/slow/infer"
+            st, _, _ = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1, "sequence_start": True}))
+            check(st == 200, "the sequence starts", st)
+            res = []
+
+            def send(params, steps):
+                st, h, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8] * steps, params))
+                res.append((st, h.get("retry-after"), (b or {}).get("error", "")))
+
+            running = threading.Thread(target=send, args=({"sequence_id": 1}, 1500))  # about 1.5 s
+            running.start()
+            time.sleep(0.3)
+            behind = []
+            for _ in range(4):  # the queue's 4 places
+                behind.append(threading.Thread(target=send, args=({"sequence_id": 1}, 1)))
+                behind[-1].start()
+                time.sleep(0.05)
+            st, h, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1}))
+            check(st == 503 and h.get("retry-after") == "1" and "queue full" in b.get("error", ""),
+                  "a 5th chunk behind the running one, past max_queue_size: 503 queue full", (st, b))
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {}))
+            check(st == 503 and "queue full" in b.get("error", ""),
+                  "a stateless request finds the queue full of them too: 503", (st, b))
+            for t in [running] + behind:
+                t.join()
+            check([r[0] for r in res] == [200] * 5, "the running chunk and the 4 behind it: 200", res)
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {}))
+            check(st == 200, "their places come back: a request runs after them", (st, b))
+        finally:
+            d.close()
+
+
 def wait_read(d, sock, limit=2.0):
     """Until the daemon has begun to read the request just written on sock (a second request
     in flight beside the scrape) or has answered it."""
@@ -487,6 +527,7 @@ def main():
             check(not th.sanitizer_report(err), "no sanitizer report", err[-2000:])
         finally:
             d.close()
+    run_test(test_queue_bound)
     test_demo()
     print("test_sequences: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
     return 1 if th.failed else 0

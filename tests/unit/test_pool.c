@@ -416,11 +416,9 @@ START_TEST(test_hold)
 
         reset_script(1);
         seqs_init(seqs, 2, lens, 0);
-        ck_assert_int_eq(rnnd_pool_new(m, &o, &p, &err), 0);
-        for (int i = 0; i < 4; i++)
+        p = start_busy(m, &o, &jobs[0], &seqs[0]); /* job 0 runs, held at the gate */
+        for (int i = 1; i < 4; i++)
                 job_init(&jobs[i], seqs, i == 3 ? 2 : 1, i);
-        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[0], &err), 0); /* runs, held at the gate */
-        sem_wait(&entered);
         for (int i = 0; i < 4; i++)
                 ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), 0);
         ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), RNND_EUNAVAIL);

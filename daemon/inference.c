@@ -250,6 +250,7 @@ static int stream_wait(struct rnnd_inference *c, struct rnnd_stream *s, rnnd_err
         if (rnnd_pool_hold(c->sv->pool, +1, reterr) < 0)
                 return RNND_EUNAVAIL; /* it counts in the model's queue (max_queue_size) */
         c->job.held = true;
+        c->job.since_ns = rnnd_now_ns(); /* its timeout counts from its arrival */
         while (*pp != NULL)
                 pp = &(*pp)->next;
         *pp = c;

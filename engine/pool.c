@@ -758,7 +758,7 @@ static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **d
 int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 {
         uint32_t n = job->batch.n;
-        uint64_t now, timeout, deadline;
+        uint64_t now, since, timeout, deadline;
         rnnd_job_t *done = NULL;
         bool wake = false;
         int r;
@@ -776,10 +776,11 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
                 timeout = job->timeout_ns;
         now = rnnd_now_ns();
+        since = job->since_ns != 0 && job->since_ns < now ? job->since_ns : now;
         deadline = 0;
         if (timeout != 0) /* a timeout of centuries saturates rather than wraps */
-                deadline = timeout < UINT64_MAX - 1 - now ? now + timeout : UINT64_MAX - 1;
-        job->queued_ns = now;
+                deadline = timeout < UINT64_MAX - 1 - since ? since + timeout : UINT64_MAX - 1;
+        job->queued_ns = since;
         job->started_ns = job->finished_ns = 0;
         job->remaining_ = n;
         job->status_ = 0;
@@ -793,7 +794,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
                 s->index = i;
                 s->node.len = job->batch.seqs[i].len;
                 s->node.level = job->level;
-                s->node.arrival_ns = now;
+                s->node.arrival_ns = since; /* past its deadline: expired at once */
                 s->node.deadline_ns = deadline;
         }
 

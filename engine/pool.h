@@ -34,6 +34,8 @@ struct rnnd_job {
         uint32_t level;          /* priority level, 0 (highest) .. levels-1 */
         uint64_t timeout_ns;     /* in the queue; 0 = the pool's queue timeout */
         bool held;               /* its place was taken by rnnd_pool_hold(): the submit uses it */
+        uint64_t since_ns;       /* 0, or when it began to wait for its turn outside the queue:
+                                    its queue time and timeout count from then */
 
         /*
          * Optional: false when the client has gone.  Called under the pool's

@@ -250,7 +250,8 @@ def test_pipelined(d):
 def test_queue_bound():
     """Chunks waiting behind their sequence's running chunk take places in the model's queue:
     past batching.max_queue_size waiting, the next is 503 at once, as a stateless request is,
-    and each place comes back when its chunk runs (docs/HTTP.md, Limits)."""
+    and each place comes back when its chunk runs (docs/HTTP.md, Limits); their timeout
+    counts from their arrival."""
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-queue-") as tmp:
         th.zero_lstm(tmp, "slow", 1024, 4096, batching={"max_batch_size": 1, "max_queue_size": 4}, sequence={})
         d = Daemon(repo=tmp)
@@ -283,6 +284,18 @@ def test_queue_bound():
             check([r[0] for r in res] == [200] * 5, "the running chunk and the 4 behind it: 200", res)
             st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {}))
             check(st == 200, "their places come back: a request runs after them", (st, b))
+
+            # A chunk's timeout counts while it waits behind the running one (its queue time).
+            res.clear()
+            running = threading.Thread(target=send, args=({"sequence_id": 1}, 1500))
+            running.start()
+            time.sleep(0.3)
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1, "timeout": 100000}))
+            running.join()
+            check(st == 503 and "timeout expired" in b.get("error", ""),
+                  "a chunk behind the running one past its timeout: 503 timeout expired", (st, b, res))
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1}))
+            check(st == 200, "... and the sequence goes on", (st, b))
         finally:
             d.close()
 

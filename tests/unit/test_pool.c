@@ -441,6 +441,14 @@ START_TEST(test_hold)
         wait_done(3);
         ck_assert_int_eq(atomic_load(&done_ok), 3);
         ck_assert_int_eq(atomic_load(&done_calls[1]), 0);
+
+        /* A job that waited outside the queue past its timeout expires as it comes in. */
+        job_init(&jobs[1], seqs, 1, 1);
+        jobs[1].timeout_ns = 1000000;
+        jobs[1].since_ns = rnnd_now_ns() - 2000000;
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_timeout), 1);
         rnnd_pool_free(p);
         rnnd_model_unref(m);
 }

@@ -34,8 +34,18 @@ struct rnnd_grpccall *rnnd_grpccall_state(struct rnnd_grpc_call *c)
 int rnnd_grpccall_unpack(struct rnnd_pbarena *a, const ProtobufCMessageDescriptor *d,
                          const uint8_t *msg, size_t len, void **ret, rnnd_error_t *reterr)
 {
+        const char *field;
+
         rnnd_pbarena_init(a, len <= SIZE_MAX / 8 - (1u << 20) ? 8 * len + (1u << 20) : SIZE_MAX);
         *ret = rnnd_pbarena_unpack(a, d, msg, len);
+        field = *ret != NULL ? rnnd_pb_nul_string(d, msg, len, 0) : NULL;
+        if (field != NULL) {
+                *ret = NULL;
+                return rnnd_error_set(reterr, RNND_EINVAL,
+                                      "%s: a string holds a NUL byte, which would cut it short "
+                                      "(\"a\\0b\" read as \"a\")",
+                                      field);
+        }
         if (*ret != NULL)
                 return 0;
         if (a->failed)

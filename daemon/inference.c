@@ -48,6 +48,8 @@ struct rnnd_inference {
         size_t lh, lc;               /* floats of h and c in the state */
         float *state;                /* [2 * (lh + lc)]: h0, c0, then h_n, c_n when not asked */
         struct rnnd_inference *next; /* queued behind the running chunk; guarded by streams_mu */
+        bool stream_held;            /* queued, its owner not yet set: guarded by streams_mu */
+        int stream_turn;             /* what came while held: 1 run, < 0 refused; ditto */
 };
 
 /* Most chunks of one sequence that may wait behind its running chunk. */
@@ -245,11 +247,16 @@ static int stream_wait(struct rnnd_inference *c, struct rnnd_stream *s, rnnd_err
                                       "%d chunks of this sequence wait already behind the running "
                                       "one; send the next when one is answered",
                                       STREAM_MAX_WAITING);
+        if (rnnd_pool_hold(c->sv->pool, +1, reterr) < 0)
+                return RNND_EUNAVAIL; /* it counts in the model's queue (max_queue_size) */
+        c->job.held = true;
+        c->job.since_ns = rnnd_now_ns(); /* its timeout counts from its arrival */
         while (*pp != NULL)
                 pp = &(*pp)->next;
         *pp = c;
         s->n_waiting++;
         c->stream = s;
+        c->stream_held = true; /* until its owner is set: rnnd_inference_start() */
         return 0;
 }
 
@@ -321,21 +328,47 @@ static int stream_begin(struct rnnd_inference *c, const struct rnnd_model_config
         return r;
 }
 
-/* Answers every chunk of list (waiting behind one that ended the sequence) 400. */
+/* Answers c (waiting behind a chunk that ended the sequence) 400. */
+static void stream_refuse_one(struct rnnd_inference *c)
+{
+        rnnd_error_t err = {0};
+
+        rnnd_pool_hold(c->sv->pool, -1, NULL); /* its place, taken by stream_wait() */
+        c->job.held = false;
+        rnnd_error_set(&err, RNND_EINVAL,
+                       "this sequence has ended: a chunk before this one had sequence_end");
+        job_done(&c->job, RNND_EINVAL, &err);
+}
+
+/* Answers every chunk of list 400, as stream_refuse_one(). */
 static void stream_refuse(struct rnnd_inference *list)
 {
         while (list != NULL) {
                 struct rnnd_inference *c = list;
-                rnnd_error_t err = {0};
 
                 list = c->next;
                 c->next = NULL;
-                c->stream = NULL;
-                rnnd_error_set(&err, RNND_EINVAL,
-                               "this sequence has ended: a chunk before this one had "
-                               "sequence_end");
-                job_done(&c->job, RNND_EINVAL, &err);
+                stream_refuse_one(c);
         }
+}
+
+/*
+ * A chunk queued behind its sequence's running one is its owner's now
+ * (rnnd_inference_start() set the job and published it): if its turn came
+ * meanwhile, stream_done() left it to this, which runs or refuses it.
+ */
+static void stream_unhold(struct rnnd_inference *c)
+{
+        int turn;
+
+        pthread_mutex_lock(&c->sv->streams_mu);
+        c->stream_held = false;
+        turn = c->stream_turn;
+        pthread_mutex_unlock(&c->sv->streams_mu);
+        if (turn > 0)
+                submit(c);
+        else if (turn < 0)
+                stream_refuse_one(c);
 }
 
 /*
@@ -367,7 +400,12 @@ static void stream_done(struct rnnd_inference *c, int status)
                 next->next = NULL;
                 if (!ended || next->stream_start)
                         break;
-                *tail = next; /* a continuation of the sequence that just ended */
+                next->stream = NULL; /* a continuation of the sequence that just ended */
+                if (next->stream_held) {
+                        next->stream_turn = RNND_EINVAL; /* stream_unhold() answers it */
+                        continue;
+                }
+                *tail = next;
                 tail = &next->next;
         }
         if (next == NULL) {
@@ -379,6 +417,10 @@ static void stream_done(struct rnnd_inference *c, int status)
                 }
                 next->stream = s;
                 stream_load(next);
+                if (next->stream_held) {
+                        next->stream_turn = 1; /* stream_unhold() submits it */
+                        next = NULL;
+                }
         }
         pthread_mutex_unlock(&sv->streams_mu);
         stream_refuse(refused);
@@ -500,7 +542,9 @@ int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_o
         c->owner_cls = owner_cls;
         if (owner->publish != NULL)
                 owner->publish(owner_cls);
-        if (!queued)
+        if (queued)
+                stream_unhold(c); /* its turn may have come since stream_begin() */
+        else
                 submit(c); /* refused at once (queue full, stopping): answered now */
         return 0;
 }

@@ -95,6 +95,7 @@ struct rnnd_pool {
         uint64_t gap_ns;    /* mean time between submits (EWMA), 0 unknown; guarded by mu */
         uint64_t run_ns;    /* mean batch run time (EWMA), 0 unknown; guarded by mu */
         uint32_t expected;  /* requests on their way (rnnd_pool_expect); guarded by mu */
+        uint32_t held;      /* places taken by rnnd_pool_hold(); guarded by mu */
         uint32_t backlog;   /* 0..1024, EWMA of "a run ended with work waiting"; guarded by mu */
         /* When jobs were answered, oldest first from ans_head (a ring); an
          * announced request takes the oldest off (its client came back), and
@@ -726,7 +727,7 @@ static int check_job(const rnnd_pool_t *p, const rnnd_job_t *job, rnnd_error_t *
  */
 static bool room_locked(const rnnd_pool_t *p, uint32_t n)
 {
-        uint32_t q = rnnd_batcher_count(p->batcher);
+        uint32_t q = rnnd_batcher_count(p->batcher) + p->held;
 
         return q < p->opts.max_queue && n <= p->opts.max_queue - q;
 }
@@ -757,25 +758,29 @@ static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **d
 int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 {
         uint32_t n = job->batch.n;
-        uint64_t now, timeout, deadline;
+        uint64_t now, since, timeout, deadline;
         rnnd_job_t *done = NULL;
         bool wake = false;
         int r;
 
         r = check_job(p, job, reterr);
-        if (r < 0)
+        if (r == 0 && (job->seqs_ = rnnd_calloc(n, sizeof(*job->seqs_))) == NULL)
+                r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u sequences", n);
+        if (r < 0) {
+                if (job->held) /* refused: its place goes back */
+                        rnnd_pool_hold(p, -1, NULL);
+                job->held = false;
                 return r;
-        job->seqs_ = rnnd_calloc(n, sizeof(*job->seqs_));
-        if (job->seqs_ == NULL)
-                return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory for %u sequences", n);
+        }
         timeout = p->opts.queue_timeout_ns;
         if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
                 timeout = job->timeout_ns;
         now = rnnd_now_ns();
+        since = job->since_ns != 0 && job->since_ns < now ? job->since_ns : now;
         deadline = 0;
         if (timeout != 0) /* a timeout of centuries saturates rather than wraps */
-                deadline = timeout < UINT64_MAX - 1 - now ? now + timeout : UINT64_MAX - 1;
-        job->queued_ns = now;
+                deadline = timeout < UINT64_MAX - 1 - since ? since + timeout : UINT64_MAX - 1;
+        job->queued_ns = since;
         job->started_ns = job->finished_ns = 0;
         job->remaining_ = n;
         job->status_ = 0;
@@ -789,11 +794,15 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
                 s->index = i;
                 s->node.len = job->batch.seqs[i].len;
                 s->node.level = job->level;
-                s->node.arrival_ns = now;
+                s->node.arrival_ns = since; /* past its deadline: expired at once */
                 s->node.deadline_ns = deadline;
         }
 
         pthread_mutex_lock(&p->mu);
+        if (job->held) { /* its place is in the queue now */
+                p->held -= p->held < n ? p->held : n;
+                job->held = false;
+        }
         r = admit_locked(p, n, now, &done, reterr);
         if (r < 0) {
                 p->st.rejected++;
@@ -819,6 +828,30 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         if (wake && p->opts.wakeup != NULL)
                 p->opts.wakeup(p->opts.wakeup_arg);
         return 0;
+}
+
+int rnnd_pool_hold(rnnd_pool_t *p, int delta, rnnd_error_t *reterr)
+{
+        int r = 0;
+
+        pthread_mutex_lock(&p->mu);
+        if (delta < 0)
+                p->held -= p->held > 0;
+        else if (p->closed)
+                r = rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
+                                   p->m->name);
+        else if (!room_locked(p, 1))
+                r = rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                   "model '%s': queue full (%u of %u sequences waiting, %u of "
+                                   "them chunks behind their sequence's running one)",
+                                   p->m->name, rnnd_batcher_count(p->batcher) + p->held,
+                                   p->opts.max_queue, p->held);
+        else
+                p->held++;
+        if (r < 0)
+                p->st.rejected++;
+        pthread_mutex_unlock(&p->mu);
+        return r;
 }
 
 void rnnd_pool_expect(rnnd_pool_t *p, int delta)

@@ -33,6 +33,9 @@ struct rnnd_job {
         struct rnnd_batch batch; /* borrowed by the pool until done() is called */
         uint32_t level;          /* priority level, 0 (highest) .. levels-1 */
         uint64_t timeout_ns;     /* in the queue; 0 = the pool's queue timeout */
+        bool held;               /* its place was taken by rnnd_pool_hold(): the submit uses it */
+        uint64_t since_ns;       /* 0, or when it began to wait for its turn outside the queue:
+                                    its queue time and timeout count from then */
 
         /*
          * Optional: false when the client has gone.  Called under the pool's
@@ -165,6 +168,16 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr);
  * goes below 0.  Thread-safe; cheap (one lock).
  */
 void rnnd_pool_expect(rnnd_pool_t *p, int delta);
+
+/*
+ * A place in the queue for a one-sequence job that waits outside it for its
+ * turn (a stateful sequence's chunk behind its running one, docs/DESIGN.md
+ * §6), so that max_queue bounds those too.  delta +1 takes a place, or
+ * fails as a submit to a full or closed queue does (RNND_EUNAVAIL; no job
+ * is completed here, so a caller may hold its own locks); -1 gives one
+ * back.  A job submitted with held set uses its place.  Thread-safe.
+ */
+int rnnd_pool_hold(rnnd_pool_t *p, int delta, rnnd_error_t *reterr);
 
 /*
  * Expires the sequences past their deadline (their jobs complete with

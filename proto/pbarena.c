@@ -3,6 +3,7 @@
  * Chunks double from 4 KiB up to 1 MiB; a request larger than a chunk gets a
  * chunk of its own.  protobuf-c's free is a no-op: everything goes at once.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -100,6 +101,67 @@ ProtobufCMessage *rnnd_pbarena_unpack(struct rnnd_pbarena *a, const ProtobufCMes
                                       const void *data, size_t len)
 {
         return protobuf_c_message_unpack(d, &a->pb, len, data);
+}
+
+/* The varint at *p (before end), *p moved past it; false when it does not end there. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+                uint8_t b = *(*p)++;
+
+                v |= (uint64_t)(b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* Skips a field's value of wire type wt at *p; false when malformed. */
+static bool wire_skip(const uint8_t **p, const uint8_t *end, unsigned wt, uint64_t *len)
+{
+        size_t left = (size_t)(end - *p);
+
+        *len = 0;
+        if (wt == 0)
+                return wire_varint(p, end, len);
+        if (wt == 1 || wt == 5) {
+                *len = wt == 1 ? 8 : 4;
+                if (left < *len)
+                        return false;
+                *p += *len;
+                return true;
+        }
+        return wt == 2 && wire_varint(p, end, len) && *len <= (uint64_t)(end - *p);
+}
+
+const char *rnnd_pb_nul_string(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                               unsigned depth)
+{
+        const uint8_t *p = data, *end = p + len;
+
+        while (p < end) {
+                const ProtobufCFieldDescriptor *f;
+                const char *bad = NULL;
+                uint64_t key, n;
+
+                if (!wire_varint(&p, end, &key) || !wire_skip(&p, end, key & 7, &n))
+                        return NULL; /* not this function's to say: unpack judged it */
+                if ((key & 7) != 2 || key >> 3 > UINT32_MAX)
+                        continue;
+                f = protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+                if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n) != NULL)
+                        return f->name;
+                if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 16)
+                        bad = rnnd_pb_nul_string(f->descriptor, p, n, depth + 1);
+                if (bad != NULL)
+                        return bad;
+                p += n;
+        }
+        return NULL;
 }
 
 void *rnnd_pb_pack(const ProtobufCMessage *m, size_t prefix, size_t *len)

@@ -51,6 +51,16 @@ ProtobufCMessage *rnnd_pbarena_unpack(struct rnnd_pbarena *a, const ProtobufCMes
                                       const void *data, size_t len);
 
 /*
+ * The name of a string field of the message of type d in data[0..len)
+ * (nested messages and map entries too, `depth` levels deep already) that
+ * holds a NUL byte, else NULL.  protobuf-c unpacks strings NUL-terminated,
+ * so such a string would be read cut short at its NUL: "a\0b" as "a"
+ * (docs/HTTP.md, gRPC).  For bytes that unpacked as d.  Thread-safe.
+ */
+const char *rnnd_pb_nul_string(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                               unsigned depth);
+
+/*
  * Packs m into a new buffer of rnnd_malloc with `prefix` bytes left free in
  * front of it (gRPC's message header), *len the packed size without them.
  * NULL when memory runs out.  Thread-safe.

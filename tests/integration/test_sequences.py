@@ -196,6 +196,110 @@ def test_order_and_interleave(d):
         compare(name, "stream %d, one step a chunk, sent without waiting" % k, seqs[k], statuses, out, last)
 
 
+def test_pipelined(d):
+    """Chunks of one sequence sent together on several connections, over and over: each that
+    waits behind the running one is handed on (run, or refused after an end) only once its
+    request is published, never before (ThreadSanitizer saw a worker take a chunk whose job
+    and owner were still being set), and the daemon serves on."""
+    name = MODELS[2]
+    path = "/v2/models/%s/infer" % name
+    seq = golden_seq(name, 0)
+    one = seq["x"][:1]
+    bad = []
+
+    def client(k):
+        try:
+            rounds(k)
+        except OSError as e:  # the daemon died
+            bad.append(("client %d" % k, repr(e)))
+
+    def rounds(k):
+        conns = [http.client.HTTPConnection("127.0.0.1", d.port, timeout=30) for _ in range(3)]
+        for rnd in range(40):
+            sid = 5000 + 100 * k + rnd
+            st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": sid, "sequence_start": True}))
+            if st != 200:
+                bad.append(("start", st, b))
+                continue
+            ends = rnd % 2 == 1  # every other round the last chunk ends it: the others may be refused
+            for i, c in enumerate(conns):
+                params = {"sequence_id": sid}
+                if ends and i == 1:
+                    params["sequence_end"] = True
+                c.request("POST", path, body=chunk_body(seq, one, params))
+            for i, c in enumerate(conns):
+                r = c.getresponse()
+                body = r.read()
+                if r.status != 200 and not (ends and r.status == 400 and b"ended" in body):
+                    bad.append((r.status, body[:200]))
+            if not ends:
+                d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": sid, "sequence_end": True}))
+        for c in conns:
+            c.close()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]  # max_sequences is 4
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not bad, "chunks sent together: each 200, or 400 behind an end", bad[:3])
+    check(d.proc.poll() is None and not th.sanitizer_report(d.stderr()),
+          "the daemon serves on, with no sanitizer report", d.stderr()[-3000:])
+
+
+def test_queue_bound():
+    """Chunks waiting behind their sequence's running chunk take places in the model's queue:
+    past batching.max_queue_size waiting, the next is 503 at once, as a stateless request is,
+    and each place comes back when its chunk runs (docs/HTTP.md, Limits); their timeout
+    counts from their arrival."""
+    with tempfile.TemporaryDirectory(prefix="rnnd-seq-queue-") as tmp:
+        th.zero_lstm(tmp, "slow", 1024, 4096, batching={"max_batch_size": 1, "max_queue_size": 4}, sequence={})
+        d = Daemon(repo=tmp)
+        try:
+            path = "/v2/models/slow/infer"
+            st, _, _ = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1, "sequence_start": True}))
+            check(st == 200, "the sequence starts", st)
+            res = []
+
+            def send(params, steps):
+                st, h, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8] * steps, params))
+                res.append((st, h.get("retry-after"), (b or {}).get("error", "")))
+
+            running = threading.Thread(target=send, args=({"sequence_id": 1}, 1500))  # about 1.5 s
+            running.start()
+            time.sleep(0.3)
+            behind = []
+            for _ in range(4):  # the queue's 4 places
+                behind.append(threading.Thread(target=send, args=({"sequence_id": 1}, 1)))
+                behind[-1].start()
+                time.sleep(0.05)
+            st, h, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1}))
+            check(st == 503 and h.get("retry-after") == "1" and "queue full" in b.get("error", ""),
+                  "a 5th chunk behind the running one, past max_queue_size: 503 queue full", (st, b))
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {}))
+            check(st == 503 and "queue full" in b.get("error", ""),
+                  "a stateless request finds the queue full of them too: 503", (st, b))
+            for t in [running] + behind:
+                t.join()
+            check([r[0] for r in res] == [200] * 5, "the running chunk and the 4 behind it: 200", res)
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {}))
+            check(st == 200, "their places come back: a request runs after them", (st, b))
+
+            # A chunk's timeout counts while it waits behind the running one (its queue time).
+            res.clear()
+            running = threading.Thread(target=send, args=({"sequence_id": 1}, 1500))
+            running.start()
+            time.sleep(0.3)
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1, "timeout": 100000}))
+            running.join()
+            check(st == 503 and "timeout expired" in b.get("error", ""),
+                  "a chunk behind the running one past its timeout: 503 timeout expired", (st, b, res))
+            st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1}))
+            check(st == 200, "... and the sequence goes on", (st, b))
+        finally:
+            d.close()
+
+
 def wait_read(d, sock, limit=2.0):
     """Until the daemon has begun to read the request just written on sock (a second request
     in flight beside the scrape) or has answered it."""
@@ -404,6 +508,7 @@ def main():
             run_test(test_goldens, d)
             run_test(test_id_range, d)
             run_test(test_order_and_interleave, d)
+            run_test(test_pipelined, d)
             run_test(test_restart_behind, d)
             run_test(test_errors, d, tmp)
             run_test(test_limits, d)
@@ -432,9 +537,10 @@ def main():
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
             err = d.stderr()
-            check("AddressSanitizer" not in err and "runtime error:" not in err, "no sanitizer report", err[-2000:])
+            check(not th.sanitizer_report(err), "no sanitizer report", err[-2000:])
         finally:
             d.close()
+    run_test(test_queue_bound)
     test_demo()
     print("test_sequences: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
     return 1 if th.failed else 0

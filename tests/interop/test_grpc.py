@@ -225,6 +225,36 @@ def test_errors(c, d):
 
 # ---------------------------------------------------------------- streams of sequences
 
+def test_nul_strings(url):
+    """protobuf-c reads strings up to a NUL: "a\\0b" would be the sequence id "a" (another
+    client's sequence), "digits_lstm\\0x" digits_lstm.  A string holding a NUL byte is
+    INVALID_ARGUMENT naming the field."""
+    stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel(url))
+
+    def infer(model, sid, start):
+        r = pb.ModelInferRequest(model_name=model)
+        r.parameters["sequence_id"].string_param = sid
+        r.parameters["sequence_start"].bool_param = start
+        i = r.inputs.add()
+        i.name, i.datatype = "input", "FP32"
+        i.shape.extend([1, 1, 8])
+        i.contents.fp32_contents.extend([0.0] * 8)
+        try:
+            stub.ModelInfer(r, timeout=10)
+            return "OK", ""
+        except grpc.RpcError as e:
+            return e.code().name, e.details()
+
+    got = infer("digits_stream", "nul\0a", True)
+    check(got[0] == "INVALID_ARGUMENT" and "string_param" in got[1] and "NUL" in got[1],
+          "a sequence_id string holding a NUL: INVALID_ARGUMENT naming string_param", got)
+    got = infer("digits_stream", "nul", False)
+    check(got[0] == "INVALID_ARGUMENT" and "never started" in got[1],
+          "... and the id cut at its NUL was not started", got)
+    got = infer("digits_stream\0x", "other", True)
+    check(got[0] == "INVALID_ARGUMENT" and "model_name" in got[1], "a model_name holding a NUL: INVALID_ARGUMENT", got)
+
+
 def stream_repo(tmp):
     shutil.copytree(os.path.join(th.SRC, "config", "models", "digits_stream"), os.path.join(tmp, "digits_stream"))
     with open(os.path.join(th.SRC, "config", "models", "digits_lstm", "test_set.json")) as f:
@@ -243,6 +273,7 @@ def test_stream_sequences():
             c = gc.InferenceServerClient(url)
             check("sequence_batching" in c.get_model_config("digits_stream", as_json=True)["config"],
                   "ModelConfig of a sequence model has sequence_batching")
+            test_nul_strings(url)
             xs = [np.array(ts["x"][k], dtype=np.float32)[None] for k in range(4)]
             whole = []
             for x in xs:
@@ -448,6 +479,31 @@ def test_deadline():
         check("runtime error" not in log and "AddressSanitizer" not in log, "no sanitizer report", log[-2000:])
 
 
+def test_stream_half_close():
+    """A client that sends its requests and half-closes at once still gets every answer: the
+    call ends OK after the last one (docs/HTTP.md, ModelStreamInfer), none dropped as gone."""
+    with slow_daemon() as d:
+        n = 6
+
+        def requests():
+            for k in range(n):
+                r = pb.ModelInferRequest(model_name="slow", id="r%d" % k)
+                i = r.inputs.add()
+                i.name, i.datatype = "input", "FP32"
+                i.shape.extend([1, 50, 8])
+                r.raw_input_contents.append(np.zeros((50, 8), np.float32).tobytes())
+                yield r  # then the client half-closes, its answers still to come
+
+        with grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port) as ch:
+            got = [(m.error_message, m.infer_response.id)
+                   for m in pbg.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests(), timeout=60)]
+        check(got == [("", "r%d" % k) for k in range(n)],
+              "a stream half-closed after its requests: every one answered, in order", got)
+        st, _, text = d.request("GET", "/metrics")
+        check('code="499"' not in text.decode(), "none counted as a client gone (499)",
+              [l for l in text.decode().splitlines() if l.startswith("rnnd_requests_total")])
+
+
 # ---------------------------------------------------------------- loops
 
 def watch_to_end(watch):
@@ -605,9 +661,10 @@ def main():
               and "ThreadSanitizer" not in err, "no sanitizer report from the daemon", err[-3000:])
     finally:
         d.close()
-    run_test(test_stream_sequences)
+    run_test(test_stream_sequences)  # test_nul_strings too
     run_test(test_loops)
     run_test(test_deadline)
+    run_test(test_stream_half_close)
     run_test(test_metrics_and_drain)
     return th.summary("test_grpc")
 

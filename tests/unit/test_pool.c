@@ -398,6 +398,62 @@ START_TEST(test_queue_full_and_stop)
 }
 END_TEST
 
+/*
+ * rnnd_pool_hold(): places taken for jobs that wait outside the queue (a
+ * sequence's chunks behind its running one) count toward max_queue, for
+ * other submits and holds alike; a held job's submit uses its place.
+ */
+START_TEST(test_hold)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 4, 4);
+        static const uint32_t lens[2] = {1, 1};
+        struct rnnd_seq seqs[2];
+        rnnd_job_t jobs[4];
+        rnnd_error_t err = {0};
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        seqs_init(seqs, 2, lens, 0);
+        p = start_busy(m, &o, &jobs[0], &seqs[0]); /* job 0 runs, held at the gate */
+        for (int i = 1; i < 4; i++)
+                job_init(&jobs[i], seqs, i == 3 ? 2 : 1, i);
+        for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), 0);
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), RNND_EUNAVAIL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "queue full (4 of 4 sequences waiting, 4 of them"));
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), RNND_EUNAVAIL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "queue full"));
+
+        jobs[2].held = true; /* its turn: it takes its own place */
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[2], &err), 0);
+        ck_assert_uint_eq(rnnd_pool_queued(p), 1);
+        ck_assert(!jobs[2].held);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[3], &err), RNND_EUNAVAIL); /* 1 + 3 held */
+        rnnd_pool_hold(p, -1, NULL);
+        rnnd_pool_hold(p, -1, NULL);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[3], &err), 0); /* 1 + 1 held + 2 */
+        rnnd_pool_hold(p, -1, NULL);
+
+        atomic_store(&gated, 0);
+        sem_post(&gate);
+        wait_done(3);
+        ck_assert_int_eq(atomic_load(&done_ok), 3);
+        ck_assert_int_eq(atomic_load(&done_calls[1]), 0);
+
+        /* A job that waited outside the queue past its timeout expires as it comes in. */
+        job_init(&jobs[1], seqs, 1, 1);
+        jobs[1].timeout_ns = 1000000;
+        jobs[1].since_ns = rnnd_now_ns() - 2000000;
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), 0);
+        wait_done(1);
+        ck_assert_int_eq(atomic_load(&done_timeout), 1);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 static atomic_int wakeups;
 
 static void count_wakeup(void *arg)
@@ -1119,6 +1175,7 @@ static Suite *pool_suite(void)
         tc = tcase_create("scheduling");
         tcase_add_test(tc, test_batches_across_jobs);
         tcase_add_test(tc, test_queue_full_and_stop);
+        tcase_add_test(tc, test_hold);
         tcase_add_test(tc, test_timeout_sweep);
         tcase_add_test(tc, test_timeout_saturates);
         tcase_add_test(tc, test_cancel_gone_client);

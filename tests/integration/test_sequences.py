@@ -313,7 +313,8 @@ def test_limits(d):
 
 
 def test_reload_changed(d, tmp):
-    """New weights (a changed file) drop the model's live sequences; their next chunk says so."""
+    """New weights (a changed file), or a repository load, drop the model's live sequences; their next
+    chunk says so."""
     name = MODELS[2]
     seq = golden_seq(name, 0)
     path = "/v2/models/%s/infer" % name
@@ -333,6 +334,15 @@ def test_reload_changed(d, tmp):
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "kept-then-dropped"}))
     check(st == 400 and "reloaded" in b.get("error", ""),
           "after a reload with new weights, the next chunk says the sequence was dropped", (st, b))
+    # A repository load rebuilds the model whatever changed: the message says so, not "new weights".
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "dropped-by-load",
+                                                                "sequence_start": True}))
+    check(st == 200, "a sequence starts before the repository load", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/%s/load" % name)
+    check(st == 200, "the repository load of the unchanged model", (st, b))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "dropped-by-load"}))
+    check(st == 400 and "was dropped" in b.get("error", "") and "repository load" in b.get("error", ""),
+          "after a repository load, the next chunk says a load dropped the sequence", (st, b))
 
 
 def test_load_streams(d):

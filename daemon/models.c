@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "backends.h"
+#include "clock.h"
 #include "decimal.h"
 #include "log.h"
 #include "models.h"
@@ -497,6 +498,16 @@ static void retire(struct rnnd_models *t, struct rnnd_served_model *m)
                 t->ev.retired(t->ev.arg);
 }
 
+/* Logs that k live sequences of m's version v were dropped by why ("the reload"). */
+static void log_dropped(const struct rnnd_served_model *m, const struct rnnd_served_version *v,
+                        size_t k, const char *why)
+{
+        if (k > 0)
+                rnnd_log(RNND_LOG_NOTICE,
+                         "model %s version %" PRIu64 ": %zu live sequences dropped by %s",
+                         m->entry->name, v->version, k, why);
+}
+
 /*
  * The sequences live in a replaced build's versions are remembered as
  * dropped by the versions of its replacement (new weights, new tables), so
@@ -520,11 +531,7 @@ static void hand_over_streams(struct rnnd_served_model *old, struct rnnd_served_
                 k = rnnd_seqtab_note_dropped(from->streams, to->streams);
                 pthread_mutex_unlock(&to->streams_mu);
                 pthread_mutex_unlock(&from->streams_mu);
-                if (k > 0)
-                        rnnd_log(RNND_LOG_NOTICE,
-                                 "model %s version %" PRIu64 ": %zu live sequences dropped by the "
-                                 "reload",
-                                 old->entry->name, from->version, k);
+                log_dropped(old, from, k, "the reload");
         }
 }
 
@@ -608,6 +615,27 @@ void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void
                 for (size_t j = 0; j < m->n_versions; j++)
                         if (m->versions[j].pool != NULL)
                                 f(m->versions[j].pool, arg);
+}
+
+void rnnd_models_log_live(struct rnnd_models *t, const char *why)
+{
+        struct rnnd_seqtab_counts n;
+
+        pthread_rwlock_rdlock(&t->lock);
+        for (size_t i = 0; i < t->n_models; i++)
+                for (size_t j = 0; j < t->models[i]->n_versions; j++) {
+                        struct rnnd_served_version *v = &t->models[i]->versions[j];
+
+                        if (v->streams == NULL)
+                                continue;
+                        pthread_mutex_lock(&v->streams_mu);
+                        /* Those idle past their timeout expired; the stop drops the rest. */
+                        rnnd_seqtab_expire(v->streams, rnnd_now_ns());
+                        rnnd_seqtab_counts(v->streams, &n);
+                        pthread_mutex_unlock(&v->streams_mu);
+                        log_dropped(t->models[i], v, (size_t)n.live, why);
+                }
+        pthread_rwlock_unlock(&t->lock);
 }
 
 static void pool_close_cb(rnnd_pool_t *p, void *arg)

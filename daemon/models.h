@@ -259,6 +259,12 @@ bool rnnd_models_reap(struct rnnd_models *t);
 /* Calls f on every pool of the table and of the retired models.  Loop thread. */
 void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void *arg), void *arg);
 
+/*
+ * Logs, per version, how many stateful sequences are live, as dropped by why
+ * ("the stop"): their state goes with the process (docs/OPERATIONS.md, Stop).
+ */
+void rnnd_models_log_live(struct rnnd_models *t, const char *why);
+
 /* Closes (stop false) or stops every pool of the table and of retired models.  Loop thread. */
 void rnnd_models_pools_close(struct rnnd_models *t, bool stop);
 

@@ -335,6 +335,7 @@ static void finish(struct rnnd_server *srv)
         rnnd_reload_close(srv->reload);
         for (i = 0; i < sizeof(srv->sig) / sizeof(srv->sig[0]); i++)
                 close_handle((uv_handle_t *)&srv->sig[i]);
+        rnnd_models_log_live(&srv->models, "the stop");
         rnnd_log(RNND_LOG_NOTICE, "stopped");
 }
 

@@ -206,7 +206,8 @@ struct rnnd_stream *rnnd_seqtab_find(rnnd_seqtab_t *t, const struct rnnd_seq_id 
                 [RNND_SEQ_NEVER] = "was never started (send sequence_start first)",
                 [RNND_SEQ_ENDED] = "has ended (a chunk with sequence_end ended it)",
                 [RNND_SEQ_EXPIRED] = "expired (unused for sequence.idle_timeout_ms)",
-                [RNND_SEQ_DROPPED] = "was dropped: the model was reloaded with new weights",
+                [RNND_SEQ_DROPPED] = "was dropped: the model was reloaded (a SIGHUP, a poll or a "
+                                     "repository load rebuilt it)",
         };
         struct rnnd_stream **pp = slot(t, id), *s = *pp;
         char name[RNND_SEQ_ID_MAX + 32];

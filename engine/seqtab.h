@@ -52,7 +52,7 @@ enum rnnd_seq_gone {
         RNND_SEQ_NEVER = 0, /* never started (or forgotten) */
         RNND_SEQ_ENDED,     /* a chunk with sequence_end ended it */
         RNND_SEQ_EXPIRED,   /* unused for idle_timeout */
-        RNND_SEQ_DROPPED,   /* the model was reloaded with changed weights */
+        RNND_SEQ_DROPPED,   /* a reload rebuilt the model (docs/OPERATIONS.md, Reload) */
 };
 
 struct rnnd_seqtab_counts {

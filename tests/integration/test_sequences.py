@@ -14,7 +14,8 @@ SIGHUP that keeps an unchanged model's sequences.  Last, the demo repository as
 `make run` serves it (config/rnnd.conf): every model loads, digits_stream's
 two example chunks score as digits_gru scores the whole image, and the
 README's `rnnd-load --streams` run on it has no error; the start log gives
-max_body_bytes as the config spells it.
+max_body_bytes as the config spells it; the stop logs the sequences it leaves
+live.
 
 Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
@@ -416,7 +417,8 @@ def test_limits(d):
 
 
 def test_reload_changed(d, tmp):
-    """New weights (a changed file) drop the model's live sequences; their next chunk says so."""
+    """New weights (a changed file), or a repository load, drop the model's live sequences; their next
+    chunk says so."""
     name = MODELS[2]
     seq = golden_seq(name, 0)
     path = "/v2/models/%s/infer" % name
@@ -436,6 +438,15 @@ def test_reload_changed(d, tmp):
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "kept-then-dropped"}))
     check(st == 400 and "reloaded" in b.get("error", ""),
           "after a reload with new weights, the next chunk says the sequence was dropped", (st, b))
+    # A repository load rebuilds the model whatever changed: the message says so, not "new weights".
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "dropped-by-load",
+                                                                "sequence_start": True}))
+    check(st == 200, "a sequence starts before the repository load", (st, b))
+    st, _, b = d.json("POST", "/v2/repository/models/%s/load" % name)
+    check(st == 200, "the repository load of the unchanged model", (st, b))
+    st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "dropped-by-load"}))
+    check(st == 400 and "was dropped" in b.get("error", "") and "repository load" in b.get("error", ""),
+          "after a repository load, the next chunk says a load dropped the sequence", (st, b))
 
 
 def test_load_streams(d):
@@ -494,8 +505,20 @@ def test_demo():
               "the start log gives grpc_max_message_bytes as rnnd.conf does", d.stderr()[-600:])
         check(not re.search(r"\b1 (HTTP )?threads\b|\b1 streams\b", d.stderr()),
               "the start log's counts agree with their nouns", d.stderr()[-600:])
+        with open(os.path.join(demo, "digits_stream", "chunk1.json")) as f:
+            first = json.load(f)
+        for sid in ("left-open-1", "left-open-2"):  # started, never ended
+            first["parameters"]["sequence_id"] = sid
+            st, _, b = d.json("POST", "/v2/models/digits_stream/infer", body=json.dumps(first).encode())
+            check(st == 200, "sequence %s starts" % sid, (st, b))
+        st, _, text = d.request("GET", "/metrics")
+        live = re.search(r'^rnnd_sequences_live\{model="digits_stream",version="1"\} (\d+)$', text.decode(), re.M)
+        live = int(live.group(1)) if live else -1
+        check(live >= 2, "/metrics counts the sequences left open live", live)
         rc, _ = d.stop()
         check(rc == 0, "the demo daemon exits 0 on SIGTERM", rc)
+        check("model digits_stream version 1: %d live sequences dropped by the stop" % live in d.stderr(),
+              "the stop logs the live sequences it drops", (live, d.stderr()[-600:]))
     finally:
         d.close()
 

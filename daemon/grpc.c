@@ -199,12 +199,25 @@ static bool buf_append(struct buf *b, const void *p, size_t n)
 
 /* Calls: references and accessors. */
 
+/* An answer's bytes enter (add) or leave the server's count against max_response_memory. */
+static void count_held(const struct rnnd_grpc_call *c, size_t n, bool add)
+{
+        if (c->g->answer_bytes == NULL || n == 0)
+                return;
+        if (add)
+                atomic_fetch_add_explicit(c->g->answer_bytes, n, memory_order_relaxed);
+        else
+                atomic_fetch_sub_explicit(c->g->answer_bytes, n, memory_order_relaxed);
+}
+
 static void slots_free(struct rnnd_grpc_call *c)
 {
         struct rnnd_grpc_slot *s, *next;
 
         for (s = c->out_head; s != NULL; s = next) {
                 next = s->next;
+                if (s->buf != NULL)
+                        count_held(c, s->len, false);
                 rnnd_free(s->buf);
                 rnnd_free(s);
         }
@@ -475,6 +488,7 @@ void rnnd_grpc_fill(struct rnnd_grpc_call *c, struct rnnd_grpc_slot *slot, void 
                 p[1] = (uint8_t)(len >> 24), p[2] = (uint8_t)(len >> 16);
                 p[3] = (uint8_t)(len >> 8), p[4] = (uint8_t)len;
                 slot->len = len + 5;
+                count_held(c, slot->len, true);
         }
         slot->buf = p;
         slot->filled = true;
@@ -1077,6 +1091,7 @@ static int on_send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *fra
                                 c->out_tail = NULL;
                         c->out_off = 0;
                         c->n_unsent--;
+                        count_held(c, sl->len, false);
                         rnnd_free(sl->buf);
                         rnnd_free(sl);
                         skip_empty(c);

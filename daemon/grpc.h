@@ -108,6 +108,8 @@ struct rnnd_grpc {
         atomic_uint_fast64_t id_counter;          /* atomic: the last call id's number */
         atomic_bool stopping;                     /* atomic: set by rnnd_grpc_quiesce() */
         atomic_uint inflight;                     /* atomic: calls not yet over */
+        atomic_uint_fast64_t *answer_bytes;       /* the server's count of what answers hold, which
+                                                   * answers waiting in slots add to; or NULL */
         bool started;                             /* daemon's loop only */
 };
 

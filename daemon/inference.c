@@ -40,6 +40,7 @@ struct rnnd_inference {
         struct rnnd_http_request *http;           /* HTTP's: a reference while queued */
         enum rnnd_server_protocol proto;          /* HTTP's: which API to answer in */
         uint64_t t_start_ns;                      /* the request began */
+        uint64_t reserved;                        /* of srv->answer_bytes, until freed */
         uint64_t input_ns;                        /* parse, bind and allocate took */
         /* A chunk of a stateful sequence (issue 17; docs/DESIGN.md §6). */
         struct rnnd_stream *stream;  /* the live sequence, or NULL; guarded by streams_mu */
@@ -84,6 +85,8 @@ struct rnnd_inference *rnnd_inference_free(struct rnnd_inference *c)
 {
         if (c == NULL)
                 return NULL;
+        if (c->reserved != 0)
+                atomic_fetch_sub_explicit(&c->srv->answer_bytes, c->reserved, memory_order_relaxed);
         rnnd_infer_outputs_done(&c->outs);
         rnnd_infer_bound_done(&c->bound);
         rnnd_infer_request_done(&c->req);
@@ -504,17 +507,46 @@ void rnnd_inference_limits(const struct rnnd_server *srv, struct rnnd_infer_limi
         ret->max_tree = srv->opts->max_json_memory;
 }
 
+/*
+ * Takes n bytes of max_response_memory for c's answer until c is freed, or
+ * fails with 503 (docs/HTTP.md "Limits"); one answer is let in when nothing
+ * else is held, however large.
+ */
+static int reserve(struct rnnd_inference *c, uint64_t n, rnnd_error_t *reterr)
+{
+        atomic_uint_fast64_t *held = &c->srv->answer_bytes;
+        uint64_t max = c->srv->opts->max_response_memory;
+        uint_fast64_t cur = atomic_load_explicit(held, memory_order_relaxed);
+
+        do {
+                if (cur != 0 && (cur > max || n > max - cur))
+                        return rnnd_error_set(reterr, RNND_EUNAVAIL,
+                                              "answers not yet read by their clients hold %" PRIu64
+                                              " bytes of max_response_memory (%" PRIu64
+                                              "), and this one could take %" PRIu64 " more",
+                                              (uint64_t)cur, max, n);
+        } while (!atomic_compare_exchange_weak_explicit(held, &cur, cur + n, memory_order_relaxed,
+                                                        memory_order_relaxed));
+        c->reserved = n;
+        return 0;
+}
+
 int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_owner *owner,
                          void *owner_cls, rnnd_error_t *reterr)
 {
         const struct rnnd_model_config *cfg = &c->sv->owner->entry->cfg;
         bool queued = false;
+        uint64_t held = 0;
         int ret;
 
         ret = rnnd_infer_bind(&c->req, cfg, &c->bound, reterr);
         if (ret < 0)
                 return ret;
-        ret = rnnd_infer_outputs_check(&c->bound, cfg, c->srv->opts->max_response_bytes, reterr);
+        ret = rnnd_infer_outputs_check(&c->bound, cfg, c->srv->opts->max_response_bytes, &held,
+                                       reterr);
+        if (ret < 0)
+                return ret;
+        ret = reserve(c, held, reterr);
         if (ret < 0)
                 return ret;
         ret = rnnd_infer_outputs_alloc(&c->bound, cfg, &c->outs, reterr);

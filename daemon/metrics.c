@@ -424,6 +424,11 @@ void rnnd_metrics_page(struct rnnd_strbuf *b, const struct rnnd_metrics_source *
                             "yet completed.\n"
                             "# TYPE rnnd_http_requests_in_flight gauge\n");
         rnnd_strbuf_printf(b, "rnnd_http_requests_in_flight %u\n", src->inflight);
+        rnnd_strbuf_puts(b, "# HELP rnnd_response_memory_bytes What the answers of inference "
+                            "requests hold until their clients read them, against "
+                            "max_response_memory.\n"
+                            "# TYPE rnnd_response_memory_bytes gauge\n");
+        rnnd_strbuf_printf(b, "rnnd_response_memory_bytes %" PRIu64 "\n", src->answer_bytes);
         rnnd_strbuf_puts(b, "# HELP rnnd_requests_total HTTP requests answered, by model, "
                             "version and status code (model=\"\" for other paths).\n"
                             "# TYPE rnnd_requests_total counter\n");

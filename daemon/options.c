@@ -275,6 +275,21 @@ static const struct rnnd_option options[] = {
                         "allocated for them.",
         },
         {
+                .name = "max_response_memory",
+                .type = RNND_OPT_BYTES,
+                .offset = OFF(max_response_memory),
+                .def = "1G",
+                .min = 1024 * KIB,
+                .max = UINT64_C(1) << 40,
+                .metavar = "BYTES",
+                .help = "Most memory the answers of all inference requests may hold at once, "
+                        "from a request's start until its client has read the answer, each "
+                        "counted as max_response_bytes counts it plus its tensors. A request "
+                        "that would go past it is answered 503 at once (gRPC: UNAVAILABLE), "
+                        "so that clients that do not read their answers cannot hold more; "
+                        "one request is always let in when nothing else is held.",
+        },
+        {
                 .name = "max_json_depth",
                 .type = RNND_OPT_UINT,
                 .offset = OFF(max_json_depth),

@@ -254,6 +254,7 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, r
                                        });
         rnnd_http_init(&srv->http, srv, &srv->opts);
         rnnd_grpc_init(&srv->grpc, srv, &srv->opts);
+        srv->grpc.answer_bytes = &srv->answer_bytes;
         srv->reload = rnnd_reload_new(&srv->models, &srv->opts);
         if (srv->reload == NULL) {
                 r = rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");

@@ -85,6 +85,10 @@ struct rnnd_server {
         struct rnnd_http http;                   /* the HTTP front end (http.h) */
         struct rnnd_grpc grpc;                   /* the gRPC front end (grpc.h) */
         struct rnnd_grpc_handler grpc_methods;   /* immutable after start */
+        /* Bytes the answers hold, against max_response_memory (docs/HTTP.md "Limits"):
+         * each inference's reservation until it is freed, and gRPC's packed answers until
+         * sent.  Atomic. */
+        atomic_uint_fast64_t answer_bytes;
 
         uv_loop_t loop;            /* loop thread only */
         uv_signal_t sig[3];        /* SIGINT, SIGTERM, SIGHUP; loop thread only */

@@ -472,10 +472,16 @@ static void output_shapes(const struct rnnd_infer_bound *b, const struct rnnd_mo
 #define TENSOR_OVERHEAD      256u
 #define SEQUENCE_OVERHEAD    64u
 
-int rnnd_infer_outputs_check(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
-                             uint64_t max_bytes, rnnd_error_t *reterr)
+/* a + b, or UINT64_MAX where it would wrap. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
 {
-        uint64_t shapes[RNND_OUT_COUNT][3], total = 0;
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+int rnnd_infer_outputs_check(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
+                             uint64_t max_bytes, uint64_t *ret_held, rnnd_error_t *reterr)
+{
+        uint64_t shapes[RNND_OUT_COUNT][3], total = 0, tensors = 0;
         unsigned ndims[RNND_OUT_COUNT];
 
         output_shapes(b, cfg, shapes, ndims);
@@ -486,12 +492,16 @@ int rnnd_infer_outputs_check(const struct rnnd_infer_bound *b, const struct rnnd
                 for (unsigned d = 0; d < ndims[k]; d++) /* saturating */
                         n = shapes[k][d] != 0 && n > UINT64_MAX / shapes[k][d] ? UINT64_MAX
                                                                                : n * shapes[k][d];
+                tensors = add_sat(tensors, n > UINT64_MAX / 4 ? UINT64_MAX : n * 4);
                 n = n > UINT64_MAX / per ? UINT64_MAX : n * per;
-                n += TENSOR_OVERHEAD + (uint64_t)b->B * SEQUENCE_OVERHEAD;
-                total = total > UINT64_MAX - n ? UINT64_MAX : total + n;
+                n = add_sat(n, TENSOR_OVERHEAD + (uint64_t)b->B * SEQUENCE_OVERHEAD);
+                total = add_sat(total, n);
         }
-        if (total <= max_bytes)
+        if (total <= max_bytes) {
+                if (ret_held != NULL)
+                        *ret_held = add_sat(total, tensors);
                 return 0;
+        }
         return rnnd_error_set(reterr, RNND_ELIMIT,
                               "the outputs asked for would take up to %" PRIu64
                               " bytes, more than max_response_bytes (%" PRIu64

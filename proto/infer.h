@@ -231,10 +231,12 @@ void rnnd_infer_bound_done(struct rnnd_infer_bound *b);
  * Fails with RNND_ELIMIT (HTTP 400), naming max_response_bytes, when the
  * outputs b wants could make a response longer than max_bytes (JSON
  * floats counted at their longest), before anything is allocated for them
- * (docs/HTTP.md "Limits").  Thread-safe.
+ * (docs/HTTP.md "Limits").  Else *ret_held (may be NULL) is the most the
+ * answer holds at once: that response and the FP32 tensors it is rendered
+ * from (max_response_memory's count).  Thread-safe.
  */
 int rnnd_infer_outputs_check(const struct rnnd_infer_bound *b, const struct rnnd_model_config *cfg,
-                             uint64_t max_bytes, rnnd_error_t *reterr);
+                             uint64_t max_bytes, uint64_t *ret_held, rnnd_error_t *reterr);
 
 /*
  * Allocates zeroed FP32 tensors for the outputs b wants, shaped for cfg (the

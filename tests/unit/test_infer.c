@@ -1485,15 +1485,18 @@ START_TEST(test_outputs_check)
         struct rnnd_infer_bound b;
         struct rnnd_infer_outputs o;
         rnnd_error_t e = {0};
-        uint64_t want = 0;
+        uint64_t want = 0, floats = 0, held = 0;
 
         make_cfg(M_GRU, &cfg);
         kserve_ok(body, M_GRU, &req, &b);
         ck_assert_int_eq(rnnd_infer_outputs_alloc(&b, &cfg, &o, &e), 0);
-        for (unsigned i = 0; i < o.n; i++)
+        for (unsigned i = 0; i < o.n; i++) {
                 want += o.t[i].numel * (o.binary[i] ? 4 : 17) + 256 + 64 * b.B;
-        ck_assert_int_eq(rnnd_infer_outputs_check(&b, &cfg, want, &e), 0);
-        ck_assert_int_eq(rnnd_infer_outputs_check(&b, &cfg, want - 1, &e), RNND_ELIMIT);
+                floats += o.t[i].numel;
+        }
+        ck_assert_int_eq(rnnd_infer_outputs_check(&b, &cfg, want, &held, &e), 0);
+        ck_assert_uint_eq(held, want + 4 * floats); /* max_response_memory's count */
+        ck_assert_int_eq(rnnd_infer_outputs_check(&b, &cfg, want - 1, NULL, &e), RNND_ELIMIT);
         ck_assert_ptr_nonnull(strstr(e.msg, "max_response_bytes"));
         rnnd_infer_outputs_done(&o);
         release(&req, &b);

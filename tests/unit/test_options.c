@@ -104,6 +104,7 @@ START_TEST(test_table_rows)
                 "grpc_max_header_bytes",
                 "max_tensor_elements",
                 "max_response_bytes",
+                "max_response_memory",
                 "max_json_depth",
                 "max_json_memory",
                 "per_connection_memory",

@@ -767,8 +767,12 @@ static void take_header(struct rnnd_grpc_call *c, const uint8_t *name, size_t nl
 static void arm_deadline(struct rnnd_grpc_call *c)
 {
         struct rnnd_grpc_loop *l = c->l;
+        uint64_t now = rnnd_now_ns();
+        uint64_t ns = c->timeout_us > UINT64_MAX / 1000 ? UINT64_MAX : c->timeout_us * 1000;
 
-        c->deadline_ns = rnnd_now_ns() + c->timeout_us * 1000;
+        /* grpc-timeout takes up to 99999999H: centuries saturate rather than wrap (35868669H
+         * wrapped to two minutes ago, and the call expired at once). */
+        c->deadline_ns = ns < UINT64_MAX - now ? now + ns : UINT64_MAX;
         c->dl_next = l->deadlines;
         l->deadlines = rnnd_grpc_call_ref(c);
         c->on_deadlines = true;

@@ -10,8 +10,8 @@ rapid reset (a flood of streams opened and reset at once), a header block that
 decompresses to megabytes, SETTINGS and PING floods, CONTINUATION without end, a flow
 control window that never opens, a 4 GiB length prefix, a message over
 grpc_max_message_bytes, a connection past two windows of unhandled bytes, a request left
-half-open (with and without grpc-timeout), a malformed protobuf, a compressed message, a
-unary call without a message.
+half-open (with and without grpc-timeout), grpc-timeout of centuries and malformed ones, a
+malformed protobuf, a compressed message, a unary call without a message.
 
 Exits 77 (SKIP) without the venv.  Environment: RNND_BIN, RNND_SRC.
 """
@@ -435,12 +435,28 @@ def test_bad_messages(d):
     c.close()
 
 
+def test_timeouts(d):
+    """grpc-timeout at its extremes: 8 digits of hours (centuries) is as good as none (35868669H
+    wrapped past 2^64 ns to two minutes ago, and the call expired at once: DEADLINE_EXCEEDED);
+    a malformed one is INVALID_ARGUMENT naming it."""
+    c = Conn(d.grpc_port)
+    for k, (value, want) in enumerate((("35868669H", 0), ("99999999H", 0), ("15372287H", 0), ("99999999S", 0),
+                                       ("123456789S", 3), ("1.5S", 3), ("-1S", 3), ("10", 3))):
+        sid = 1 + 2 * k
+        c.headers(sid, extra=[("grpc-timeout", value)])
+        c.data(sid, infer_message(), end=True)
+        st = c.status(sid)
+        check(st is not None and st[0] == want and (want == 0 or "grpc-timeout" in st[1]),
+              "grpc-timeout %s: gRPC status %d" % (value, want), st)
+    c.close()
+
+
 def main():
     d = Daemon("--connection_timeout=%d" % TIMEOUT_S, "--grpc_max_message_bytes=64K")
     load = Load(d.grpc_port)
     load.start()
     try:
-        for t in (test_bad_messages, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
+        for t in (test_bad_messages, test_timeouts, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
                   test_headers_over_limit,
                   test_header_bomb,
                   test_ping_flood, test_settings_flood, test_continuation_flood, test_rapid_reset,

@@ -214,6 +214,19 @@ def test_errors(c, d):
             check(False, "unknown model/version %s/%s is refused" % (model, version))
         except InferenceServerException as e:
             check(e.status() == "StatusCode.NOT_FOUND", "unknown model/version is NOT_FOUND", e.status())
+    # class_count (Triton's classification extension) is refused as over HTTP: it was
+    # ignored, and the client got the raw FP32 scores where it asked for the top classes.
+    i = gc.InferInput("input", list(g.t["x"].shape), "FP32")
+    i.set_data_from_numpy(g.t["x"])
+    hi = httpclient.InferInput("input", list(g.t["x"].shape), "FP32")
+    hi.set_data_from_numpy(g.t["x"], binary_data=True)
+    for cl, mod, inp, code in ((c, gc, i, "StatusCode.INVALID_ARGUMENT"), (h, httpclient, hi, "400")):
+        try:
+            cl.infer(th.MODEL, [inp], outputs=[mod.InferRequestedOutput("h_n", class_count=2)])
+            check(False, "class_count is refused (%s)" % code)
+        except InferenceServerException as e:
+            check(e.status() == code and e.message() == "outputs[0].parameters.classification: not supported",
+                  "class_count: %s naming outputs[0].parameters.classification" % code, (e.status(), e.message()))
     stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port))
     try:
         stub.TraceSetting(pb.TraceSettingRequest(), timeout=5)

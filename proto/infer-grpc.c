@@ -301,8 +301,7 @@ static int kserve_request(const Inference__ModelInferRequest *m,
         r = parse_params(m->parameters, m->n_parameters, req, err);
         if (r < 0)
                 return r;
-        if (m->n_inputs == 0)
-                return rnnd__infer_path_error(err, RNND_EINVAL, "inputs", "missing");
+        /* No inputs is HTTP's "inputs": []: binding names the missing one (infer-bind.c). */
         if (m->n_inputs > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(err, RNND_EINVAL, "inputs", "more than %d tensors",
                                               RNND_INFER_MAX_TENSORS);

@@ -214,6 +214,18 @@ def test_errors(c, d):
             check(False, "unknown model/version %s/%s is refused" % (model, version))
         except InferenceServerException as e:
             check(e.status() == "StatusCode.NOT_FOUND", "unknown model/version is NOT_FOUND", e.status())
+    # No inputs: HTTP's message, naming the input (was "inputs: missing").
+    try:
+        h.infer(th.MODEL, [])
+        http_msg = None
+    except InferenceServerException as e:
+        http_msg = e.message()
+    try:
+        c.infer(th.MODEL, [])
+        check(False, "a request without inputs is refused")
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.INVALID_ARGUMENT" and e.message() == http_msg and "'input'" in e.message(),
+              "no inputs: INVALID_ARGUMENT with HTTP's message naming the input", (e.message(), http_msg))
     # class_count (Triton's classification extension) is refused as over HTTP: it was
     # ignored, and the client got the raw FP32 scores where it asked for the top classes.
     i = gc.InferInput("input", list(g.t["x"].shape), "FP32")

@@ -340,7 +340,7 @@ static void break_req(struct req *r, int k)
                 r->in[1].n_parameters = 1, r->in[1].parameters = &in_param;
                 break;
         default:
-                r->m.n_inputs = 0;
+                r->out.name = "";
                 break;
         }
 }
@@ -361,7 +361,7 @@ static const struct {
         {RNND_EINVAL, "FP16 has no typed contents rnnd reads"},
         {RNND_EINVAL, "outputs[0].parameters.classification: not supported"},
         {RNND_EINVAL, "inputs[1].parameters.shared_memory_region: shared memory is not supported"},
-        {RNND_EINVAL, "inputs: missing"},
+        {RNND_EINVAL, "outputs[0].name: missing"},
 };
 
 START_TEST(test_kserve_errors)
@@ -374,6 +374,21 @@ START_TEST(test_kserve_errors)
         break_req(&r, _i);
         ck_assert_int_eq(rnnd_grpc_kserve_parse(&r.m, NULL, &q, &err), broken[_i].code);
         ck_assert_msg(strstr(err.msg, broken[_i].msg) != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* No inputs is HTTP's "inputs": [], which binding answers naming the missing one. */
+START_TEST(test_kserve_no_inputs)
+{
+        struct rnnd_infer_request q;
+        rnnd_error_t err = {0};
+        struct req r;
+
+        make_req(&r);
+        r.m.n_inputs = 0;
+        ck_assert_int_eq(rnnd_grpc_kserve_parse(&r.m, NULL, &q, &err), 0);
+        ck_assert_uint_eq(q.n_inputs, 0);
+        rnnd_infer_request_done(&q);
 }
 END_TEST
 
@@ -482,6 +497,7 @@ static Suite *pbgrpc_suite(void)
         tcase_add_test(tc, test_kserve_typed);
         tcase_add_test(tc, test_kserve_raw);
         tcase_add_loop_test(tc, test_kserve_errors, 0, (int)RNND_ELEMENTSOF(broken));
+        tcase_add_test(tc, test_kserve_no_inputs);
         tcase_add_test(tc, test_kserve_render);
         tcase_add_test(tc, test_tfs_predict);
         suite_add_tcase(s, tc);

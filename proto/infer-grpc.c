@@ -245,7 +245,9 @@ static int kserve_input(const Inference__ModelInferRequest *m, size_t i,
                 return r;
         rnnd__infer_pathf(sub, "%s.datatype", path);
         dt = rnnd_dtype_from_name(in->datatype);
-        if (dt == RNND_DT_INVALID || dt == RNND_DT_BYTES)
+        if (dt == RNND_DT_BYTES) /* HTTP's words (infer-kserve.c) */
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub, "BYTES is not supported");
+        if (dt == RNND_DT_INVALID)
                 return rnnd__infer_path_error(err, RNND_EINVAL, sub, "unknown datatype \"%.32s\"",
                                               in->datatype);
         rnnd__infer_pathf(sub, "%s.shape", path);

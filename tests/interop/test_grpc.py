@@ -226,6 +226,21 @@ def test_errors(c, d):
     except InferenceServerException as e:
         check(e.status() == "StatusCode.INVALID_ARGUMENT" and e.message() == http_msg and "'input'" in e.message(),
               "no inputs: INVALID_ARGUMENT with HTTP's message naming the input", (e.message(), http_msg))
+    # A BYTES input: HTTP's message (was 'unknown datatype "BYTES"', a type Triton has).
+    strings = np.array([b"x"] * int(np.prod(g.t["x"].shape)), dtype=np.object_).reshape(g.t["x"].shape)
+    bi = gc.InferInput("input", list(strings.shape), "BYTES")
+    bi.set_data_from_numpy(strings)
+    hb = httpclient.InferInput("input", list(strings.shape), "BYTES")
+    hb.set_data_from_numpy(strings, binary_data=True)
+    msgs = []
+    for cl, inp in ((h, hb), (c, bi)):
+        try:
+            cl.infer(th.MODEL, [inp])
+            msgs.append(None)
+        except InferenceServerException as e:
+            msgs.append(e.message())
+    check(msgs[0] is not None and msgs[1] == msgs[0] and "BYTES" in msgs[0],
+          "a BYTES input: INVALID_ARGUMENT with HTTP's message", msgs)
     # class_count (Triton's classification extension) is refused as over HTTP: it was
     # ignored, and the client got the raw FP32 scores where it asked for the top classes.
     i = gc.InferInput("input", list(g.t["x"].shape), "FP32")

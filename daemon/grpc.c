@@ -151,13 +151,14 @@ struct rnnd_grpc_call {
         char id[RNND_REQ_ID_MAX + 1];
         char *auth; /* the authorization header, or NULL; owned */
         bool post_method, grpc_type, bad_header, timeout_bad, started, ended_in, dropping;
-        bool on_deadlines, expired, over;
+        bool on_deadlines, expired, over, pumping;
         size_t header_bytes;
         struct buf in; /* request bytes not yet handed on */
         unsigned n_msgs;
         struct rnnd_grpc_slot *out_head, *out_tail;
-        size_t out_off;    /* bytes of out_head already sent */
-        unsigned n_unsent; /* slots not yet sent */
+        size_t out_off;      /* bytes of out_head already sent */
+        unsigned n_unsent;   /* slots not yet sent */
+        unsigned n_unfilled; /* slots whose answer is not in yet */
         bool any_slot, response_started, finished, trailers_sent;
         int status;
         char message[256];
@@ -174,6 +175,7 @@ struct rnnd_grpc_call {
 static void conn_flush(struct rnnd_grpc_conn *conn);
 static void conn_close(struct rnnd_grpc_conn *conn);
 static void pump(struct rnnd_grpc_call *c);
+static void check_ended(struct rnnd_grpc_call *c);
 static void tick_cb(uv_timer_t *t);
 
 /* Buffers. */
@@ -457,6 +459,7 @@ struct rnnd_grpc_slot *rnnd_grpc_reserve(struct rnnd_grpc_call *c)
                 c->out_head = s;
         c->out_tail = s;
         c->n_unsent++;
+        c->n_unfilled++;
         c->any_slot = true;
         return s;
 }
@@ -492,12 +495,15 @@ void rnnd_grpc_fill(struct rnnd_grpc_call *c, struct rnnd_grpc_slot *slot, void 
         }
         slot->buf = p;
         slot->filled = true;
+        c->n_unfilled--;
         skip_empty(c);
         if (c->conn == NULL)
                 return;
         if (ready_bytes(c) > 0 || (c->finished && c->n_unsent == 0))
                 start_response(c);
         conn_touch(c->conn);
+        if (!c->pumping) /* else pump() looks once it has handed its messages on */
+                check_ended(c);
 }
 
 bool rnnd_grpc_send(struct rnnd_grpc_call *c, void *buf, size_t len)
@@ -667,46 +673,66 @@ static void pump(struct rnnd_grpc_call *c)
         size_t off = 0;
         uint32_t len;
 
+        c->pumping = true;
         while (c->in.len - off >= 5 && may_take(c)) {
                 if (!message_length(c, c->in.data + off, &len))
-                        return;
+                        break; /* and dropping */
                 if (c->in.len - off - 5 < len)
                         break;
                 c->n_msgs++;
                 c->method->message(c, c->in.data + off + 5, len);
                 off += 5 + (size_t)len;
         }
-        if (c->dropping || off == 0)
+        c->pumping = false;
+        if (c->dropping)
                 return;
-        credit(c, off);
-        if (c->conn != NULL)
-                c->conn->buffered -= off;
-        memmove(c->in.data, c->in.data + off, c->in.len - off);
-        c->in.len -= off;
+        if (off > 0) {
+                credit(c, off);
+                if (c->conn != NULL)
+                        c->conn->buffered -= off;
+                memmove(c->in.data, c->in.data + off, c->in.len - off);
+                c->in.len -= off;
+        }
+        check_ended(c);
 }
 
-/* The client closed its side: what it sent must be whole, and a unary call had its message. */
-static void input_ended(struct rnnd_grpc_call *c)
+/*
+ * After the client half-closed c, once every answer of a stream is in (each
+ * answer and each pump looks again): what it sent must be whole, a unary
+ * call had its message, and a stream (without its own half_closed) ends OK.
+ * Ending at the half-close dropped the answers still running, and messages
+ * taken after it (past STREAM_MAX_WAITING) left the call open for good.
+ */
+static void check_ended(struct rnnd_grpc_call *c)
 {
-        c->ended_in = true;
-        if (c->finished || c->dropping)
+        bool stream;
+
+        if (!c->ended_in || c->finished || c->dropping)
                 return;
-        pump(c);
-        if (c->finished)
+        stream = c->method->flags & RNND_GRPC_CLIENT_STREAM;
+        if (stream && c->n_unfilled > 0)
                 return;
         if (c->in.len > 0 && may_take(c))
                 finish_dropping(c, RNND_GRPC_INVALID_ARGUMENT,
                                 "the stream ended inside a message (%zu bytes of it came)",
                                 c->in.len);
-        else if (!(c->method->flags & RNND_GRPC_CLIENT_STREAM) && c->n_msgs == 0)
+        else if (!stream && c->n_msgs == 0)
                 rnnd_grpc_finish(c, RNND_GRPC_INVALID_ARGUMENT,
                                  "the call carried no request message");
-        else if (c->method->flags & RNND_GRPC_CLIENT_STREAM && c->in.len == 0) {
-                if (c->method->half_closed != NULL)
-                        c->method->half_closed(c);
-                else
-                        rnnd_grpc_finish(c, RNND_GRPC_OK, NULL);
-        }
+        else if (stream && c->in.len == 0 && c->method->half_closed == NULL)
+                rnnd_grpc_finish(c, RNND_GRPC_OK, NULL);
+}
+
+/* The client closed its side: check_ended(), or the method's half_closed. */
+static void input_ended(struct rnnd_grpc_call *c)
+{
+        c->ended_in = true;
+        if (c->finished || c->dropping)
+                return;
+        pump(c); /* and check_ended() */
+        if (!c->finished && !c->dropping && c->method->flags & RNND_GRPC_CLIENT_STREAM &&
+            c->in.len == 0 && c->method->half_closed != NULL)
+                c->method->half_closed(c);
 }
 
 /* grpc-timeout: 1 to 8 digits and a unit (H, M, S, m, u, n), as microseconds. */
@@ -786,8 +812,12 @@ static void take_header(struct rnnd_grpc_call *c, const uint8_t *name, size_t nl
 static void arm_deadline(struct rnnd_grpc_call *c)
 {
         struct rnnd_grpc_loop *l = c->l;
+        uint64_t now = rnnd_now_ns();
+        uint64_t ns = c->timeout_us > UINT64_MAX / 1000 ? UINT64_MAX : c->timeout_us * 1000;
 
-        c->deadline_ns = rnnd_now_ns() + c->timeout_us * 1000;
+        /* grpc-timeout takes up to 99999999H: centuries saturate rather than wrap (35868669H
+         * wrapped to two minutes ago, and the call expired at once). */
+        c->deadline_ns = ns < UINT64_MAX - now ? now + ns : UINT64_MAX;
         c->dl_next = l->deadlines;
         l->deadlines = rnnd_grpc_call_ref(c);
         c->on_deadlines = true;
@@ -1144,8 +1174,8 @@ static bool write_out(struct rnnd_grpc_conn *conn)
 static void repump(struct rnnd_grpc_conn *conn)
 {
         for (struct rnnd_grpc_call *c = conn->calls; c != NULL; c = c->next)
-                if (!c->over && c->in.len >= 5 && may_take(c))
-                        pump(c);
+                if (!c->over && c->in.len > 0 && may_take(c))
+                        pump(c); /* a rest under 5 bytes after the half-close is an error */
 }
 
 static void conn_flush(struct rnnd_grpc_conn *conn)

@@ -139,6 +139,34 @@ static bool is_tfs_label_path(const char *path)
 }
 
 /*
+ * Triton's extensions rnnd does not implement, by the paths tritonclient and
+ * perf_analyzer use for them: answered 501 saying so (docs/HTTP.md), where
+ * "no route" (404) read as a wrong URL.  The extension's words, or NULL.
+ */
+static const char *unimplemented_extension(const char *path)
+{
+        static const struct {
+                const char *prefix, *what;
+        } ext[] = {
+                {"/v2/systemsharedmemory", "system shared memory extension (send tensors in "
+                                           "the request body)"},
+                {"/v2/cudasharedmemory", "CUDA shared memory extension (send tensors in the "
+                                         "request body)"},
+                {"/v2/trace/", "trace extension"},
+                {"/v2/logging", "logging extension (rnnd's logging is its settings: rnnd --help)"},
+        };
+        size_t n = strlen(path);
+
+        for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+                if (strncmp(path, ext[i].prefix, strlen(ext[i].prefix)) == 0)
+                        return ext[i].what;
+        if (strncmp(path, "/v2/models/", 11) == 0 && n > 25 &&
+            strcmp(path + n - 14, "/trace/setting") == 0)
+                return ext[2].what;
+        return NULL;
+}
+
+/*
  * rnnd_routes.match: finds the request's row, and pins the model and
  * resolves the version a path names, at the first call.  Returns 0 to go on
  * reading the body, or prepares an error response (404, 405, the
@@ -159,6 +187,11 @@ static unsigned match(struct rnnd_http_request *r, void *ctx)
                                                 "labels; give the version as "
                                                 "/v1/models/{model}/versions/{version}",
                                                 path);
+        if (m.route == NULL && unimplemented_extension(path) != NULL)
+                return (unsigned)rnnd_http_fail(r, RNND_ENOTIMPL,
+                                                "rnnd does not implement Triton's %s; GET /v2 "
+                                                "lists the extensions it has",
+                                                unimplemented_extension(path));
         if (m.route == NULL)
                 return (unsigned)rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", method,
                                                 path);

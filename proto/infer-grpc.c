@@ -123,6 +123,27 @@ static int tensor_name(const char *name, char *dst, const char *path, rnnd_error
         return 0;
 }
 
+/*
+ * One of a tensor's parameters.  Triton's classification (class_count: the
+ * top classes as strings) and shared-memory ones ask for what rnnd does not
+ * serve: refused with HTTP's words (infer-kserve.c), where they were ignored
+ * and the client got other data than it asked for.  Others are ignored.
+ */
+static int tensor_param(const char *key, const char *path, rnnd_error_t *err)
+{
+        char sub[PATH_LEN];
+        bool shm;
+
+        if (key == NULL) /* never from protobuf-c; said for gcc's -fsanitize builds */
+                return 0;
+        shm = strncmp(key, "shared_memory_", 14) == 0;
+        if (!shm && strcmp(key, "classification") != 0)
+                return 0;
+        rnnd__infer_pathf(sub, "%s.parameters.%.64s", path, key);
+        return rnnd__infer_path_error(err, RNND_EINVAL, sub,
+                                      shm ? "shared memory is not supported" : "not supported");
+}
+
 /* t's dtype and shape from signed dims; checked against the element limit. */
 static int tensor_shape(struct rnnd_tensor *t, rnnd_dtype_t dt, const int64_t *dims, size_t ndim,
                         const struct rnnd_infer_limits *lim, const char *path, rnnd_error_t *err)
@@ -218,11 +239,15 @@ static int kserve_input(const Inference__ModelInferRequest *m, size_t i,
         rnnd__infer_pathf(path, "inputs[%zu]", i);
         rnnd__infer_pathf(sub, "%s.name", path);
         r = tensor_name(in->name, t->name, sub, err);
+        for (size_t k = 0; r == 0 && k < in->n_parameters; k++)
+                r = tensor_param(in->parameters[k]->key, path, err);
         if (r < 0)
                 return r;
         rnnd__infer_pathf(sub, "%s.datatype", path);
         dt = rnnd_dtype_from_name(in->datatype);
-        if (dt == RNND_DT_INVALID || dt == RNND_DT_BYTES)
+        if (dt == RNND_DT_BYTES) /* HTTP's words (infer-kserve.c) */
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub, "BYTES is not supported");
+        if (dt == RNND_DT_INVALID)
                 return rnnd__infer_path_error(err, RNND_EINVAL, sub, "unknown datatype \"%.32s\"",
                                               in->datatype);
         rnnd__infer_pathf(sub, "%s.shape", path);
@@ -250,8 +275,13 @@ static int kserve_outputs(const Inference__ModelInferRequest *m, struct rnnd_inf
                                               RNND_INFER_MAX_TENSORS);
         req->outputs_given = m->n_outputs > 0;
         for (size_t i = 0; i < m->n_outputs; i++) {
+                const Inference__ModelInferRequest__InferRequestedOutputTensor *o = m->outputs[i];
+
                 rnnd__infer_pathf(sub, "outputs[%zu].name", i);
-                r = tensor_name(m->outputs[i]->name, req->outputs[i].name, sub, err);
+                r = tensor_name(o->name, req->outputs[i].name, sub, err);
+                rnnd__infer_pathf(sub, "outputs[%zu]", i);
+                for (size_t k = 0; r == 0 && k < o->n_parameters; k++)
+                        r = tensor_param(o->parameters[k]->key, sub, err);
                 if (r < 0)
                         return r;
                 req->n_outputs = (unsigned)i + 1;
@@ -273,8 +303,7 @@ static int kserve_request(const Inference__ModelInferRequest *m,
         r = parse_params(m->parameters, m->n_parameters, req, err);
         if (r < 0)
                 return r;
-        if (m->n_inputs == 0)
-                return rnnd__infer_path_error(err, RNND_EINVAL, "inputs", "missing");
+        /* No inputs is HTTP's "inputs": []: binding names the missing one (infer-bind.c). */
         if (m->n_inputs > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(err, RNND_EINVAL, "inputs", "more than %d tensors",
                                               RNND_INFER_MAX_TENSORS);

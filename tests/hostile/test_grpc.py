@@ -10,8 +10,9 @@ rapid reset (a flood of streams opened and reset at once), a header block that
 decompresses to megabytes, SETTINGS and PING floods, CONTINUATION without end, a flow
 control window that never opens, a 4 GiB length prefix, a message over
 grpc_max_message_bytes, a connection past two windows of unhandled bytes, a request left
-half-open (with and without grpc-timeout), a malformed protobuf, a compressed message, a
-unary call without a message.
+half-open (with and without grpc-timeout), grpc-timeout of centuries and malformed ones, a
+malformed protobuf, a compressed message, a unary call without a message, a stream of requests
+half-closed before any answer.
 
 Exits 77 (SKIP) without the venv.  Environment: RNND_BIN, RNND_SRC.
 """
@@ -42,6 +43,9 @@ import rnndtest as th
 from rnndtest import Daemon, check, run_test
 
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+# Cases that send many requests use another model than the well-behaved client's (Load), which
+# holds each answer bitwise to its first: batched with others, float sums may round otherwise.
+OTHER = "gru_l1_uni_equal_h0"
 TIMEOUT_S = 2  # the daemon's connection_timeout here
 
 
@@ -435,12 +439,67 @@ def test_bad_messages(d):
     c.close()
 
 
+def stream_answers(c, sid):
+    """The ids (or error messages) of the ModelStreamInferResponses stream sid received."""
+    data = b"".join(e.data for e in c.events if isinstance(e, h2.events.DataReceived) and e.stream_id == sid)
+    ids, off = [], 0
+    while off + 5 <= len(data):
+        n = struct.unpack(">I", data[off + 1:off + 5])[0]
+        r = pb.ModelStreamInferResponse.FromString(data[off + 5:off + 5 + n])
+        ids.append(r.error_message or r.infer_response.id)
+        off += 5 + n
+    return ids
+
+
+def test_stream_half_closed(d):
+    """A ModelStreamInfer client that sends its requests and half-closes in one go, before any
+    answer (as grpcio does with a short request iterator): each is answered, in order, then the
+    call ends, OK, or INVALID_ARGUMENT when a piece of a message followed them.  (The call ended
+    at once with every answer lost, counted 499; past the 64 a stream holds waiting, the
+    answers came but the call never ended.)"""
+    c = Conn(d.grpc_port)
+    for sid, (n, tail, want) in zip(range(1, 100, 2), ((3, b"", 0), (100, b"", 0), (3, b"\0\0\0\0\x10abc", 3),
+                                                       (100, b"\0\0", 3))):
+        msgs = []
+        for k in range(n):
+            rq = pb.ModelInferRequest(model_name=OTHER, id="half-%d" % k)
+            rq.inputs.add(name="input", datatype="FP32", shape=[1, 3, 5])
+            rq.raw_input_contents.append(np.zeros((1, 3, 5), np.float32).tobytes())
+            body = rq.SerializeToString()
+            msgs.append(b"\0" + struct.pack(">I", len(body)) + body)
+        c.headers(sid, path="/inference.GRPCInferenceService/ModelStreamInfer")
+        c.data(sid, b"".join(msgs) + tail, end=True)
+        st = c.status(sid, 10)
+        ids = stream_answers(c, sid)
+        check(st is not None and st[0] == want and (want == 0 or "ended inside a message" in st[1]) and
+              ids == ["half-%d" % k for k in range(n)],
+              "%d requests%s and the half-close in one go: each answered in order, then status %d" %
+              (n, " and a piece of one" if tail else "", want), (st, len(ids), ids[:3]))
+    c.close()
+
+
+def test_timeouts(d):
+    """grpc-timeout at its extremes: 8 digits of hours (centuries) is as good as none (35868669H
+    wrapped past 2^64 ns to two minutes ago, and the call expired at once: DEADLINE_EXCEEDED);
+    a malformed one is INVALID_ARGUMENT naming it."""
+    c = Conn(d.grpc_port)
+    for k, (value, want) in enumerate((("35868669H", 0), ("99999999H", 0), ("15372287H", 0), ("99999999S", 0),
+                                       ("123456789S", 3), ("1.5S", 3), ("-1S", 3), ("10", 3))):
+        sid = 1 + 2 * k
+        c.headers(sid, extra=[("grpc-timeout", value)])
+        c.data(sid, infer_message(model=OTHER), end=True)
+        st = c.status(sid)
+        check(st is not None and st[0] == want and (want == 0 or "grpc-timeout" in st[1]),
+              "grpc-timeout %s: gRPC status %d" % (value, want), st)
+    c.close()
+
+
 def main():
     d = Daemon("--connection_timeout=%d" % TIMEOUT_S, "--grpc_max_message_bytes=64K")
     load = Load(d.grpc_port)
     load.start()
     try:
-        for t in (test_bad_messages, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
+        for t in (test_bad_messages, test_timeouts, test_stream_half_closed, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
                   test_headers_over_limit,
                   test_header_bomb,
                   test_ping_flood, test_settings_flood, test_continuation_flood, test_rapid_reset,

@@ -214,6 +214,46 @@ def test_errors(c, d):
             check(False, "unknown model/version %s/%s is refused" % (model, version))
         except InferenceServerException as e:
             check(e.status() == "StatusCode.NOT_FOUND", "unknown model/version is NOT_FOUND", e.status())
+    # No inputs: HTTP's message, naming the input (was "inputs: missing").
+    try:
+        h.infer(th.MODEL, [])
+        http_msg = None
+    except InferenceServerException as e:
+        http_msg = e.message()
+    try:
+        c.infer(th.MODEL, [])
+        check(False, "a request without inputs is refused")
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.INVALID_ARGUMENT" and e.message() == http_msg and "'input'" in e.message(),
+              "no inputs: INVALID_ARGUMENT with HTTP's message naming the input", (e.message(), http_msg))
+    # A BYTES input: HTTP's message (was 'unknown datatype "BYTES"', a type Triton has).
+    strings = np.array([b"x"] * int(np.prod(g.t["x"].shape)), dtype=np.object_).reshape(g.t["x"].shape)
+    bi = gc.InferInput("input", list(strings.shape), "BYTES")
+    bi.set_data_from_numpy(strings)
+    hb = httpclient.InferInput("input", list(strings.shape), "BYTES")
+    hb.set_data_from_numpy(strings, binary_data=True)
+    msgs = []
+    for cl, inp in ((h, hb), (c, bi)):
+        try:
+            cl.infer(th.MODEL, [inp])
+            msgs.append(None)
+        except InferenceServerException as e:
+            msgs.append(e.message())
+    check(msgs[0] is not None and msgs[1] == msgs[0] and "BYTES" in msgs[0],
+          "a BYTES input: INVALID_ARGUMENT with HTTP's message", msgs)
+    # class_count (Triton's classification extension) is refused as over HTTP: it was
+    # ignored, and the client got the raw FP32 scores where it asked for the top classes.
+    i = gc.InferInput("input", list(g.t["x"].shape), "FP32")
+    i.set_data_from_numpy(g.t["x"])
+    hi = httpclient.InferInput("input", list(g.t["x"].shape), "FP32")
+    hi.set_data_from_numpy(g.t["x"], binary_data=True)
+    for cl, mod, inp, code in ((c, gc, i, "StatusCode.INVALID_ARGUMENT"), (h, httpclient, hi, "400")):
+        try:
+            cl.infer(th.MODEL, [inp], outputs=[mod.InferRequestedOutput("h_n", class_count=2)])
+            check(False, "class_count is refused (%s)" % code)
+        except InferenceServerException as e:
+            check(e.status() == code and e.message() == "outputs[0].parameters.classification: not supported",
+                  "class_count: %s naming outputs[0].parameters.classification" % code, (e.status(), e.message()))
     stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel("127.0.0.1:%d" % d.grpc_port))
     try:
         stub.TraceSetting(pb.TraceSettingRequest(), timeout=5)

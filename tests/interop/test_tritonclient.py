@@ -341,6 +341,19 @@ def test_errors(c, d):
         except InferenceServerException as e:
             check(e.status() == "400" and sub in e.message(), "a bad request is 400 naming %r" % sub,
                   (e.status(), e.message()))
+    # Triton's extensions rnnd lacks: 501 saying so (they were 404 "no route", as for a typo),
+    # which is what perf_analyzer --shared-memory prints.
+    for call, what in ((lambda: c.register_system_shared_memory("r", "/rnnd-x", 64), "system shared memory"),
+                       (lambda: c.get_cuda_shared_memory_status(), "CUDA shared memory"),
+                       (lambda: c.get_trace_settings(), "trace"),
+                       (lambda: c.get_trace_settings(model_name=g_name), "trace"),
+                       (lambda: c.update_log_settings({"log_verbose_level": 1}), "logging")):
+        try:
+            call()
+            check(False, "the %s extension is refused" % what)
+        except InferenceServerException as e:
+            check(e.status() == "501" and ("Triton's %s extension" % what) in e.message(),
+                  "the %s extension: 501 naming it" % what, (e.status(), e.message()))
     check(c.is_server_ready(), "the daemon still serves after the errors")
 
 

@@ -291,6 +291,15 @@ static void break_req(struct req *r, int k)
 {
         static int64_t neg[3] = {2, -3, 1}, big[3] = {1 << 20, 1 << 20, 1 << 20};
         static ProtobufCBinaryData one_raw = {24, NULL};
+        static Inference__InferParameter k3 = {
+                .parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM,
+                .int64_param = 3};
+        static Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry
+                classify = {.key = "classification", .value = &k3},
+                *out_param = &classify;
+        static Inference__ModelInferRequest__InferInputTensor__ParametersEntry
+                shm = {.key = "shared_memory_region", .value = &k3},
+                *in_param = &shm;
 
         switch (k) {
         case 0:
@@ -324,8 +333,14 @@ static void break_req(struct req *r, int k)
         case 9:
                 r->in[0].datatype = "FP16";
                 break;
+        case 10: /* tritonclient's class_count: refused, not ignored */
+                r->out.n_parameters = 1, r->out.parameters = &out_param;
+                break;
+        case 11: /* tritonclient's set_shared_memory */
+                r->in[1].n_parameters = 1, r->in[1].parameters = &in_param;
+                break;
         default:
-                r->m.n_inputs = 0;
+                r->out.name = "";
                 break;
         }
 }
@@ -344,7 +359,9 @@ static const struct {
         {RNND_ELIMIT, "inputs[0].shape: [1048576, 1048576, 1048576] has more than"},
         {RNND_EINVAL, "inputs[0].name: missing"},
         {RNND_EINVAL, "FP16 has no typed contents rnnd reads"},
-        {RNND_EINVAL, "inputs: missing"},
+        {RNND_EINVAL, "outputs[0].parameters.classification: not supported"},
+        {RNND_EINVAL, "inputs[1].parameters.shared_memory_region: shared memory is not supported"},
+        {RNND_EINVAL, "outputs[0].name: missing"},
 };
 
 START_TEST(test_kserve_errors)
@@ -357,6 +374,21 @@ START_TEST(test_kserve_errors)
         break_req(&r, _i);
         ck_assert_int_eq(rnnd_grpc_kserve_parse(&r.m, NULL, &q, &err), broken[_i].code);
         ck_assert_msg(strstr(err.msg, broken[_i].msg) != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* No inputs is HTTP's "inputs": [], which binding answers naming the missing one. */
+START_TEST(test_kserve_no_inputs)
+{
+        struct rnnd_infer_request q;
+        rnnd_error_t err = {0};
+        struct req r;
+
+        make_req(&r);
+        r.m.n_inputs = 0;
+        ck_assert_int_eq(rnnd_grpc_kserve_parse(&r.m, NULL, &q, &err), 0);
+        ck_assert_uint_eq(q.n_inputs, 0);
+        rnnd_infer_request_done(&q);
 }
 END_TEST
 
@@ -471,6 +503,7 @@ static Suite *pbgrpc_suite(void)
         tcase_add_test(tc, test_kserve_typed);
         tcase_add_test(tc, test_kserve_raw);
         tcase_add_loop_test(tc, test_kserve_errors, 0, (int)RNND_ELEMENTSOF(broken));
+        tcase_add_test(tc, test_kserve_no_inputs);
         tcase_add_test(tc, test_kserve_render);
         tcase_add_test(tc, test_tfs_predict);
         suite_add_tcase(s, tc);

@@ -293,11 +293,6 @@ bool rnnd_grpc_call_open(const struct rnnd_grpc_call *c)
         return c->conn != NULL && !c->finished;
 }
 
-bool rnnd_grpc_call_answerable(const struct rnnd_grpc_call *c)
-{
-        return c->conn != NULL && (!c->finished || (c->ended_in && c->status == RNND_GRPC_OK));
-}
-
 bool rnnd_grpc_call_here(const struct rnnd_grpc_call *c)
 {
         return c->l == here;

@@ -178,14 +178,6 @@ bool rnnd_grpc_call_alive(const struct rnnd_grpc_call *c);
 /* Whether the call can still send (its stream open and not finished).  Loop thread. */
 bool rnnd_grpc_call_open(const struct rnnd_grpc_call *c);
 
-/*
- * Whether an answer to a message the call took can still be sent: the call
- * is open, or its client half-closed a stream whose call then ended OK,
- * its trailers held back until the answers owed are sent (docs/HTTP.md,
- * ModelStreamInfer).  Loop thread.
- */
-bool rnnd_grpc_call_answerable(const struct rnnd_grpc_call *c);
-
 /* Whether the calling thread is c's loop thread.  Thread-safe. */
 bool rnnd_grpc_call_here(const struct rnnd_grpc_call *c);
 

@@ -122,15 +122,15 @@ static void answered(struct rnnd_grpc_call *c, void *arg)
         void *buf;
 
         (void)c;
-        if (gi->status == 0 && gi->buf == NULL && rnnd_grpc_call_answerable(gi->call))
+        if (gi->status == 0 && gi->buf == NULL && rnnd_grpc_call_open(gi->call))
                 gi->buf = render(gi, &gi->len); /* done() found the client gone, or ran out */
         else
                 t -= gi->render_ns;
-        if (gi->status < 0 || !rnnd_grpc_call_answerable(gi->call)) {
+        if (gi->status < 0 || !rnnd_grpc_call_open(gi->call)) {
                 int code = gi->status < 0 ? gi->status : RNND_ECANCELED;
 
                 rnnd_inference_record(gi->inf, code, 0);
-                if (rnnd_grpc_call_answerable(gi->call)) {
+                if (rnnd_grpc_call_open(gi->call)) {
                         answer_error(gi, code, &gi->err);
                 } else {
                         count(gi, 499);

@@ -35,15 +35,18 @@ int rnnd_grpccall_unpack(struct rnnd_pbarena *a, const ProtobufCMessageDescripto
                          const uint8_t *msg, size_t len, void **ret, rnnd_error_t *reterr)
 {
         const char *field;
+        bool nul = false;
 
         rnnd_pbarena_init(a, len <= SIZE_MAX / 8 - (1u << 20) ? 8 * len + (1u << 20) : SIZE_MAX);
         *ret = rnnd_pbarena_unpack(a, d, msg, len);
-        field = *ret != NULL ? rnnd_pb_nul_string(d, msg, len, 0) : NULL;
+        field = *ret != NULL ? rnnd_pb_bad_string(d, msg, len, 0, &nul) : NULL;
         if (field != NULL) {
                 *ret = NULL;
                 return rnnd_error_set(reterr, RNND_EINVAL,
-                                      "%s: a string holds a NUL byte, which would cut it short "
-                                      "(\"a\\0b\" read as \"a\")",
+                                      nul ? "%s: a string holds a NUL byte, which would cut it "
+                                            "short (\"a\\0b\" read as \"a\")"
+                                          : "%s: a string that is not valid UTF-8 (protobuf "
+                                            "strings are UTF-8)",
                                       field);
         }
         if (*ret != NULL)

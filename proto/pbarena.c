@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "pbarena.h"
+#include "strbuf.h"
 
 #define ALIGN       16u
 #define FIRST_CHUNK 4096u
@@ -138,8 +139,8 @@ static bool wire_skip(const uint8_t **p, const uint8_t *end, unsigned wt, uint64
         return wt == 2 && wire_varint(p, end, len) && *len <= (uint64_t)(end - *p);
 }
 
-const char *rnnd_pb_nul_string(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
-                               unsigned depth)
+const char *rnnd_pb_bad_string(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                               unsigned depth, bool *nul)
 {
         const uint8_t *p = data, *end = p + len;
 
@@ -153,10 +154,11 @@ const char *rnnd_pb_nul_string(const ProtobufCMessageDescriptor *d, const void *
                 if ((key & 7) != 2 || key >> 3 > UINT32_MAX)
                         continue;
                 f = protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
-                if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n) != NULL)
+                if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
+                    ((*nul = memchr(p, 0, n) != NULL) || !rnnd_utf8_valid(p, n)))
                         return f->name;
                 if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 16)
-                        bad = rnnd_pb_nul_string(f->descriptor, p, n, depth + 1);
+                        bad = rnnd_pb_bad_string(f->descriptor, p, n, depth + 1, nul);
                 if (bad != NULL)
                         return bad;
                 p += n;

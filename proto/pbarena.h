@@ -53,12 +53,15 @@ ProtobufCMessage *rnnd_pbarena_unpack(struct rnnd_pbarena *a, const ProtobufCMes
 /*
  * The name of a string field of the message of type d in data[0..len)
  * (nested messages and map entries too, `depth` levels deep already) that
- * holds a NUL byte, else NULL.  protobuf-c unpacks strings NUL-terminated,
- * so such a string would be read cut short at its NUL: "a\0b" as "a"
- * (docs/HTTP.md, gRPC).  For bytes that unpacked as d.  Thread-safe.
+ * holds a NUL byte (*nul set) or is not valid UTF-8 (*nul cleared), else
+ * NULL.  protobuf-c unpacks strings NUL-terminated, so such a string would
+ * be read cut short at its NUL: "a\0b" as "a"; and proto3 strings are
+ * UTF-8, which a client's library checks when it parses what rnnd echoes
+ * (a request's id) (docs/HTTP.md, gRPC).  For bytes that unpacked as d.
+ * Thread-safe.
  */
-const char *rnnd_pb_nul_string(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
-                               unsigned depth);
+const char *rnnd_pb_bad_string(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                               unsigned depth, bool *nul);
 
 /*
  * Packs m into a new buffer of rnnd_malloc with `prefix` bytes left free in

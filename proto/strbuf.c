@@ -148,11 +148,18 @@ void rnnd_strbuf_printf(struct rnnd_strbuf *b, const char *fmt, ...)
         }
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is invalid. */
-static size_t utf8_len(const unsigned char *s)
+/*
+ * Length of the valid UTF-8 sequence at s (1..4), or 0 when it is invalid or
+ * longer than the avail bytes there (a NUL-terminated string passes
+ * SIZE_MAX: a NUL is no continuation byte, so the look stops at it).
+ */
+static size_t utf8_len(const unsigned char *s, size_t avail)
 {
         unsigned char c = s[0];
+        size_t need = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
 
+        if (need > avail)
+                return 0;
         if (c < 0x80)
                 return 1;
         if (c >= 0xc2 && c <= 0xdf)
@@ -176,6 +183,20 @@ static size_t utf8_len(const unsigned char *s)
         return 0;
 }
 
+bool rnnd_utf8_valid(const void *s, size_t n)
+{
+        const unsigned char *p = s, *end = p + n;
+
+        while (p < end) {
+                size_t k = utf8_len(p, (size_t)(end - p));
+
+                if (k == 0)
+                        return false;
+                p += k;
+        }
+        return true;
+}
+
 void rnnd_strbuf_json_str(struct rnnd_strbuf *b, const char *s)
 {
         const unsigned char *p = (const unsigned char *)s;
@@ -183,7 +204,7 @@ void rnnd_strbuf_json_str(struct rnnd_strbuf *b, const char *s)
 
         rnnd_strbuf_putc(b, '"');
         while (*p != '\0') {
-                size_t n = *p >= 0x20 && *p != '"' && *p != '\\' ? utf8_len(p) : 0;
+                size_t n = *p >= 0x20 && *p != '"' && *p != '\\' ? utf8_len(p, SIZE_MAX) : 0;
                 char esc[8];
 
                 if (n > 0) {

@@ -64,6 +64,9 @@ void rnnd_strbuf_printf(struct rnnd_strbuf *b, const char *fmt, ...)
 /* Appends v in decimal, as "%" PRIu64 would, without printf's set-up. */
 void rnnd_strbuf_put_u64(struct rnnd_strbuf *b, uint64_t v);
 
+/* Whether s[0..n) is valid UTF-8 (no overlong forms, no surrogates). */
+bool rnnd_utf8_valid(const void *s, size_t n);
+
 /*
  * Appends s as a JSON string literal, quotes included: '"', '\\' and control
  * characters are escaped, bytes >= 0x80 are copied (the caller passes UTF-8;

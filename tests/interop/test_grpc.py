@@ -293,6 +293,21 @@ def test_nul_strings(url):
           "... and the id cut at its NUL was not started", got)
     got = infer("digits_stream\0x", "other", True)
     check(got[0] == "INVALID_ARGUMENT" and "model_name" in got[1], "a model_name holding a NUL: INVALID_ARGUMENT", got)
+    # Not UTF-8 (grpcio's own messages cannot hold it: the bytes are patched), in the id rnnd
+    # would echo, which the client's protobuf would then refuse to parse.
+    r = pb.ModelInferRequest(model_name="digits_stream", id="QQQQ")
+    i = r.inputs.add()
+    i.name, i.datatype = "input", "FP32"
+    i.shape.extend([1, 1, 8])
+    i.contents.fp32_contents.extend([0.0] * 8)
+    raw = grpc.insecure_channel(url).unary_unary("/inference.GRPCInferenceService/ModelInfer")
+    try:
+        raw(r.SerializeToString().replace(b"QQQQ", b"Q\xffQQ"), timeout=10)
+        got = "OK", ""
+    except grpc.RpcError as e:
+        got = e.code().name, e.details()
+    check(got[0] == "INVALID_ARGUMENT" and got[1].startswith("id:") and "UTF-8" in got[1],
+          "an id that is not UTF-8: INVALID_ARGUMENT naming id", got)
 
 
 def stream_repo(tmp):

@@ -71,6 +71,77 @@ START_TEST(test_arena_unpack_bounded)
 }
 END_TEST
 
+/*
+ * A string field holding a NUL or bytes that are not UTF-8, nested too, is
+ * named (and which); valid UTF-8 of every length passes.
+ */
+START_TEST(test_bad_strings)
+{
+        static const struct {
+                const char *id, *param; /* the request's id, its one string parameter */
+                size_t id_len;
+                const char *field; /* NULL: fine */
+                bool nul;
+        } cases[] = {
+                {"plain \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "x", 15, NULL, false},
+                {"a\0b", "x", 3, "id", true},
+                {"a\xff"
+                 "b",
+                 "x", 3, "id", false},
+                {"\xc3", "x", 1, "id", false},                        /* cut short */
+                {"\xe0\x80\x80", "x", 3, "id", false},                /* overlong */
+                {"\xed\xa0\x80", "x", 3, "id", false},                /* a surrogate */
+                {"ok", "\xf4\x90\x80\x80", 2, "string_param", false}, /* past U+10FFFF */
+        };
+
+        for (size_t k = 0; k < RNND_ELEMENTSOF(cases); k++) {
+                Inference__ModelInferRequest m = INFERENCE__MODEL_INFER_REQUEST__INIT;
+                Inference__InferParameter p = INFERENCE__INFER_PARAMETER__INIT;
+                Inference__ModelInferRequest__ParametersEntry
+                        e = INFERENCE__MODEL_INFER_REQUEST__PARAMETERS_ENTRY__INIT,
+                        *ep = &e;
+                char id[32];
+                const char *field;
+                size_t len;
+                bool nul = !cases[k].nul;
+                uint8_t *buf;
+
+                m.model_name = "m";
+                m.id = "QQQQQQQQQQQQQQQQQQQQ";
+                p.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+                p.string_param = (char *)cases[k].param;
+                e.key = "sequence_id";
+                e.value = &p;
+                m.n_parameters = 1;
+                m.parameters = &ep;
+                buf = rnnd_pb_pack(&m.base, 0, &len);
+                ck_assert_ptr_nonnull(buf);
+                /* The id's bytes, a NUL among them, written over the placeholder: its length too.
+                 */
+                memset(id, 0, sizeof(id));
+                memcpy(id, cases[k].id, cases[k].id_len);
+                for (size_t i = 0; i + 20 <= len; i++)
+                        if (memcmp(buf + i, "QQQQQQQQQQQQQQQQQQQQ", 20) == 0) {
+                                buf[i - 1] = (uint8_t)cases[k].id_len;
+                                memmove(buf + i + cases[k].id_len, buf + i + 20, len - i - 20);
+                                memcpy(buf + i, id, cases[k].id_len);
+                                len -= 20 - cases[k].id_len;
+                                break;
+                        }
+                field = rnnd_pb_bad_string(&inference__model_infer_request__descriptor, buf, len, 0,
+                                           &nul);
+                if (cases[k].field == NULL) {
+                        ck_assert_ptr_null(field);
+                } else {
+                        ck_assert_ptr_nonnull(field);
+                        ck_assert_str_eq(field, cases[k].field);
+                        ck_assert_int_eq(nul, cases[k].nul);
+                }
+                rnnd_free(buf);
+        }
+}
+END_TEST
+
 /* JSON bodies. */
 
 START_TEST(test_json_metadata)
@@ -493,6 +564,7 @@ static Suite *pbgrpc_suite(void)
         tc = tcase_create("arena");
         tcase_add_test(tc, test_arena_cap);
         tcase_add_test(tc, test_arena_unpack_bounded);
+        tcase_add_test(tc, test_bad_strings);
         suite_add_tcase(s, tc);
         tc = tcase_create("json");
         tcase_add_test(tc, test_json_metadata);

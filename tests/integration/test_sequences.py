@@ -248,6 +248,18 @@ def test_pipelined(d):
           "the daemon serves on, with no sanitizer report", d.stderr()[-3000:])
 
 
+def steps_lasting(d, path, seconds):
+    """The steps of a chunk that runs about `seconds` on this build (a sanitized debug build
+    runs the model many times slower than a release one), timed on a stateless request of
+    200 steps after one to warm up."""
+    body = chunk_body({"I": 8}, [[0.0] * 8] * 200, {})
+    d.json("POST", path, body=body)
+    t0 = time.time()
+    d.json("POST", path, body=body)
+    per_step = max((time.time() - t0) / 200, 1e-6)
+    return max(20, min(4096, int(seconds / per_step)))
+
+
 def test_queue_bound():
     """Chunks waiting behind their sequence's running chunk take places in the model's queue:
     past batching.max_queue_size waiting, the next is 503 at once, as a stateless request is,
@@ -258,6 +270,7 @@ def test_queue_bound():
         d = Daemon(repo=tmp)
         try:
             path = "/v2/models/slow/infer"
+            long = steps_lasting(d, path, 1.5)
             st, _, _ = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1, "sequence_start": True}))
             check(st == 200, "the sequence starts", st)
             res = []
@@ -266,7 +279,7 @@ def test_queue_bound():
                 st, h, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8] * steps, params))
                 res.append((st, h.get("retry-after"), (b or {}).get("error", "")))
 
-            running = threading.Thread(target=send, args=({"sequence_id": 1}, 1500))  # about 1.5 s
+            running = threading.Thread(target=send, args=({"sequence_id": 1}, long))  # about 1.5 s
             running.start()
             time.sleep(0.3)
             behind = []
@@ -288,7 +301,7 @@ def test_queue_bound():
 
             # A chunk's timeout counts while it waits behind the running one (its queue time).
             res.clear()
-            running = threading.Thread(target=send, args=({"sequence_id": 1}, 1500))
+            running = threading.Thread(target=send, args=({"sequence_id": 1}, long))
             running.start()
             time.sleep(0.3)
             st, _, b = d.json("POST", path, body=chunk_body({"I": 8}, [[0.0] * 8], {"sequence_id": 1, "timeout": 100000}))

@@ -176,6 +176,7 @@ static unsigned match(struct rnnd_http_request *r, void *ctx)
 {
         struct rnnd_route_req *q = ctx;
         const char *path = rnnd_http_request_path(r), *method = rnnd_http_request_method(r);
+        const char *ext;
         struct rnnd_route_match m;
         char buf[RNND_ROUTE_PATH_MAX + 1];
 
@@ -187,11 +188,11 @@ static unsigned match(struct rnnd_http_request *r, void *ctx)
                                                 "labels; give the version as "
                                                 "/v1/models/{model}/versions/{version}",
                                                 path);
-        if (m.route == NULL && unimplemented_extension(path) != NULL)
+        if (m.route == NULL && (ext = unimplemented_extension(path)) != NULL)
                 return (unsigned)rnnd_http_fail(r, RNND_ENOTIMPL,
                                                 "rnnd does not implement Triton's %s; GET /v2 "
                                                 "lists the extensions it has",
-                                                unimplemented_extension(path));
+                                                ext);
         if (m.route == NULL)
                 return (unsigned)rnnd_http_fail(r, RNND_ENOTFOUND, "no route for %s %.200s", method,
                                                 path);

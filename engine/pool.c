@@ -800,7 +800,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 
         pthread_mutex_lock(&p->mu);
         if (job->held) { /* its place is in the queue now */
-                p->held -= p->held < n ? p->held : n;
+                p->held -= p->held > 0;
                 job->held = false;
         }
         r = admit_locked(p, n, now, &done, reterr);

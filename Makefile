@@ -28,7 +28,7 @@ MESON_ARGS ?=
 DEB_PKGS = gcc g++ libc6-dev make meson ninja-build pkg-config check libsubunit-dev \
            libjansson-dev libopenblas-dev python3 python3-venv \
            libuv1-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
-           libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
+           libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev \
            nginx-light debootstrap
 
 # make bench and make bench-grpc also drive rnnd with h2load (nghttp2's HTTP/1.1 and

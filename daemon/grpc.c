@@ -13,7 +13,9 @@
  * nghttp2_session_mem_recv(), whose callbacks make calls (one per stream),
  * gather each call's DATA into its input buffer and cut gRPC messages out
  * of it (5-byte prefix: a compressed flag and a big-endian length), handing
- * each whole one to the method.  Answers are queued on the call as slots,
+ * each whole one to the method (decompressed first when its flag says so,
+ * by the call's grpc-encoding, gzip or deflate, within
+ * grpc_max_message_bytes).  Answers are queued on the call as slots,
  * in request order; nghttp2 pulls them through the call's data source
  * (NGHTTP2_DATA_FLAG_NO_COPY: send_data() copies a message's bytes straight
  * into the connection's write buffer), then the trailers (grpc-status,
@@ -54,6 +56,7 @@
 #include "clock.h"
 #include "grpc.h"
 #include "http.h"
+#include "inflate.h"
 #include "log.h"
 #include "strbuf.h"
 
@@ -149,7 +152,9 @@ struct rnnd_grpc_call {
         const struct rnnd_grpc_method *method;
         char path[128];
         char id[RNND_REQ_ID_MAX + 1];
-        char *auth; /* the authorization header, or NULL; owned */
+        char *auth;                  /* the authorization header, or NULL; owned */
+        enum rnnd_encoding encoding; /* grpc-encoding: its compressed messages' */
+        char encoding_name[24];      /* as sent (cut), for messages */
         bool post_method, grpc_type, bad_header, timeout_bad, started, ended_in, dropping;
         bool on_deadlines, expired, over, pumping;
         size_t header_bytes;
@@ -385,7 +390,7 @@ static int submit_trailers(struct rnnd_grpc_call *c, bool only)
 {
         unsigned code = c->status >= 0 && c->status < 100 ? (unsigned)c->status : 2; /* UNKNOWN */
         char status[3] = {(char)('0' + code / 10), (char)('0' + code % 10), '\0'};
-        size_t n = c->message[0] != '\0' ? 4 : 3;
+        size_t n = c->message[0] != '\0' ? 5 : 4;
         char msg[3 * sizeof(c->message)];
 
         if (code < 10)
@@ -394,11 +399,12 @@ static int submit_trailers(struct rnnd_grpc_call *c, bool only)
         c->trailers_sent = true;
         {
                 nghttp2_nv nv[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
+                                   NV("grpc-accept-encoding", RNND_ENCODINGS_ACCEPTED),
                                    NV("grpc-status", status), NV("grpc-message", msg)};
 
                 if (only)
                         return nghttp2_submit_response(c->conn->s, c->stream_id, nv, n, NULL);
-                return nghttp2_submit_trailer(c->conn->s, c->stream_id, nv + 2, n - 2);
+                return nghttp2_submit_trailer(c->conn->s, c->stream_id, nv + 3, n - 3);
         }
 }
 
@@ -424,7 +430,7 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 static void start_response(struct rnnd_grpc_call *c)
 {
         nghttp2_nv nv[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
-                           NV("grpc-accept-encoding", "identity")};
+                           NV("grpc-accept-encoding", RNND_ENCODINGS_ACCEPTED)};
         nghttp2_data_provider dp = {.source.ptr = c, .read_callback = data_read};
 
         if (c->response_started) {
@@ -644,11 +650,21 @@ static bool message_length(struct rnnd_grpc_call *c, const uint8_t *p, uint32_t 
         uint64_t max = (*c->g->opts)->grpc_max_message_bytes;
         uint32_t len = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
 
-        if (p[0] != 0) {
-                finish_dropping(c, RNND_GRPC_UNIMPLEMENTED,
-                                "a compressed message (flag %u): rnnd takes grpc-encoding "
-                                "identity only",
-                                p[0]);
+        if (p[0] > 1) {
+                finish_dropping(c, RNND_GRPC_INTERNAL,
+                                "a message's compressed flag is %u, not 0 or 1", p[0]);
+                return false;
+        }
+        if (p[0] == 1 && c->encoding == RNND_ENCODING_IDENTITY) {
+                finish_dropping(c, RNND_GRPC_INTERNAL,
+                                "a compressed message without grpc-encoding gzip or deflate");
+                return false;
+        }
+        if (p[0] == 1 && c->encoding == RNND_ENCODING_OTHER) {
+                finish_dropping(
+                        c, RNND_GRPC_UNIMPLEMENTED,
+                        "grpc-encoding '%s' is not supported: rnnd takes " RNND_ENCODINGS_ACCEPTED,
+                        c->encoding_name);
                 return false;
         }
         if (len > max) {
@@ -659,6 +675,27 @@ static bool message_length(struct rnnd_grpc_call *c, const uint8_t *p, uint32_t 
                 return false;
         }
         *ret = len;
+        return true;
+}
+
+/* A compressed message, decompressed for the method; false after failing the call (as gRPC's
+ * core fails it: RESOURCE_EXHAUSTED past the limit, INTERNAL for data that does not inflate). */
+static bool take_compressed(struct rnnd_grpc_call *c, const uint8_t *p, uint32_t len)
+{
+        rnnd_error_t err = {0};
+        char *msg;
+        size_t n;
+        int ret = rnnd_inflate(c->encoding, p, len, (size_t)(*c->g->opts)->grpc_max_message_bytes,
+                               "grpc_max_message_bytes", &msg, &n, &err);
+
+        if (ret < 0) {
+                finish_dropping(
+                        c, ret == RNND_ETOOBIG ? RNND_GRPC_RESOURCE_EXHAUSTED : RNND_GRPC_INTERNAL,
+                        "a message (grpc-encoding %s): %s", c->encoding_name, err.msg);
+                return false;
+        }
+        c->method->message(c, (const uint8_t *)msg, n);
+        rnnd_free(msg);
         return true;
 }
 
@@ -675,7 +712,10 @@ static void pump(struct rnnd_grpc_call *c)
                 if (c->in.len - off - 5 < len)
                         break;
                 c->n_msgs++;
-                c->method->message(c, c->in.data + off + 5, len);
+                if (c->in.data[off] == 0)
+                        c->method->message(c, c->in.data + off + 5, len);
+                else if (!take_compressed(c, c->in.data + off + 5, len))
+                        break; /* and dropping */
                 off += 5 + (size_t)len;
         }
         c->pumping = false;
@@ -798,6 +838,12 @@ static void take_header(struct rnnd_grpc_call *c, const uint8_t *name, size_t nl
                         memcpy(c->auth, value, vlen);
                         c->auth[vlen] = '\0';
                 }
+        } else if (header_is(name, nlen, "grpc-encoding")) {
+                c->encoding = rnnd_encoding_of((const char *)value, vlen);
+                snprintf(c->encoding_name, sizeof(c->encoding_name), "%.*s",
+                         (int)(vlen < sizeof(c->encoding_name) ? vlen
+                                                               : sizeof(c->encoding_name) - 1),
+                         (const char *)value);
         } else if (header_is(name, nlen, "x-request-id")) {
                 take_request_id(c, value, vlen);
         }

@@ -12,7 +12,9 @@
  *   2. upload calls (*upload_size > 0): append to the body, capped; past the
  *      cap the data is dropped and too_big remembered, because no response
  *      may be queued while upload data is pending;
- *   3. final call (*upload_size == 0): 413 if too_big, else serve the route.
+ *   3. final call (*upload_size == 0): 413 if too_big, else decompress a
+ *      gzip or deflate body (Content-Encoding) within max_body_bytes, and
+ *      serve the route.
  *      The inference hook may suspend the connection instead of answering;
  *   4. after rnnd_http_resume() MHD calls the handler once more and the
  *      prepared response is queued there, never from another thread; after
@@ -38,6 +40,7 @@
 #include "clock.h"
 #include "decimal.h"
 #include "http-int.h"
+#include "inflate.h"
 #include "log.h"
 #include "strbuf.h"
 
@@ -585,6 +588,44 @@ static void append(struct rnnd_http_request *r, const char *data, size_t n)
         r->body[r->len] = '\0';
 }
 
+/*
+ * A body sent with Content-Encoding gzip or deflate (tritonclient's
+ * request_compression_algorithm), decompressed in its place within
+ * max_body_bytes; false after preparing the error (docs/HTTP.md "Compressed
+ * requests").  An empty body, with nothing to decode, is left alone.
+ */
+static bool decode_body(struct rnnd_http_request *r)
+{
+        const char *name = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                       MHD_HTTP_HEADER_CONTENT_ENCODING);
+        enum rnnd_encoding enc = rnnd_encoding_of(name, name != NULL ? strlen(name) : 0);
+        rnnd_error_t err = {0};
+        char *out;
+        size_t n;
+        int ret;
+
+        if (enc == RNND_ENCODING_IDENTITY || r->len == 0)
+                return true;
+        if (enc == RNND_ENCODING_OTHER) {
+                rnnd_http_fail(r, RNND_EMEDIATYPE,
+                               "Content-Encoding '%.32s' is not supported: send gzip, deflate or "
+                               "identity",
+                               name);
+                return false;
+        }
+        ret = rnnd_inflate(enc, r->body, r->len, (size_t)(*r->http->opts)->max_body_bytes,
+                           "max_body_bytes", &out, &n, &err);
+        if (ret < 0) {
+                rnnd_http_fail(r, ret, "the body (Content-Encoding %.32s): %s", name, err.msg);
+                return false;
+        }
+        rnnd_free(r->body);
+        r->body = out;
+        r->len = n;
+        r->cap = n + 1;
+        return true;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **req_cls)
@@ -652,6 +693,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                                        (*h->opts)->max_body_bytes);
                 return queue(r);
         }
+        if (!decode_body(r))
+                return queue(r);
         h->routes.serve(r, r->route_ctx);
         if (r->suspended)
                 return MHD_YES; /* Never MHD_NO after a suspend (MHD bug #7196). */

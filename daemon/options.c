@@ -192,7 +192,8 @@ static const struct rnnd_option options[] = {
                 .metavar = "BYTES",
                 .help = "Largest request body. A request declaring a longer Content-Length is "
                         "answered 413 at once; a chunked body that grows past it is answered "
-                        "413 when it ends.",
+                        "413 when it ends. A compressed body (Content-Encoding gzip or deflate) "
+                        "is held to it twice: as sent, and decompressed.",
         },
         {
                 .name = "grpc_max_message_bytes",
@@ -207,7 +208,8 @@ static const struct rnnd_option options[] = {
                         "RESOURCE_EXHAUSTED when its length prefix arrives. Also each gRPC "
                         "stream's receive window; a connection holding more than twice this of "
                         "bytes not yet handled over its streams fails the stream that passes it "
-                        "(RESOURCE_EXHAUSTED).",
+                        "(RESOURCE_EXHAUSTED). A compressed message (grpc-encoding gzip or "
+                        "deflate) is held to it twice: as sent, and decompressed.",
         },
         {
                 .name = "grpc_max_streams",

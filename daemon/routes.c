@@ -363,7 +363,6 @@ static void serve_infer(struct rnnd_http_request *r, struct rnnd_route_req *q,
 {
         struct rnnd_served_version *sv;
         rnnd_error_t err = {0};
-        const char *enc;
         int ret;
 
         if (rnnd_http_stopping(rnnd_server_http(q->srv))) {
@@ -375,14 +374,6 @@ static void serve_infer(struct rnnd_http_request *r, struct rnnd_route_req *q,
         sv = loaded_version(r, q);
         if (sv == NULL)
                 return;
-        enc = rnnd_http_request_header(r, "Content-Encoding");
-        if (enc != NULL && strcasecmp(enc, "identity") != 0) {
-                rnnd_http_fail(
-                        r, RNND_EMEDIATYPE,
-                        "Content-Encoding '%.32s' is not supported; send the body uncompressed",
-                        enc);
-                return;
-        }
         ret = rnnd_server_infer(q->srv, r, sv, proto, &err);
         if (ret < 0) {
                 if (rnnd_http_request_suspended(r)) {

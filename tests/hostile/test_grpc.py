@@ -11,8 +11,9 @@ decompresses to megabytes, SETTINGS and PING floods, CONTINUATION without end, a
 control window that never opens, a 4 GiB length prefix, a message over
 grpc_max_message_bytes, a connection past two windows of unhandled bytes, a request left
 half-open (with and without grpc-timeout), grpc-timeout of centuries and malformed ones, a
-malformed protobuf, a compressed message, a unary call without a message, a stream of requests
-half-closed before any answer.
+malformed protobuf, compressed messages (gzip and deflate served; a bomb, corrupt data, an
+encoding rnnd does not take, a flag without an encoding), a unary call without a message, a
+stream of requests half-closed before any answer.
 
 Exits 77 (SKIP) without the venv.  Environment: RNND_BIN, RNND_SRC.
 """
@@ -422,7 +423,6 @@ def test_half_open(d):
 def test_bad_messages(d):
     c = Conn(d.grpc_port)
     cases = [(b"\0\0\0\0\x03\xff\xff\xff", 3, "not a inference.ModelInferRequest message"),
-             (b"\x01\0\0\0\x02ab", 12, "compressed"),
              (None, 3, "no request message")]
     for k, (body, want, text) in enumerate(cases):
         sid = 1 + 2 * k
@@ -436,6 +436,63 @@ def test_bad_messages(d):
     c.headers(99, path="/no.Such/Method", end=True)
     st = c.status(99)
     check(st is not None and st[0] == 12, "an unknown method: UNIMPLEMENTED", st)
+    c.close()
+
+
+def answer_bytes(c, sid):
+    return b"".join(e.data for e in c.events if isinstance(e, h2.events.DataReceived) and e.stream_id == sid)
+
+
+def response_header(c, sid, name):
+    for e in c.events:
+        if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid:
+            return dict(e.headers).get(name)
+    return None
+
+
+def test_compressed(d):
+    """grpc-encoding gzip and deflate (tritonclient's compression_algorithm): the message served as
+    itself; 16 MB of zeros in 16 KB of gzip RESOURCE_EXHAUSTED naming grpc_max_message_bytes;
+    data that does not inflate INTERNAL, as gRPC's core says; an encoding rnnd does not take
+    UNIMPLEMENTED naming it, and grpc-accept-encoding lists what it takes; the compressed flag
+    without an encoding, or a flag other than 0 and 1, INTERNAL.  (rnnd answered every
+    compressed message UNIMPLEMENTED.)"""
+    import gzip
+    import zlib
+    plain = infer_message()
+    body = plain[5:]
+
+    def framed(payload, flag=1):
+        return bytes([flag]) + struct.pack(">I", len(payload)) + payload
+
+    c = Conn(d.grpc_port)
+    c.headers(1)
+    c.data(1, plain, end=True)
+    st = c.status(1)
+    want = answer_bytes(c, 1)
+    check(st is not None and st[0] == 0 and len(want) > 5, "the message uncompressed: OK", st)
+    bomb = gzip.compress(b"\0" * (16 << 20))
+    gz = gzip.compress(body)
+    cases = [(3, "gzip", framed(gz), 0, ""), (5, "deflate", framed(zlib.compress(body)), 0, ""),
+             (7, "gzip", plain, 0, ""),  # the flag says per message: this one is not compressed
+             (9, "gzip", framed(bomb), 8, "decompresses to more than grpc_max_message_bytes"),
+             (11, "gzip", framed(gz[:20] + b"x" * 40 + gz[60:]), 13, "not valid gzip"),
+             (13, "deflate", framed(gz), 13, "not valid deflate"),
+             (15, "gzip", framed(gz[:len(gz) // 2]), 13, "ends early"),
+             (17, "snappy", framed(gz), 12, "grpc-encoding 'snappy' is not supported"),
+             (19, None, framed(gz), 13, "without grpc-encoding"),
+             (21, "gzip", framed(gz, flag=2), 13, "flag is 2")]
+    for sid, enc, data, code, text in cases:
+        c.headers(sid, extra=[("grpc-encoding", enc)] if enc else [])
+        c.data(sid, data, end=True)
+        st = c.status(sid)
+        what = "%s, %d bytes%s" % (enc, len(data), " (%s)" % text if text else "")
+        check(st is not None and st[0] == code and text in st[1], "%s: gRPC status %d" % (what, code), st)
+        if code == 0:
+            check(answer_bytes(c, sid) == want, "%s: the answer is the uncompressed message's" % what)
+        accepted = response_header(c, sid, "grpc-accept-encoding") or ""
+        check("gzip" in accepted and "deflate" in accepted, "%s: grpc-accept-encoding lists gzip, deflate" % what,
+              accepted)
     c.close()
 
 
@@ -499,7 +556,7 @@ def main():
     load = Load(d.grpc_port)
     load.start()
     try:
-        for t in (test_bad_messages, test_timeouts, test_stream_half_closed, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
+        for t in (test_bad_messages, test_compressed, test_timeouts, test_stream_half_closed, test_length_prefix, test_over_limit, test_connection_budget, test_half_open,
                   test_headers_over_limit,
                   test_header_bomb,
                   test_ping_flood, test_settings_flood, test_continuation_flood, test_rapid_reset,

@@ -20,6 +20,10 @@ daemon can repair it:
 - a whole request followed by a half-close (nc -N) is answered 200 or the
   connection closes; never the 499 that only the log may say;
 - the daemon still serves afterwards;
+- compressed bodies (Content-Encoding gzip, deflate: docs/HTTP.md "Compressed requests"): the
+  digits example gzip'd and deflated is served as itself; 64 MB of zeros in 64 KB of gzip is
+  a 413 naming max_body_bytes, at once, with RSS flat; corrupt or cut-short gzip is a 400; an
+  encoding rnnd does not take (br) is a 415 naming it;
 - outputs bounded (item 7): with max_response_bytes at 64K, eight images asking
   for every output as JSON (up to ~100 KB) are a 400 naming the limit, the same
   as binary (~20 KB) is served, and RSS does not grow.
@@ -238,6 +242,47 @@ def test_log_lines(d):
           "client bytes stay inside their line, escaped", (forged, log[-1500:]))
 
 
+def test_compressed():
+    import gzip
+    import json
+    import zlib
+    d = rnndtest.Daemon("--max_body_bytes=4M", repo=DEMO)
+    try:
+        path = "/v2/models/digits_lstm/infer"
+        st, _, want = d.json("POST", path, body=BODY)
+        check(st == 200, "the example, uncompressed: 200", st)
+        for enc, body in (("gzip", gzip.compress(BODY)), ("deflate", zlib.compress(BODY)),
+                          ("GZIP", gzip.compress(BODY[:100]) + gzip.compress(BODY[100:]))):
+            st, _, got = d.json("POST", path, body=body, headers={"Content-Encoding": enc})
+            check(st == 200 and got == want, "the example as %s (%d bytes): served as itself" % (enc, len(body)),
+                  (st, str(got)[:200]))
+        bomb = gzip.compress(b"\0" * (64 << 20))
+        before = rss_kb(d.proc.pid)
+        t0 = time.time()
+        for _ in range(20):
+            st, _, b = d.json("POST", path, body=bomb, headers={"Content-Encoding": "gzip"})
+        dt = time.time() - t0
+        check(st == 413 and "max_body_bytes" in b.get("error", ""),
+              "64 MB of zeros in %d KB of gzip: 413 naming max_body_bytes" % (len(bomb) // 1024), (st, b))
+        grew = rss_kb(d.proc.pid) - before
+        check(grew < 16384, "20 bombs leave RSS flat (KiB grown)", grew)
+        check(dt < 20, "20 bombs refused within the limit's work, not 64 MB each (s)", dt)
+        gz = gzip.compress(BODY)
+        for body, what in ((gz[:len(gz) // 2], "cut short"), (gz[:20] + b"x" * 50 + gz[70:], "corrupt"),
+                           (BODY, "not gzip at all")):
+            st, _, b = d.json("POST", path, body=body, headers={"Content-Encoding": "gzip"})
+            check(st == 400 and "Content-Encoding gzip" in b.get("error", ""),
+                  "gzip %s: 400 naming Content-Encoding" % what, (st, b))
+        st, _, b = d.json("POST", path, body=gz, headers={"Content-Encoding": "br"})
+        check(st == 415 and "'br'" in b.get("error", ""), "Content-Encoding br: 415 naming it", (st, b))
+        st, _, got = d.json("POST", path, body=BODY, headers={"Content-Encoding": "identity"})
+        check(st == 200 and got == want, "Content-Encoding identity: served", st)
+        rc, _ = d.stop()
+        check(rc == 0, "SIGTERM exits 0 after the compressed bodies", (rc, d.stderr()[-3000:]))
+    finally:
+        d.close()
+
+
 def test_json_memory():
     """max_json_memory: JSON that would parse into far more memory than its text (empty
     arrays, 45 times) is a 400 naming the limit before any tree is built, and RSS stays
@@ -264,6 +309,7 @@ def test_json_memory():
 def main():
     rnndtest.run_test(test_output_limit)
     rnndtest.run_test(test_json_memory)
+    rnndtest.run_test(test_compressed)
     d = rnndtest.Daemon("--header_timeout=2", "--access_log=errors", repo=DEMO)
     length = b"Content-Length: %d" % len(BODY)
     try:

@@ -161,6 +161,17 @@ def test_goldens(c, goldens):
             close_to(g, key, r.as_numpy(key), "raw")
 
 
+def test_compression(c, goldens):
+    """compression_algorithm gzip and deflate (grpc-encoding): rnnd decompresses the request, as
+    Triton does (it answered UNIMPLEMENTED), and answers uncompressed, which the client reads."""
+    for algo in ("gzip", "deflate"):
+        for name in FULL[:3]:
+            g = goldens[name]
+            r = c.infer(g.name, grpc_inputs(g), compression_algorithm=algo)
+            for key in g.outputs:
+                close_to(g, key, r.as_numpy(key), "compressed %s" % algo)
+
+
 def test_typed_contents(url, goldens):
     """Typed contents in, through tritonclient's own generated stubs (service_pb2)."""
     stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel(url))
@@ -316,10 +327,58 @@ def stream_repo(tmp):
         return json.load(f)
 
 
+def stream_round(c, xs, whole, algo):
+    """One round of test_stream_sequences' stream, its messages compressed with algo or not."""
+    how = " (%s)" % algo if algo else ""
+    got, lock, done = [], threading.Lock(), threading.Event()
+    T = xs[0].shape[1]
+    cuts = [0, 2, 3, 5, T]
+    n_sent = 4 * (len(cuts) - 1) + 2
+
+    def cb(result, error):
+        with lock:
+            got.append((result, error))
+            if len(got) == n_sent:
+                done.set()
+
+    sent = []
+    c.start_stream(callback=cb, compression_algorithm=algo)
+    for j in range(len(cuts) - 1):
+        for k, x in enumerate(xs):
+            part = gc.InferInput("input", [1, cuts[j + 1] - cuts[j], x.shape[2]], "FP32")
+            part.set_data_from_numpy(np.ascontiguousarray(x[:, cuts[j]:cuts[j + 1]]))
+            rid = "s%d-c%d" % (k, j)
+            c.async_stream_infer("digits_stream", [part], request_id=rid, sequence_id=1000 + k,
+                                 sequence_start=j == 0, sequence_end=j == len(cuts) - 2)
+            sent.append(rid)
+        if j == 1:
+            i = gc.InferInput("input", list(xs[0].shape), "FP32")
+            i.set_data_from_numpy(xs[0])
+            c.async_stream_infer("digits_stream", [i], request_id="stateless")
+            sent.append("stateless")
+            c.async_stream_infer("digits_stream", [i], request_id="bad", sequence_id=999)
+            sent.append("bad")
+    check(len(sent) == n_sent, "the test sent what it counts", len(sent))
+    check(done.wait(60), "every request on the stream is answered" + how, len(got))
+    c.stop_stream()
+    ids = [r.get_response().id if r is not None else "error" for r, e in got]
+    check(ids == [s if s != "bad" else "error" for s in sent], "answers in request order" + how, ids)
+    errs = [str(e) for r, e in got if e is not None]
+    check(len(errs) == 1 and "never started" in errs[0], "the failing request's error is its own" + how, errs)
+    by_id = {r.get_response().id: r for r, e in got if r is not None}
+    for k in range(4):
+        last = by_id["s%d-c%d" % (k, len(cuts) - 2)].as_numpy("scores")
+        err = float(np.abs(last - whole[k]).max())
+        check(err <= TOL, "sequence %d in chunks on the stream scores as the whole image%s" % (k, how), err)
+    err = float(np.abs(by_id["stateless"].as_numpy("scores") - whole[0]).max())
+    check(err <= TOL, "a stateless request on the stream" + how, err)
+
+
 def test_stream_sequences():
     """Four sequences interleaved chunk by chunk on one ModelStreamInfer stream, a stateless
     request and a failing one among them: answers in request order, each sequence's last
-    chunk scoring as its whole image, the failure its own."""
+    chunk scoring as its whole image, the failure its own; again with the stream's messages
+    compressed (compression_algorithm gzip)."""
     with tempfile.TemporaryDirectory(prefix="rnnd-grpc-seq-") as tmp:
         ts = stream_repo(tmp)
         d = Daemon(repo=tmp)
@@ -335,48 +394,8 @@ def test_stream_sequences():
                 i = gc.InferInput("input", list(x.shape), "FP32")
                 i.set_data_from_numpy(x)
                 whole.append(c.infer("digits_stream", [i]).as_numpy("scores"))
-            got, lock, done = [], threading.Lock(), threading.Event()
-            T = xs[0].shape[1]
-            cuts = [0, 2, 3, 5, T]
-            n_sent = 4 * (len(cuts) - 1) + 2
-
-            def cb(result, error):
-                with lock:
-                    got.append((result, error))
-                    if len(got) == n_sent:
-                        done.set()
-
-            sent = []
-            c.start_stream(callback=cb)
-            for j in range(len(cuts) - 1):
-                for k, x in enumerate(xs):
-                    part = gc.InferInput("input", [1, cuts[j + 1] - cuts[j], x.shape[2]], "FP32")
-                    part.set_data_from_numpy(np.ascontiguousarray(x[:, cuts[j]:cuts[j + 1]]))
-                    rid = "s%d-c%d" % (k, j)
-                    c.async_stream_infer("digits_stream", [part], request_id=rid, sequence_id=1000 + k,
-                                         sequence_start=j == 0, sequence_end=j == len(cuts) - 2)
-                    sent.append(rid)
-                if j == 1:
-                    i = gc.InferInput("input", list(xs[0].shape), "FP32")
-                    i.set_data_from_numpy(xs[0])
-                    c.async_stream_infer("digits_stream", [i], request_id="stateless")
-                    sent.append("stateless")
-                    c.async_stream_infer("digits_stream", [i], request_id="bad", sequence_id=999)
-                    sent.append("bad")
-            check(len(sent) == n_sent, "the test sent what it counts", len(sent))
-            check(done.wait(60), "every request on the stream is answered", len(got))
-            c.stop_stream()
-            ids = [r.get_response().id if r is not None else "error" for r, e in got]
-            check(ids == [s if s != "bad" else "error" for s in sent], "answers in request order", ids)
-            errs = [str(e) for r, e in got if e is not None]
-            check(len(errs) == 1 and "never started" in errs[0], "the failing request's error is its own", errs)
-            by_id = {r.get_response().id: r for r, e in got if r is not None}
-            for k in range(4):
-                last = by_id["s%d-c%d" % (k, len(cuts) - 2)].as_numpy("scores")
-                err = float(np.abs(last - whole[k]).max())
-                check(err <= TOL, "sequence %d in chunks on the stream scores as the whole image" % k, err)
-            err = float(np.abs(by_id["stateless"].as_numpy("scores") - whole[0]).max())
-            check(err <= TOL, "a stateless request on the stream", err)
+            for algo in (None, "gzip"):
+                stream_round(c, xs, whole, algo)
             c.close()
         finally:
             d.close()
@@ -703,6 +722,7 @@ def main():
         c = gc.InferenceServerClient(url)
         run_test(test_goldens, c, goldens)
         run_test(test_typed_contents, url, goldens)
+        run_test(test_compression, c, goldens)
         run_test(test_errors, c, d)
         run_test(test_health, d)
         run_test(test_tfs, d, goldens)

@@ -222,8 +222,13 @@ def needed_libraries(path):
 
 
 def package_of(path):
-    r = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
-    return r.stdout.split(":", 1)[0] if r.returncode == 0 else None
+    """The Debian package that installed path; with /usr merged, a package may have installed
+    it under /lib (zlib1g's libz.so.1), which the dynamic linker resolves as /usr/lib."""
+    for p in (path, re.sub(r"^/usr/lib/", "/lib/", path)):
+        r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
+        if r.returncode == 0:
+            return r.stdout.split(":", 1)[0]
+    return None
 
 
 def depends(pkg):
@@ -263,7 +268,7 @@ def test_containerfile():
         pkg = where and package_of(where)
         check(pkg in runtime, "the runtime packages provide %s (%s, Debian's %s)" % (lib, where, pkg),
               sorted(runtime))
-    for module in ("jansson", "openblas", "libuv", "libmicrohttpd", "libsystemd", "libcurl", "check"):
+    for module in ("jansson", "openblas", "libuv", "libmicrohttpd", "libsystemd", "libcurl", "zlib", "check"):
         r = subprocess.run(["pkg-config", "--variable=pcfiledir", module], capture_output=True, text=True)
         pc = os.path.join(r.stdout.strip(), module + ".pc")
         pkg = package_of(os.path.realpath(pc)) if r.returncode == 0 else None

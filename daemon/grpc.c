@@ -815,6 +815,19 @@ static bool header_is(const uint8_t *name, size_t n, const char *lit)
         return n == strlen(lit) && memcmp(name, lit, n) == 0;
 }
 
+/* application/grpc or application/grpc+proto, parameters allowed: protobuf is all rnnd reads
+ * (application/grpc+json was read as protobuf, and failed as a malformed message). */
+static bool grpc_content_type(const uint8_t *v, size_t n)
+{
+        size_t k = 16;
+
+        if (n < k || memcmp(v, "application/grpc", k) != 0)
+                return false;
+        if (n - k >= 6 && memcmp(v + k, "+proto", 6) == 0)
+                k += 6;
+        return n == k || v[k] == ';';
+}
+
 /* One header of a call's request. */
 static void take_header(struct rnnd_grpc_call *c, const uint8_t *name, size_t nlen,
                         const uint8_t *value, size_t vlen)
@@ -827,8 +840,7 @@ static void take_header(struct rnnd_grpc_call *c, const uint8_t *name, size_t nl
                 memcpy(c->path, value, vlen);
                 c->path[vlen] = '\0';
         } else if (header_is(name, nlen, "content-type")) {
-                c->grpc_type = vlen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
-                               (vlen == 16 || value[16] == '+' || value[16] == ';');
+                c->grpc_type = grpc_content_type(value, vlen);
         } else if (header_is(name, nlen, "grpc-timeout")) {
                 c->timeout_bad = !parse_timeout((const char *)value, vlen, &c->timeout_us);
         } else if (header_is(name, nlen, "authorization")) {
@@ -876,7 +888,9 @@ static void headers_done(struct rnnd_grpc_call *c)
         if (!c->post_method || !c->grpc_type) {
                 rnnd_grpc_finish(c, RNND_GRPC_UNIMPLEMENTED,
                                  !c->post_method ? "gRPC calls are POST"
-                                                 : "content-type must be application/grpc");
+                                                 : "content-type must be application/grpc "
+                                                   "(or application/grpc+proto): rnnd reads "
+                                                   "protobuf messages only");
                 return;
         }
         c->method = g->handler.find(c->path);

@@ -1268,7 +1268,10 @@ int rnnd_options_load_file(struct rnnd_options *o, const char *path, rnnd_error_
         if (fd < 0)
                 return rnnd_error_set(reterr, RNND_EIO, "%s: %s", path, strerror(errno));
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                r = rnnd_error_set(reterr, RNND_EIO, "%s: not a regular file", path);
+                r = rnnd_error_set(reterr, RNND_EIO,
+                                   "%s: not a regular file (the config is read again on SIGHUP: "
+                                   "write it to a file, e.g. rnnd --dump-config > rnnd.conf)",
+                                   path);
                 goto out;
         }
         if ((uint64_t)st.st_size > RNND_OPT_FILE_MAX) {

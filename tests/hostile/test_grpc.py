@@ -436,6 +436,15 @@ def test_bad_messages(d):
     c.headers(99, path="/no.Such/Method", end=True)
     st = c.status(99)
     check(st is not None and st[0] == 12, "an unknown method: UNIMPLEMENTED", st)
+    # Content types: protobuf's two names are served; JSON (gRPC's +json) was read as protobuf.
+    for sid, ctype, want in ((101, "application/grpc+proto", 0), (103, "application/grpc; x=y", 0),
+                             (105, "application/grpc+json", 12), (107, "application/grpcx", 12)):
+        c.h.send_headers(sid, [(":method", "POST"), (":path", INFER), (":scheme", "http"), (":authority", "x"),
+                               ("content-type", ctype), ("te", "trailers")])
+        c.data(sid, infer_message(), end=True)
+        st = c.status(sid)
+        check(st is not None and st[0] == want and (want == 0 or "protobuf messages only" in st[1]),
+              "content-type %s: gRPC status %d" % (ctype, want), st)
     c.close()
 
 

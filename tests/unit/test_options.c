@@ -507,6 +507,8 @@ START_TEST(test_fifo_refused)
         ck_assert_int_eq(rnnd_options_init(&o), 0);
         ck_assert_int_eq(rnnd_options_load_file(&o, path, &e), RNND_EIO);
         ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
+        /* `--config <(...)` is a FIFO: the message says what to do instead. */
+        ck_assert_ptr_nonnull(strstr(e.msg, "write it to a file"));
         ck_assert_int_eq(rnnd_options_read_token(path, token, sizeof(token), &len, &e),
                          RNND_EINVAL);
         ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));

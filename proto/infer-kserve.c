@@ -419,12 +419,14 @@ struct walk_level {
         bool key_next; /* an object's next string is a key */
 };
 
+/* The end of the string literal at t[i] (past its closing quote), or n if it is not closed:
+ * text ending in a backslash inside a string went past n, and key_is() read beyond it. */
 static size_t skip_string(const char *t, size_t n, size_t i)
 {
         for (i++; i < n && t[i] != '"'; i++)
                 if (t[i] == '\\')
                         i++;
-        return i + 1;
+        return i < n ? i + 1 : n;
 }
 
 static bool key_is(const char *t, size_t i, size_t end, const char *key)

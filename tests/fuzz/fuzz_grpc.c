@@ -5,11 +5,14 @@
  * bounded arena, converted to a request, bound to each fuzz config,
  * rendered as JSON and as a ModelInferResponse, packed and read back),
  * PredictRequest (the same through TF Serving's conversion), or the bytes
- * as a JSON body turned into a ModelConfigResponse (pbjson.c).  Every step
- * is held to its contract; the arena's cap must hold.
+ * as a JSON body turned into a ModelConfigResponse (pbjson.c); a first byte
+ * of 0xfe or 0xff: a ModelInferRequest compressed (gzip, deflate) as
+ * grpc-encoding sends it, decompressed by proto/inflate.c within a 1 MiB
+ * limit first.  Every step is held to its contract; the arena's cap must hold.
  */
 #include "fuzz-common.h"
 #include "infer-grpc.h"
+#include "inflate.h"
 #include "pbjson.h"
 
 FUZZ_INITIALIZE(fuzz_init_configs)
@@ -79,6 +82,25 @@ static void infer(const uint8_t *data, size_t size, bool tfs)
         rnnd_pbarena_done(&a);
 }
 
+/* A compressed message: its output within the limit and NUL-terminated, or a refusal. */
+static void compressed(const uint8_t *data, size_t size, enum rnnd_encoding enc)
+{
+        const size_t max = 1u << 20;
+        rnnd_error_t e = {0};
+        char *out;
+        size_t len;
+        int r = rnnd_inflate(enc, data, size, max, "the limit", &out, &len, &e);
+
+        if (r == 0) {
+                if (out == NULL || len > max || out[len] != '\0')
+                        abort();
+                infer((const uint8_t *)out, len, false);
+                rnnd_free(out);
+        } else if (out != NULL || (r != RNND_EINVAL && r != RNND_ETOOBIG && r != RNND_ENOMEM)) {
+                abort();
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         struct rnnd_pbarena a;
@@ -87,6 +109,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         if (size < 1)
                 return 0;
+        if (data[0] >= 0xfe) {
+                compressed(data + 1, size - 1,
+                           data[0] == 0xfe ? RNND_ENCODING_GZIP : RNND_ENCODING_DEFLATE);
+                return 0;
+        }
         switch (data[0] % 3) {
         case 0:
                 infer(data + 1, size - 1, false);

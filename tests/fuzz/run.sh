@@ -89,7 +89,7 @@ if [ "$mode" = cover ]; then
   done
   mkdir -p "$out/cov" && rm -f "$out/cov"/*.profraw
   covflags="-std=gnu11 -D_GNU_SOURCE -O1 -fprofile-instr-generate -fcoverage-mapping
-            -I$src/proto -I$out/pb -I$src/engine -I$here $(pkg-config --cflags jansson libprotobuf-c)"
+            -I$src/proto -I$out/pb -I$src/engine -I$here $(pkg-config --cflags jansson libprotobuf-c zlib)"
   files=""
   for f in "$src"/proto/*.c "$out"/pb/*.pb-c.c "$src"/engine/stfile.c "$src"/engine/model.c; do
     files="$files $f"

@@ -153,6 +153,10 @@ if kpb is not None:
     rq.parameters["sequence_id"].int64_param = 7
     rq.parameters["sequence_start"].bool_param = True
     put("grpc", "kserve_typed", b"\0" + rq.SerializeToString())
+    import gzip
+    import zlib
+    put("grpc", "kserve_typed_gzip", b"\xfe" + gzip.compress(rq.SerializeToString(), mtime=0))
+    put("grpc", "kserve_typed_deflate", b"\xff" + zlib.compress(rq.SerializeToString()))
     rq = kpb.ModelInferRequest(model_name="m")
     rq.inputs.add(name="tokens", datatype="INT32", shape=[1, 3])
     rq.raw_input_contents.append(struct.pack("<3i", 1, 2, 3))

@@ -1249,6 +1249,32 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/*
+ * Bodies read only within len (the fuzzer's finding, kept): JSON that ends
+ * inside a string on a backslash made the big-sequence_id walk read past it.
+ * Each body is in a heap block of exactly its length, so the address
+ * sanitizer builds of this suite see any read past it.
+ */
+START_TEST(test_unclosed_string)
+{
+        static const char *const bodies[] = {"{\"XXN\x01\\\x01\x01;\\", "{\"parameters\\",
+                                             "{\"parameters\":{\"sequence_id\\",
+                                             "{\"parameters\":{\"a\":1,\"\\"};
+        struct rnnd_infer_request req;
+        rnnd_error_t e = {0};
+
+        for (size_t k = 0; k < RNND_ELEMENTSOF(bodies); k++) {
+                size_t n = strlen(bodies[k]);
+                char *b = malloc(n);
+
+                ck_assert_ptr_nonnull(b);
+                memcpy(b, bodies[k], n);
+                ck_assert_int_eq(rnnd_kserve_parse(b, n, n, NULL, &req, &e), RNND_EINVAL);
+                free(b);
+        }
+}
+END_TEST
+
 /* A smaller element limit is enforced from the shape, as ELIMIT (400). */
 START_TEST(test_limits)
 {
@@ -1863,6 +1889,7 @@ static Suite *infer_suite(void)
         tcase_add_test(tc, test_kserve_binary_output);
         tcase_add_loop_test(tc, test_kserve_binary, 0, 2);
         tcase_add_test(tc, test_limits);
+        tcase_add_test(tc, test_unclosed_string);
         tcase_add_test(tc, test_tree_bound);
         tcase_add_test(tc, test_pathf);
         tcase_add_test(tc, test_strbuf_ints);

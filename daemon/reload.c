@@ -10,7 +10,8 @@
  *      the ones that cannot change while running; unload is done here;
  *   2. libuv's thread pool: scan the repository and build the new model
  *      objects (weights, pools) beside the ones still serving; a SIGHUP
- *      rebuilds only models whose files or settings changed (their stamp);
+ *      rebuilds only models whose files or settings changed (their stamp),
+ *      a load its model unless it serves all it selects, unchanged (keeps());
  *   3. loop thread: for each model, the new build replaces the old one only
  *      if every version it selects loaded, or if there was no old build that
  *      serves; else the old build stays, with the failure as its
@@ -61,6 +62,7 @@ struct op {
         rnnd_error_t err;                 /* its message */
         struct rnnd_served_model **built; /* [idx.n_models]: new builds, NULL = keep the old */
         struct seen *seen;                /* poll: [idx.n_models], the stamps it saw */
+        bool kept;                        /* load: the model was unchanged and stays */
         size_t unsettled;                 /* poll: changed models left for the next poll */
         struct op *next;                  /* guarded by mu while queued */
 };
@@ -424,6 +426,31 @@ static bool settled(const struct rnnd_reload *rl, const char *name, uint64_t has
         return s != NULL && s->hash == hash;
 }
 
+/* Whether build m loaded all it selects. */
+static bool complete(const struct rnnd_served_model *m)
+{
+        return m->entry->status == 0 && m->n_versions > 0 && m->n_loaded == m->n_versions;
+}
+
+/*
+ * Whether the scan keeps build old (may be NULL) of a model whose stamp is
+ * now stamp.  A SIGHUP or poll keeps a model unchanged since its build, and
+ * one unloaded on purpose; a repository load keeps a model unchanged since
+ * its build that serves every version it selects, with its sequences and
+ * statistics, as Triton leaves a loaded, unmodified model alone
+ * (docs/HTTP.md, "Model repository").
+ */
+static bool keeps(enum rnnd_reload_kind kind, const struct rnnd_served_model *old,
+                  const struct rnnd_model_stamp *stamp)
+{
+        if (old == NULL)
+                return false;
+        if (kind != RNND_RELOAD_LOAD)
+                return old->unloaded || old->stamp.hash == stamp->hash;
+        return !old->unloaded && old->stamp.hash == stamp->hash && old->load_status == 0 &&
+               complete(old);
+}
+
 static void work_cb(uv_work_t *w)
 {
         struct op *op = w->data;
@@ -457,9 +484,9 @@ static void work_cb(uv_work_t *w)
                 /* The table changes only on the loop thread, which waits for this. */
                 rnnd_models_rdlock(tab);
                 old = rnnd_models_find(tab, e->name);
-                keep = op->kind != RNND_RELOAD_LOAD && old != NULL &&
-                       (old->unloaded || old->stamp.hash == stamp.hash);
+                keep = keeps(op->kind, old, &stamp);
                 rnnd_models_unlock(tab);
+                op->kept |= keep && op->kind == RNND_RELOAD_LOAD;
                 if (keep)
                         continue;
                 if (op->kind == RNND_RELOAD_POLL && !settled(op->rl, e->name, stamp.hash)) {
@@ -482,12 +509,6 @@ static void work_cb(uv_work_t *w)
 }
 
 /* Step 3: choose and swap, on the loop thread. */
-
-/* Whether build m loaded all it selects. */
-static bool complete(const struct rnnd_served_model *m)
-{
-        return m->entry->status == 0 && m->n_versions > 0 && m->n_loaded == m->n_versions;
-}
 
 /* The first failure of build m: its status, reason and version (0: the model itself). */
 static int failure_of(const struct rnnd_served_model *m, char *reason, size_t cap,
@@ -602,6 +623,14 @@ static void finish_load(struct rnnd_models *tab, struct op *op)
                 return;
         }
         rnnd_models_log_skipped(tab, &op->idx, "repository API", op->name, false);
+        if (op->kept && old != NULL) {
+                rnnd_log(RNND_LOG_NOTICE,
+                         "model %s: unchanged since its build; the repository API load keeps "
+                         "it, its sequences and its statistics",
+                         op->name);
+                answer(op, 200, NULL);
+                return;
+        }
         for (i = 0; i < op->idx.n_models && m == NULL; i++)
                 if (op->built[i] != NULL)
                         m = choose(tab, old, &op->built[i], why, sizeof(why));

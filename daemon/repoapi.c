@@ -4,7 +4,8 @@
  * Index reads the table under its read lock and answers at once.  Load and
  * unload suspend the request and queue an operation for the loop thread
  * (reload.c), which answers when the table has changed; a load reads the
- * model's directory again, whatever the policy of SIGHUP reloads.
+ * model's directory again and rebuilds the model unless it serves, unchanged
+ * since its build (docs/HTTP.md).
  */
 #include <inttypes.h>
 #include <stdio.h>

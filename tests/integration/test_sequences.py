@@ -9,8 +9,9 @@ last chunk's h_n/c_n must be PyTorch's for the whole sequence.  Then: chunks
 sent before the previous one is answered run in order, streams interleave,
 and the errors: a continuation of an id never started or ended, h0 on a
 continuation, B > 1, a bidirectional model, a model without the block,
-expiry after idle_timeout_ms, max_sequences (503 with Retry-After), and a
-SIGHUP that keeps an unchanged model's sequences.  Last, the demo repository as
+expiry after idle_timeout_ms, max_sequences (503 with Retry-After), a
+SIGHUP that keeps an unchanged model's sequences, and a repository load that keeps
+them and the statistics of an unchanged model but drops them for a changed one.  Last, the demo repository as
 `make run` serves it (config/rnnd.conf): every model loads, digits_stream's
 two example chunks score as digits_gru scores the whole image, and the
 README's `rnnd-load --streams` run on it has no error; the start log gives
@@ -451,15 +452,58 @@ def test_reload_changed(d, tmp):
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "kept-then-dropped"}))
     check(st == 400 and "reloaded" in b.get("error", ""),
           "after a reload with new weights, the next chunk says the sequence was dropped", (st, b))
-    # A repository load rebuilds the model whatever changed: the message says so, not "new weights".
+    test_load_unchanged(d, MODELS[0])
+    # A repository load of a changed model rebuilds it: the message says a load dropped it.
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "dropped-by-load",
                                                                 "sequence_start": True}))
     check(st == 200, "a sequence starts before the repository load", (st, b))
+    os.unlink(weights)
+    with open(weights, "wb") as f:  # the same bytes in a new file: changed, as a SIGHUP judges it
+        f.write(data)
     st, _, b = d.json("POST", "/v2/repository/models/%s/load" % name)
-    check(st == 200, "the repository load of the unchanged model", (st, b))
+    check(st == 200, "the repository load of the changed model", (st, b))
     st, _, b = d.json("POST", path, body=chunk_body(seq, one, {"sequence_id": "dropped-by-load"}))
     check(st == 400 and "was dropped" in b.get("error", "") and "repository load" in b.get("error", ""),
-          "after a repository load, the next chunk says a load dropped the sequence", (st, b))
+          "after a repository load of a changed model, the next chunk says a load dropped the sequence",
+          (st, b))
+
+
+def success_count(d, name):
+    st, _, b = d.json("GET", "/v2/models/%s/stats" % name)
+    return sum(m["inference_stats"]["success"]["count"] for m in b["model_stats"]) if st == 200 else None
+
+
+def test_load_unchanged(d, name):
+    """A repository load of a loaded, unchanged model keeps it, as Triton does: a sequence
+    started before it goes on to PyTorch's numbers, and its statistics go on counting."""
+    seq = golden_seq(name, 0)
+    path = "/v2/models/%s/infer" % name
+    cuts = [2, 3, len(seq["x"])]
+    first = chunk_body(seq, seq["x"][:cuts[0]], {"sequence_id": "kept-by-load", "sequence_start": True}, True)
+    st, _, b = d.json("POST", path, body=first)
+    check(st == 200, "a sequence starts before the load of the unchanged model", (st, b))
+    out = {o["name"]: o for o in b["outputs"]}["output"]["data"] if st == 200 else []
+    before = success_count(d, name)
+    for k in range(2):
+        st, _, b = d.json("POST", "/v2/repository/models/%s/load" % name)
+        check(st == 200, "a repository load of the unchanged model: 200 (%d)" % k, (st, b))
+    check("model %s: unchanged since its build" % name in d.stderr(), "the log says the load kept the model")
+    statuses, at, last = [], cuts[0], None
+    for i, end in enumerate(cuts[1:]):
+        params = {"sequence_id": "kept-by-load"}
+        if i == len(cuts) - 2:
+            params["sequence_end"] = True
+        st, _, b = d.json("POST", path, body=chunk_body(seq, seq["x"][at:end], params))
+        statuses.append(st)
+        if st == 200:
+            last = {o["name"]: o for o in b["outputs"]}
+            out += last["output"]["data"]
+        else:
+            check(False, "the sequence's next chunk after the load", b)
+        at = end
+    compare(name, "across a repository load of the unchanged model", seq, statuses, out, last)
+    check(success_count(d, name) == before + len(cuts) - 1,
+          "the load kept the model's statistics: they count on", (before, success_count(d, name)))
 
 
 def test_load_streams(d):

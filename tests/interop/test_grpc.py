@@ -14,7 +14,9 @@ Starts $RNND_BIN (HTTP and gRPC on free loopback ports) and drives its gRPC fron
   UNIMPLEMENTED); ModelStreamInfer with `start_stream` / `async_stream_infer`: four stateful
   sequences of the demo digits_stream interleaved chunk by chunk on one stream, with a
   stateless request and a request that fails among them, answered in order, each sequence's
-  scores equal to the whole image's within 1e-5, the failing one's error its own;
+  scores equal to the whole image's within 1e-5, the failing one's error its own; a sequence
+  across RepositoryModelLoad of the unchanged model (kept: it scores as the whole image, the
+  statistics count on), and one dropped by the load of a changed one;
 - grpcio-health-checking's client: Check and Watch of grpc.health.v1;
 - TF Serving's PredictionService and ModelService through stubs generated here with
   grpcio-tools from rnnd's own proto/pb/*.proto (tensorflow-serving-api pulls TensorFlow:
@@ -374,6 +376,51 @@ def stream_round(c, xs, whole, algo):
     check(err <= TOL, "a stateless request on the stream" + how, err)
 
 
+def chunk(c, x, a, b, sid, **kw):
+    i = gc.InferInput("input", [1, b - a, x.shape[2]], "FP32")
+    i.set_data_from_numpy(np.ascontiguousarray(x[:, a:b]))
+    return c.infer("digits_stream", [i], sequence_id=sid, **kw)
+
+
+def load_mid_sequence(c, d, tmp, x, whole):
+    """RepositoryModelLoad of the loaded, unchanged digits_stream keeps it, as Triton does: a
+    sequence mid-way goes on to score as its whole image, the statistics count on; a load
+    after its weights changed (a new file, as a SIGHUP judges it) rebuilds it and drops the
+    sequence (INVALID_ARGUMENT, "was dropped")."""
+    def count():
+        s = c.get_inference_statistics("digits_stream", as_json=True)["model_stats"][0]
+        return int(s["inference_stats"]["success"].get("count", 0))
+
+    T = x.shape[1]
+    chunk(c, x, 0, 3, 77, sequence_start=True)
+    before = count()
+    c.load_model("digits_stream")
+    c.load_model("digits_stream")
+    try:
+        chunk(c, x, 3, 5, 77)
+        last = chunk(c, x, 5, T, 77, sequence_end=True).as_numpy("scores")
+        err = float(np.abs(last - whole).max())
+    except InferenceServerException as e:
+        err = e.message()
+    check(err <= TOL if isinstance(err, float) else False, "a sequence across RepositoryModelLoad of the unchanged model scores as its whole "
+          "image", err)
+    check(count() == before + 2, "the load kept the statistics: they count on", (before, count()))
+    chunk(c, x, 0, 3, 78, sequence_start=True)
+    w = os.path.join(tmp, "digits_stream", "1", "model.safetensors")
+    data = open(w, "rb").read()
+    os.unlink(w)
+    with open(w, "wb") as f:
+        f.write(data)
+    c.load_model("digits_stream")
+    try:
+        chunk(c, x, 3, 5, 78)
+        check(False, "after RepositoryModelLoad of a changed model, the sequence is dropped")
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.INVALID_ARGUMENT" and "was dropped" in e.message(),
+              "after RepositoryModelLoad of a changed model, the next chunk: INVALID_ARGUMENT, "
+              "was dropped", (e.status(), e.message()))
+
+
 def test_stream_sequences():
     """Four sequences interleaved chunk by chunk on one ModelStreamInfer stream, a stateless
     request and a failing one among them: answers in request order, each sequence's last
@@ -396,6 +443,7 @@ def test_stream_sequences():
                 whole.append(c.infer("digits_stream", [i]).as_numpy("scores"))
             for algo in (None, "gzip"):
                 stream_round(c, xs, whole, algo)
+            load_mid_sequence(c, d, tmp, xs[0], whole[0])
             c.close()
         finally:
             d.close()

@@ -216,6 +216,14 @@ static void reap_gone_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
         }
 }
 
+/* The message of a job expired after waiting since arrival. */
+static int expired_error(const rnnd_pool_t *p, uint64_t now, uint64_t arrival, rnnd_error_t *reterr)
+{
+        return rnnd_error_set(reterr, RNND_ETIMEDOUT,
+                              "model '%s': request timeout expired after %llu us in the queue",
+                              p->m->name, (unsigned long long)((now - arrival) / 1000));
+}
+
 /* Expires what is past its deadline.  Called with mu held. */
 static void expire_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
 {
@@ -226,9 +234,7 @@ static void expire_locked(rnnd_pool_t *p, uint64_t now, rnnd_job_t **done)
                 rnnd_error_t err;
 
                 p->st.expired++;
-                rnnd_error_set(&err, RNND_ETIMEDOUT,
-                               "model '%s': request timeout expired after %llu us in the queue",
-                               p->m->name, (unsigned long long)((now - node->arrival_ns) / 1000));
+                expired_error(p, now, node->arrival_ns, &err);
                 /* The expired node is out of the queue already: count it here. */
                 fail_job(p, job, &err, done);
                 finish_seqs(job, 1, done);
@@ -755,10 +761,47 @@ static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **d
         return 0;
 }
 
+uint64_t rnnd_pool_deadline(const rnnd_pool_t *p, const rnnd_job_t *job, uint64_t since)
+{
+        uint64_t timeout = p->opts.queue_timeout_ns;
+
+        if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
+                timeout = job->timeout_ns;
+        if (timeout == 0)
+                return 0;
+        /* A timeout of centuries saturates rather than wraps. */
+        return timeout < UINT64_MAX - 1 - since ? since + timeout : UINT64_MAX - 1;
+}
+
+void rnnd_pool_sweep_by(rnnd_pool_t *p, uint64_t deadline)
+{
+        bool wake = false;
+
+        pthread_mutex_lock(&p->mu);
+        if (deadline != 0 && deadline < p->sweep_due) {
+                p->sweep_due = deadline;
+                wake = true;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (wake && p->opts.wakeup != NULL)
+                p->opts.wakeup(p->opts.wakeup_arg);
+}
+
+int rnnd_pool_held_expired(rnnd_pool_t *p, rnnd_job_t *job, uint64_t now, rnnd_error_t *reterr)
+{
+        pthread_mutex_lock(&p->mu);
+        if (job->held)
+                p->held -= p->held > 0;
+        job->held = false;
+        p->st.expired++;
+        pthread_mutex_unlock(&p->mu);
+        return expired_error(p, now, job->since_ns < now ? job->since_ns : now, reterr);
+}
+
 int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
 {
         uint32_t n = job->batch.n;
-        uint64_t now, since, timeout, deadline;
+        uint64_t now, since, deadline;
         rnnd_job_t *done = NULL;
         bool wake = false;
         int r;
@@ -772,14 +815,9 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
                 job->held = false;
                 return r;
         }
-        timeout = p->opts.queue_timeout_ns;
-        if (job->timeout_ns != 0 && (timeout == 0 || job->timeout_ns < timeout))
-                timeout = job->timeout_ns;
         now = rnnd_now_ns();
         since = job->since_ns != 0 && job->since_ns < now ? job->since_ns : now;
-        deadline = 0;
-        if (timeout != 0) /* a timeout of centuries saturates rather than wraps */
-                deadline = timeout < UINT64_MAX - 1 - since ? since + timeout : UINT64_MAX - 1;
+        deadline = rnnd_pool_deadline(p, job, since);
         job->queued_ns = since;
         job->started_ns = job->finished_ns = 0;
         job->remaining_ = n;

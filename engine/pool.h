@@ -180,6 +180,27 @@ void rnnd_pool_expect(rnnd_pool_t *p, int delta);
 int rnnd_pool_hold(rnnd_pool_t *p, int delta, rnnd_error_t *reterr);
 
 /*
+ * The deadline (CLOCK_MONOTONIC ns) of a job that began to wait at since:
+ * since plus the shorter of the pool's queue timeout and the job's, or 0
+ * when it has none.  Thread-safe.
+ */
+uint64_t rnnd_pool_deadline(const rnnd_pool_t *p, const rnnd_job_t *job, uint64_t since);
+
+/*
+ * A held job (rnnd_pool_hold()) that waits outside the queue has deadline:
+ * asks the owner for a sweep by then, as a submit does (opts.wakeup), so
+ * that it can expire the job with rnnd_pool_held_expired().  Thread-safe.
+ */
+void rnnd_pool_sweep_by(rnnd_pool_t *p, uint64_t deadline);
+
+/*
+ * A held job passed its deadline while it waited outside the queue: gives
+ * its place back, counts it expired, and sets *reterr to what a job expired
+ * in the queue gets.  Returns RNND_ETIMEDOUT.  Thread-safe.
+ */
+int rnnd_pool_held_expired(rnnd_pool_t *p, rnnd_job_t *job, uint64_t now, rnnd_error_t *reterr);
+
+/*
  * Expires the sequences past their deadline (their jobs complete with
  * RNND_ETIMEDOUT).  Returns the next deadline (CLOCK_MONOTONIC ns), or
  * UINT64_MAX when none waits.  Thread-safe; not from done().

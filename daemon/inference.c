@@ -50,7 +50,10 @@ struct rnnd_inference {
         float *state;                /* [2 * (lh + lc)]: h0, c0, then h_n, c_n when not asked */
         struct rnnd_inference *next; /* queued behind the running chunk; guarded by streams_mu */
         bool stream_held;            /* queued, its owner not yet set: guarded by streams_mu */
-        int stream_turn;             /* what came while held: 1 run, < 0 refused; ditto */
+        int stream_turn;             /* what came while held: 1 run, RNND_ETIMEDOUT expired,
+                                        other < 0 refused; ditto */
+        uint64_t wait_deadline;      /* waiting, with a deadline: when; ditto */
+        struct rnnd_inference *timed_next, **timed_pprev; /* in sv->streams_timed; ditto */
 };
 
 /* Most chunks of one sequence that may wait behind its running chunk. */
@@ -260,7 +263,28 @@ static int stream_wait(struct rnnd_inference *c, struct rnnd_stream *s, rnnd_err
         s->n_waiting++;
         c->stream = s;
         c->stream_held = true; /* until its owner is set: rnnd_inference_start() */
+        c->wait_deadline = rnnd_pool_deadline(c->sv->pool, &c->job, c->job.since_ns);
+        if (c->wait_deadline != 0) { /* answered at it, not at its turn: rnnd_inference_sweep() */
+                c->timed_next = c->sv->streams_timed;
+                if (c->timed_next != NULL)
+                        c->timed_next->timed_pprev = &c->timed_next;
+                c->timed_pprev = (struct rnnd_inference **)&c->sv->streams_timed;
+                c->sv->streams_timed = c;
+                rnnd_pool_sweep_by(c->sv->pool, c->wait_deadline);
+        }
         return 0;
+}
+
+/* c leaves the chunks waiting with a deadline, if it was one.  Under streams_mu. */
+static void stream_untime(struct rnnd_inference *c)
+{
+        if (c->timed_pprev == NULL)
+                return;
+        *c->timed_pprev = c->timed_next;
+        if (c->timed_next != NULL)
+                c->timed_next->timed_pprev = c->timed_pprev;
+        c->timed_next = NULL;
+        c->timed_pprev = NULL;
 }
 
 /* A start's state: zeros, or the request's h0/c0.  Under streams_mu. */
@@ -343,16 +367,108 @@ static void stream_refuse_one(struct rnnd_inference *c)
         job_done(&c->job, RNND_EINVAL, &err);
 }
 
-/* Answers every chunk of list 400, as stream_refuse_one(). */
-static void stream_refuse(struct rnnd_inference *list)
+static void stream_expire_one(struct rnnd_inference *c, uint64_t now);
+
+/* Answers every chunk of list: expired (RNND_ETIMEDOUT) or refused 400. */
+static void stream_answer(struct rnnd_inference *list, int status, uint64_t now)
 {
         while (list != NULL) {
                 struct rnnd_inference *c = list;
 
                 list = c->next;
                 c->next = NULL;
-                stream_refuse_one(c);
+                if (status == RNND_ETIMEDOUT)
+                        stream_expire_one(c, now);
+                else
+                        stream_refuse_one(c);
         }
+}
+
+/*
+ * Answers c, which waited behind its sequence's running chunk past its
+ * deadline, as a job expired in the queue is (docs/HTTP.md, "timeout"):
+ * never run, it leaves its sequence as if it had not come.
+ */
+static void stream_expire_one(struct rnnd_inference *c, uint64_t now)
+{
+        rnnd_error_t err = {0};
+        int r = rnnd_pool_held_expired(c->sv->pool, &c->job, now, &err);
+
+        job_done(&c->job, r, &err);
+}
+
+/*
+ * c, out of its sequence's waiting chunks, is past its deadline: onto
+ * *expired, or left to stream_unhold() while held.  Under streams_mu.
+ */
+static void stream_timed_out(struct rnnd_inference *c, struct rnnd_inference **expired)
+{
+        c->stream = NULL;
+        if (c->stream_held) {
+                c->stream_turn = RNND_ETIMEDOUT; /* stream_unhold() answers it */
+                return;
+        }
+        c->next = *expired;
+        *expired = c;
+}
+
+/*
+ * The next chunk waiting behind s's running one, out of the list; those
+ * past their deadline go to stream_timed_out() instead, never run.  Under
+ * streams_mu.
+ */
+static struct rnnd_inference *stream_pop(struct rnnd_stream *s, uint64_t now,
+                                         struct rnnd_inference **expired)
+{
+        struct rnnd_inference *c;
+
+        while ((c = s->waiting) != NULL) {
+                s->waiting = c->next;
+                s->n_waiting--;
+                c->next = NULL;
+                stream_untime(c);
+                if (c->wait_deadline == 0 || c->wait_deadline > now)
+                        return c;
+                stream_timed_out(c, expired);
+        }
+        return NULL;
+}
+
+/* Takes c out of its sequence's waiting chunks.  Under streams_mu. */
+static void stream_unwait(struct rnnd_inference *c)
+{
+        struct rnnd_inference **pp = (struct rnnd_inference **)&c->stream->waiting;
+
+        while (*pp != NULL && *pp != c)
+                pp = &(*pp)->next;
+        if (*pp == c) {
+                *pp = c->next;
+                c->stream->n_waiting--;
+        }
+        c->next = NULL;
+        stream_untime(c);
+}
+
+uint64_t rnnd_inference_sweep(struct rnnd_served_version *sv)
+{
+        struct rnnd_inference *c, *next, *expired = NULL;
+        uint64_t now = rnnd_now_ns(), due = UINT64_MAX;
+
+        if (sv->streams == NULL)
+                return UINT64_MAX;
+        pthread_mutex_lock(&sv->streams_mu);
+        for (c = sv->streams_timed; c != NULL; c = next) {
+                next = c->timed_next;
+                if (c->wait_deadline > now) {
+                        due = c->wait_deadline < due ? c->wait_deadline : due;
+                        continue;
+                }
+                stream_unwait(c);
+                stream_timed_out(c, &expired);
+        }
+        pthread_mutex_unlock(&sv->streams_mu);
+        stream_answer(expired, RNND_ETIMEDOUT, now);
+        return due;
 }
 
 /*
@@ -370,6 +486,8 @@ static void stream_unhold(struct rnnd_inference *c)
         pthread_mutex_unlock(&c->sv->streams_mu);
         if (turn > 0)
                 submit(c);
+        else if (turn == RNND_ETIMEDOUT)
+                stream_expire_one(c, rnnd_now_ns());
         else if (turn < 0)
                 stream_refuse_one(c);
 }
@@ -386,7 +504,7 @@ static void stream_done(struct rnnd_inference *c, int status)
 {
         struct rnnd_served_version *sv = c->sv;
         struct rnnd_stream *s = c->stream;
-        struct rnnd_inference *next = NULL, *refused = NULL, **tail = &refused;
+        struct rnnd_inference *next = NULL, *refused = NULL, **tail = &refused, *expired = NULL;
         bool ended = status == 0 && c->stream_end;
         uint64_t now = rnnd_now_ns();
 
@@ -397,10 +515,7 @@ static void stream_done(struct rnnd_inference *c, int status)
                 if (c->lc > 0)
                         memcpy(s->state + c->lh, c->seqs[0].c_n, c->lc * sizeof(float));
         }
-        while ((next = s->waiting) != NULL) {
-                s->waiting = next->next;
-                s->n_waiting--;
-                next->next = NULL;
+        while ((next = stream_pop(s, now, &expired)) != NULL) {
                 if (!ended || next->stream_start)
                         break;
                 next->stream = NULL; /* a continuation of the sequence that just ended */
@@ -426,7 +541,8 @@ static void stream_done(struct rnnd_inference *c, int status)
                 }
         }
         pthread_mutex_unlock(&sv->streams_mu);
-        stream_refuse(refused);
+        stream_answer(expired, RNND_ETIMEDOUT, now);
+        stream_answer(refused, RNND_EINVAL, now);
         if (next != NULL)
                 submit(next);
 }

@@ -603,18 +603,38 @@ bool rnnd_models_reap(struct rnnd_models *t)
 }
 
 /* Calls f on every pool of the table and of the retired models.  Loop thread. */
-void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void *arg), void *arg)
+void rnnd_models_each_version(struct rnnd_models *t,
+                              void (*f)(struct rnnd_served_version *v, void *arg), void *arg)
 {
         struct rnnd_served_model *m;
 
         for (size_t i = 0; i < t->n_models; i++)
                 for (size_t j = 0; j < t->models[i]->n_versions; j++)
                         if (t->models[i]->versions[j].pool != NULL)
-                                f(t->models[i]->versions[j].pool, arg);
+                                f(&t->models[i]->versions[j], arg);
         for (m = t->retired; m != NULL; m = m->next_retired)
                 for (size_t j = 0; j < m->n_versions; j++)
                         if (m->versions[j].pool != NULL)
-                                f(m->versions[j].pool, arg);
+                                f(&m->versions[j], arg);
+}
+
+struct each_pool {
+        void (*f)(rnnd_pool_t *p, void *arg);
+        void *arg;
+};
+
+static void each_pool_cb(struct rnnd_served_version *v, void *arg)
+{
+        const struct each_pool *e = arg;
+
+        e->f(v->pool, e->arg);
+}
+
+void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void *arg), void *arg)
+{
+        struct each_pool e = {.f = f, .arg = arg};
+
+        rnnd_models_each_version(t, each_pool_cb, &e);
 }
 
 void rnnd_models_log_live(struct rnnd_models *t, const char *why)

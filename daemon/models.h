@@ -50,9 +50,11 @@ struct rnnd_served_version {
          * model has a sequence block and is unidirectional; else NULL.  A
          * reload that keeps the model keeps them.
          */
-        rnnd_seqtab_t *streams;                /* guarded by streams_mu */
-        pthread_mutex_t streams_mu;            /* initialized with the version */
-        uint64_t streams_swept_ns;             /* the last expiry sweep; guarded by streams_mu */
+        rnnd_seqtab_t *streams;     /* guarded by streams_mu */
+        pthread_mutex_t streams_mu; /* initialized with the version */
+        uint64_t streams_swept_ns;  /* the last expiry sweep; guarded by streams_mu */
+        void *streams_timed;        /* inference.c's: chunks waiting behind their sequence's running
+                                       one that have a deadline; guarded by streams_mu */
         struct rnnd_metrics_counters requests; /* atomic */
         struct rnnd_version_stats stats;       /* atomic */
 };
@@ -258,6 +260,10 @@ bool rnnd_models_reap(struct rnnd_models *t);
 
 /* Calls f on every pool of the table and of the retired models.  Loop thread. */
 void rnnd_models_each_pool(struct rnnd_models *t, void (*f)(rnnd_pool_t *p, void *arg), void *arg);
+
+/* Calls f on every version with a pool, of the table and of the retired models.  Loop thread. */
+void rnnd_models_each_version(struct rnnd_models *t,
+                              void (*f)(struct rnnd_served_version *v, void *arg), void *arg);
 
 /*
  * Logs, per version, how many stateful sequences are live, as dropped by why

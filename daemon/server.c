@@ -36,6 +36,7 @@
 #include "alloc.h"
 #include "log.h"
 #include "backends.h"
+#include "inference.h"
 #include "rnnd-config.h"
 #include "reload.h"
 #include "server.h"
@@ -512,18 +513,23 @@ static void watchdog_tick(uv_timer_t *t)
 }
 
 /*
- * Queue timeouts: sweeps every pool and sleeps until the earliest deadline
- * left.  A pool wakes the loop (sweep_async) when a submit brings its
- * earliest deadline forward.  libuv timers tick in milliseconds, so a
+ * Queue timeouts: sweeps every pool, and the chunks that wait behind their
+ * sequence's running one (daemon/inference.c), and sleeps until the
+ * earliest deadline left.  A pool wakes the loop (sweep_async) when a
+ * submit, or such a chunk (rnnd_pool_sweep_by()), brings its earliest
+ * deadline forward.  libuv timers tick in milliseconds, so a
  * timeout fires up to 1 ms late; the batching delay, which is shorter, is
  * kept by the pools' own workers.
  */
 static void sweep_tick(uv_timer_t *t);
 
-static void sweep_cb(rnnd_pool_t *p, void *arg)
+static void sweep_cb(struct rnnd_served_version *v, void *arg)
 {
-        uint64_t due = rnnd_pool_sweep(p), *next = arg;
+        uint64_t due = rnnd_pool_sweep(v->pool), *next = arg;
 
+        if (due < *next)
+                *next = due;
+        due = rnnd_inference_sweep(v); /* chunks waiting behind their sequence's running one */
         if (due < *next)
                 *next = due;
 }
@@ -536,7 +542,7 @@ static void sweep(struct rnnd_server *srv)
          * Every pool, a replaced model's too while requests still wait in it.  The
          * loop thread is the one that swaps the table: no lock needed to read it.
          */
-        rnnd_models_each_pool(&srv->models, sweep_cb, &next);
+        rnnd_models_each_version(&srv->models, sweep_cb, &next);
         uv_timer_stop(&srv->sweep_timer);
         if (next != UINT64_MAX) {
                 uint64_t ms = next > now_ns ? (next - now_ns + 999999) / 1000000 : 0;

@@ -10,8 +10,10 @@ sent before the previous one is answered run in order, streams interleave,
 and the errors: a continuation of an id never started or ended, h0 on a
 continuation, B > 1, a bidirectional model, a model without the block,
 expiry after idle_timeout_ms, max_sequences (503 with Retry-After), a
-SIGHUP that keeps an unchanged model's sequences, and a repository load that keeps
-them and the statistics of an unchanged model but drops them for a changed one.  Last, the demo repository as
+SIGHUP that keeps an unchanged model's sequences, a repository load that keeps
+them and the statistics of an unchanged model but drops them for a changed one, and
+chunks waiting behind the running one answered at their timeout, leaving the sequence
+untouched.  Last, the demo repository as
 `make run` serves it (config/rnnd.conf): every model loads, digits_stream's
 two example chunks score as digits_gru scores the whole image, and the
 README's `rnnd-load --streams` run on it has no error; the start log gives
@@ -22,6 +24,7 @@ Python 3 standard library only.  Prints one line per failed check and a
 summary "N passed, N failed"; exits 1 when any check failed.
 """
 
+import array
 import http.client
 import json
 import os
@@ -249,7 +252,7 @@ def test_pipelined(d):
           "the daemon serves on, with no sanitizer report", d.stderr()[-3000:])
 
 
-def steps_lasting(d, path, seconds):
+def steps_lasting(d, path, seconds, most=4096):
     """The steps of a chunk that runs about `seconds` on this build (a sanitized debug build
     runs the model many times slower than a release one), timed on a stateless request of
     200 steps after one to warm up."""
@@ -258,7 +261,113 @@ def steps_lasting(d, path, seconds):
     t0 = time.time()
     d.json("POST", path, body=body)
     per_step = max((time.time() - t0) / 200, 1e-6)
-    return max(20, min(4096, int(seconds / per_step)))
+    return max(20, min(most, int(seconds / per_step)))
+
+
+def pattern_lstm(repo, name, hidden, max_len, **cfg):
+    """A one-layer LSTM (input 8) with weights of a fixed pattern of +-0.05: slow per step as
+    zero_lstm's, and with a state that depends on every step it ran."""
+    th.zero_lstm(repo, name, hidden, max_len, **cfg)
+    path = os.path.join(repo, name, "1", "model.safetensors")
+    with open(path, "r+b") as f:
+        head = int.from_bytes(f.read(8), "little")
+        n = (os.path.getsize(path) - 8 - head) // 4
+        f.seek(8 + head)
+        period = array.array("f", [((i * 7919) % 1001 - 500) * 1e-4 for i in range(1009)])
+        vals = period * (n // len(period) + 1)
+        f.write(vals[:n].tobytes())
+
+
+def steps(rows, seed):
+    return [[((seed * 31 + t * 7 + i * 3) % 17 - 8) / 8.0 for i in range(8)] for t in range(rows)]
+
+
+def test_wait_timeout():
+    """A chunk waiting behind its sequence's running chunk past its timeout is answered at its
+    deadline (the loop's sweep), not when the running chunk ends, 503 "request timeout
+    expired" as a request expired in the queue is; it never ran, so it leaves the sequence as
+    if it had not come, a start with h0/c0 included; its place in the queue comes back then
+    (docs/HTTP.md, "timeout")."""
+    with tempfile.TemporaryDirectory(prefix="rnnd-seq-wait-") as tmp:
+        pattern_lstm(tmp, "slow", 1024, 16384, sequence={},
+                     batching={"max_batch_size": 1, "max_queue_size": 2})
+        d = Daemon(repo=tmp)
+        try:
+            path = "/v2/models/slow/infer"
+            long = steps_lasting(d, path, 4.0, most=16384)
+            want = [{"name": "h_n"}, {"name": "c_n"}]
+
+            def body(rows, params, extra=()):
+                b = json.loads(chunk_body({"I": 8}, rows, params))
+                b["inputs"] += list(extra)
+                b["outputs"] = want
+                return json.dumps(b)
+
+            st, _, b = d.json("POST", path, body=body(steps(3, 1), {"sequence_id": 5, "sequence_start": True}))
+            check(st == 200, "the sequence starts", (st, b))
+            res = {}
+
+            def send(key, b):
+                res[key] = d.json("POST", path, body=b) + (time.time(),)
+
+            running = threading.Thread(target=send, args=("long", body(steps(long, 2), {"sequence_id": 5})))
+            running.start()
+            time.sleep(0.5)
+            state0 = [{"name": k, "datatype": "FP32", "shape": [1, 1, 1024], "data": [0.5] * 1024}
+                      for k in ("h0", "c0")]
+            t0 = time.time()
+            # A start with h0/c0, and a continuation with sequence_end behind it: neither may
+            # touch the sequence once expired.
+            expiring = [threading.Thread(target=send, args=("start", body(steps(2, 3), {
+                "sequence_id": 5, "sequence_start": True, "timeout": 100000}, state0)))]
+            expiring.append(threading.Thread(target=send, args=("end", body(steps(2, 4), {
+                "sequence_id": 5, "sequence_end": True, "timeout": 100000}))))
+            for t in expiring:
+                t.start()
+                time.sleep(0.05)
+            for t in expiring:
+                t.join()
+            alive = running.is_alive()
+            for key in ("start", "end"):
+                st, _, b, t = res[key]
+                check(st == 503 and "request timeout expired" in b.get("error", ""),
+                      "a %s behind the running chunk past its timeout: 503 timeout expired" % key, (st, b))
+            check(alive and max(res["start"][3], res["end"][3]) - t0 < 2.0,
+                  "... answered at its deadline, while the running chunk still runs",
+                  (alive, res["start"][3] - t0, res["end"][3] - t0))
+            # Their places came back at their deadlines: the model's two take two more.
+            behind = [threading.Thread(target=send, args=("behind", body(steps(4, 5), {"sequence_id": 5}))),
+                      threading.Thread(target=send, args=("more", body(steps(1, 6), {"sequence_id": 5})))]
+            for t in behind:
+                t.start()
+                time.sleep(0.05)
+            running.join()
+            for t in behind:
+                t.join()
+            st, _, lb, _ = res["long"]
+            check(st == 200, "the running chunk: 200", (st, lb))
+            check(res["more"][0] == 200, "two chunks behind it after the expiries have their places: 200",
+                  (res["behind"][:3], res["more"][:3]))
+            st, _, b, _ = res["behind"]
+            if st != 200 or res["long"][0] != 200:
+                return
+            # It continues from the running chunk's state, as a stateless run from there does.
+            got = {o["name"]: o["data"] for o in b["outputs"]}
+            prev = {o["name"]: o["data"] for o in lb["outputs"]}
+            state = [{"name": k[0] + "0", "datatype": "FP32", "shape": [1, 1, 1024], "data": prev[k]}
+                     for k in ("h_n", "c_n")]
+            st, _, ref = d.json("POST", path, body=body(steps(4, 5), {}, state))
+            ref = {o["name"]: o["data"] for o in ref["outputs"]} if st == 200 else {}
+            for k in ("h_n", "c_n"):
+                check(k in ref and max_err(got[k], ref[k]) <= TOL,
+                      "the chunk after the expired ones continues the sequence: %s as a whole run's" % k,
+                      max_err(got[k], ref[k]) if k in ref else (st, ref))
+            check(max_err(got["h_n"], [0.0] * 1024) > 1e-3, "... a state that depends on its steps")
+            st, _, b = d.json("POST", path, body=body(steps(1, 6), {"sequence_id": 5, "sequence_end": True}))
+            check(st == 200, "the expired end did not end it: the sequence goes on", (st, b))
+            check(not th.sanitizer_report(d.stderr()), "no sanitizer report", d.stderr()[-3000:])
+        finally:
+            d.close()
 
 
 def test_queue_bound():
@@ -621,6 +730,7 @@ def main():
         finally:
             d.close()
     run_test(test_queue_bound)
+    run_test(test_wait_timeout)
     test_demo()
     print("test_sequences: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
     return 1 if th.failed else 0

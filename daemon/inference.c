@@ -264,7 +264,7 @@ static int stream_wait(struct rnnd_inference *c, struct rnnd_stream *s, rnnd_err
         c->stream = s;
         c->stream_held = true; /* until its owner is set: rnnd_inference_start() */
         c->wait_deadline = rnnd_pool_deadline(c->sv->pool, &c->job, c->job.since_ns);
-        if (c->wait_deadline != 0) { /* answered at it, not at its turn: rnnd_inference_sweep() */
+        if (c->wait_deadline != 0) { /* answered at it, not at its turn: infer_sweep() */
                 c->timed_next = c->sv->streams_timed;
                 if (c->timed_next != NULL)
                         c->timed_next->timed_pprev = &c->timed_next;
@@ -449,11 +449,17 @@ static void stream_unwait(struct rnnd_inference *c)
         stream_untime(c);
 }
 
-uint64_t rnnd_inference_sweep(struct rnnd_served_version *sv)
+/*
+ * The loop's queue-timeout sweep of sv (server.h, sweep): answers the chunks
+ * that waited behind their sequence's running chunk past their deadline, as
+ * the pool's expired jobs are (docs/HTTP.md, "timeout").
+ */
+static uint64_t infer_sweep(void *cls, struct rnnd_served_version *sv)
 {
         struct rnnd_inference *c, *next, *expired = NULL;
         uint64_t now = rnnd_now_ns(), due = UINT64_MAX;
 
+        (void)cls;
         if (sv->streams == NULL)
                 return UINT64_MAX;
         pthread_mutex_lock(&sv->streams_mu);
@@ -810,6 +816,7 @@ void rnnd_inference_hook_init(struct rnnd_server *srv, struct rnnd_server_hook *
         ret->handle = infer_handle;
         ret->drain = infer_drain;
         ret->stop = infer_stop;
+        ret->sweep = infer_sweep;
         ret->extensions = infer_extensions;
         ret->cls = srv;
 }

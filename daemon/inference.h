@@ -24,15 +24,6 @@
  */
 void rnnd_inference_hook_init(struct rnnd_server *srv, struct rnnd_server_hook *ret);
 
-/*
- * Answers the chunks of sv's sequences that waited behind their sequence's
- * running chunk past their deadline, as the queue's expired jobs are
- * (docs/HTTP.md, "timeout"), and returns the next deadline of one still
- * waiting (CLOCK_MONOTONIC ns), or UINT64_MAX.  The loop thread, with
- * rnnd_pool_sweep(), which the pool asks for (rnnd_pool_sweep_by()).
- */
-uint64_t rnnd_inference_sweep(struct rnnd_served_version *sv);
-
 /* One inference: its request, binding, outputs, job and sequence state. */
 struct rnnd_inference;
 

@@ -36,7 +36,6 @@
 #include "alloc.h"
 #include "log.h"
 #include "backends.h"
-#include "inference.h"
 #include "rnnd-config.h"
 #include "reload.h"
 #include "server.h"
@@ -523,26 +522,36 @@ static void watchdog_tick(uv_timer_t *t)
  */
 static void sweep_tick(uv_timer_t *t);
 
+struct sweep_arg {
+        struct rnnd_server *srv;
+        uint64_t next;
+};
+
 static void sweep_cb(struct rnnd_served_version *v, void *arg)
 {
-        uint64_t due = rnnd_pool_sweep(v->pool), *next = arg;
+        struct sweep_arg *a = arg;
+        uint64_t due = rnnd_pool_sweep(v->pool);
 
-        if (due < *next)
-                *next = due;
-        due = rnnd_inference_sweep(v); /* chunks waiting behind their sequence's running one */
-        if (due < *next)
-                *next = due;
+        if (due < a->next)
+                a->next = due;
+        if (a->srv->infer.sweep == NULL)
+                return;
+        due = a->srv->infer.sweep(a->srv->infer.cls, v); /* what waits outside the pool */
+        if (due < a->next)
+                a->next = due;
 }
 
 static void sweep(struct rnnd_server *srv)
 {
-        uint64_t next = UINT64_MAX, now_ns = uv_hrtime();
+        struct sweep_arg a = {.srv = srv, .next = UINT64_MAX};
+        uint64_t next, now_ns = uv_hrtime();
 
         /*
          * Every pool, a replaced model's too while requests still wait in it.  The
          * loop thread is the one that swaps the table: no lock needed to read it.
          */
-        rnnd_models_each_version(&srv->models, sweep_cb, &next);
+        rnnd_models_each_version(&srv->models, sweep_cb, &a);
+        next = a.next;
         uv_timer_stop(&srv->sweep_timer);
         if (next != UINT64_MAX) {
                 uint64_t ms = next > now_ns ? (next - now_ns + 999999) / 1000000 : 0;

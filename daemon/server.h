@@ -61,6 +61,11 @@ enum rnnd_server_protocol {
  * answered 503; running batches finish).
  * stop() runs on the loop thread after MHD has stopped: join the hook's
  * workers and close its uv handles so that the loop can end.
+ * sweep, optional, runs on the loop thread with each queue-timeout sweep of
+ * a version's pool: expire what the hook holds past its deadline outside
+ * the pool, and return the next such deadline (CLOCK_MONOTONIC ns) or
+ * UINT64_MAX (daemon/inference.c: the chunks that wait behind their
+ * sequence's running one).
  * handle, drain and stop are required (rnnd_server_start() checks).
  * extensions (NULL-terminated, may be NULL) are added to GET /v2's list.
  */
@@ -69,6 +74,7 @@ struct rnnd_server_hook {
                       enum rnnd_server_protocol proto, rnnd_error_t *reterr);
         void (*drain)(void *cls);
         void (*stop)(void *cls);
+        uint64_t (*sweep)(void *cls, struct rnnd_served_version *sv);
         const char *const *extensions;
         void *cls;
 };

@@ -513,6 +513,65 @@ START_TEST(test_timeout_sweep)
 }
 END_TEST
 
+/*
+ * A held job past its deadline outside the queue (rnnd_pool_sweep_by(),
+ * rnnd_pool_held_expired()): the owner's loop is woken for its deadline
+ * only when it comes before the pool's, and its expiry gives its place back
+ * and counts as a queued job's does, with the same message.
+ */
+START_TEST(test_held_expired)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 1, 4);
+        static const uint32_t lens[2] = {1, 1};
+        struct rnnd_seq seqs[2];
+        rnnd_job_t jobs[2];
+        rnnd_error_t err = {0};
+        struct rnnd_pool_stats st;
+        uint64_t now = rnnd_now_ns(), deadline;
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        atomic_store(&wakeups, 0);
+        seqs_init(seqs, 2, lens, 0);
+        o.queue_timeout_ns = 60ull * 1000000000u;
+        o.wakeup = count_wakeup;
+        p = start_busy(m, &o, &jobs[0], &seqs[0]);
+        ck_assert_int_eq(atomic_load(&wakeups), 1);
+        job_init(&jobs[1], &seqs[1], 1, 1);
+        jobs[1].timeout_ns = 1000000;
+        jobs[1].since_ns = now - 2000000;
+        ck_assert_uint_eq(rnnd_pool_deadline(p, &jobs[1], jobs[1].since_ns), now - 1000000);
+        jobs[1].timeout_ns = 0; /* the pool's */
+        ck_assert_uint_eq(rnnd_pool_deadline(p, &jobs[1], 5), 5 + 60ull * 1000000000u);
+        jobs[1].timeout_ns = 1000000;
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), 0);
+        jobs[1].held = true;
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), RNND_EUNAVAIL); /* max_queue 1 */
+        deadline = rnnd_pool_deadline(p, &jobs[1], jobs[1].since_ns);
+        rnnd_pool_sweep_by(p, deadline + 120ull * 1000000000u); /* after the pool's: none */
+        ck_assert_int_eq(atomic_load(&wakeups), 1);
+        rnnd_pool_sweep_by(p, deadline);
+        ck_assert_int_eq(atomic_load(&wakeups), 2);
+        rnnd_pool_sweep_by(p, deadline);
+        ck_assert_int_eq(atomic_load(&wakeups), 2);
+
+        ck_assert_int_eq(rnnd_pool_held_expired(p, &jobs[1], now, &err), RNND_ETIMEDOUT);
+        ck_assert_ptr_nonnull(
+                strstr(err.msg, "request timeout expired after 2000 us in the queue"));
+        ck_assert(!jobs[1].held);
+        rnnd_pool_stats(p, &st);
+        ck_assert_uint_eq(st.expired, 1);
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), 0); /* its place came back */
+        rnnd_pool_hold(p, -1, NULL);
+        sem_post(&gate);
+        wait_done(1);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 START_TEST(test_timeout_saturates)
 {
         rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
@@ -1177,6 +1236,7 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_queue_full_and_stop);
         tcase_add_test(tc, test_hold);
         tcase_add_test(tc, test_timeout_sweep);
+        tcase_add_test(tc, test_held_expired);
         tcase_add_test(tc, test_timeout_saturates);
         tcase_add_test(tc, test_cancel_gone_client);
         tcase_add_test(tc, test_cancel_frees_room);

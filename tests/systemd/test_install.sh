@@ -62,6 +62,9 @@ check_tree() {
   done
   grep -q "^u rnnd - \"rnnd model server\" ${repo%/*}\$" "$root/lib/sysusers.d/rnnd.conf" ||
     fail "sysusers' home is not ${repo%/*}"
+  # A new user's first look: --help names the installed config, not another prefix's.
+  "$root/bin/rnnd" --help | grep -qx "                  $conf" ||
+    fail "rnnd --help does not name the installed config $conf"
   man5=$root/share/man/man5/rnnd.conf.5
   for p in "$conf" "$repo"; do
     grep -q "^\.I $p\$" "$root/share/man/man8/rnnd.8" || fail "rnnd(8) FILES does not name $p"

@@ -724,6 +724,21 @@ void rnnd_models_log_skipped(struct rnnd_models *t, const struct rnnd_repository
                 rnnd_log(level, "%s: %zu more entries skipped", what, idx->n_skipped_more);
 }
 
+/* A model's own directory given as model_repository: its version directories would be
+ * taken for models that have no config.json (docs/OPERATIONS.md, "Installing"). */
+static void warn_model_dir(const char *repository)
+{
+        char path[4096];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%s/config.json", repository);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+                rnnd_log(RNND_LOG_WARNING,
+                         "model_repository %s holds a config.json: it is a model's directory; "
+                         "model_repository is the directory above it, with one directory a model",
+                         repository);
+}
+
 /* The first table: every model of the repository, built on this thread. */
 int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
                      const struct rnnd_repository_index *idx, rnnd_error_t *reterr)
@@ -733,6 +748,7 @@ int rnnd_models_load(struct rnnd_models *t, const struct rnnd_options *o,
         size_t i;
 
         log_backend(o);
+        warn_model_dir(o->model_repository);
         rnnd_models_log_skipped(t, idx, "model repository", NULL, false);
         if (idx->n_models == 0)
                 rnnd_log(RNND_LOG_WARNING, "model repository %s holds no model",

@@ -1607,6 +1607,8 @@ void rnnd_options_help(FILE *f)
              78);
         fputs("\nCommands:\n"
               "  --config FILE   Read settings from FILE: `key = value` lines, # comments.\n"
+              "                  None is read without it; the installed one is\n"
+              "                  " RNND_CONFIG_FILE "\n"
               "  --dump-config   Print the settings in effect as a commented rnnd.conf, exit.\n"
               "  --backends      Print the compute backends built in and what this machine\n"
               "                  has (CUDA driver, GPUs), exit.\n"

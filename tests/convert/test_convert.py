@@ -351,6 +351,22 @@ def check_misshapen(metas, scratch):
                       os.path.basename(path))
 
 
+def check_new_repository(metas, scratch):
+    """A --repository that does not exist is made, and a note says so (a typo in it would
+    otherwise leave the model where rnnd never looks)."""
+    new = os.path.join(scratch, "new", "models")
+    case = "torch_sd_lstm_bi2_emb_softmax"
+    r = convert(case, metas[case], new)
+    want = ("created the repository %s, which did not exist: rnnd serves it only where its "
+            "model_repository names it" % new)
+    check(r.returncode == 0 and want in notes(r), "a new --repository: a note names it",
+          (r.returncode, notes(r), r.stderr))
+    check(os.path.isfile(os.path.join(new, case, "config.json")), "a new --repository: made")
+    r = convert(case, metas[case], new, name="again")
+    check(not any(n.startswith("created the repository") for n in notes(r)),
+          "an existing --repository: no such note", notes(r))
+
+
 def check_help():
     r = subprocess.run([CONVERT, "--help"], capture_output=True, text=True, timeout=60)
     opts = ["--repository", "--name", "--version", "--format", "--head-activation", "--prefix",
@@ -409,6 +425,7 @@ def main():
         check_flags(metas, repo, scratch)
         check_unreadable(scratch)
         check_misshapen(metas, scratch)
+        check_new_repository(metas, scratch)
         check_versions(metas, repo)
         check(sorted(os.listdir(repo)) == sorted(served + ["onnx_torch_gru_linear_softmax",
                                                            "digits_gru"]),

@@ -527,6 +527,25 @@ def test_start_log():
         d.close()
 
 
+def test_model_dir_as_repository():
+    """model_repository naming a model's own directory (a new user's mistake) says so at
+    start, rather than only that a model '1' has no config.json."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, MODEL)
+        shutil.copytree(os.path.join(GOLDEN, MODEL), model)
+        d = Daemon(repo=model, wait_ready=False)
+        try:
+            log = d.stderr()
+            want = ("model_repository %s holds a config.json: it is a model's directory; "
+                    "model_repository is the directory above it, with one directory a model"
+                    % model)
+            check(re.search(r"^<4>.*" + re.escape(want) + "$", log, re.M),
+                  "a model's directory as the repository is named, with the way out", log)
+            check(d.request("GET", "/v2/health/live")[0] == 200, "it keeps serving")
+        finally:
+            d.close()
+
+
 def test_ready_while_swapping(d):
     """/v2/health/ready, while not every model loaded, counts the table's models while SIGHUP
     and the repository API swap the table.  Under ThreadSanitizer (tests/run.sh's build-tsan)
@@ -745,6 +764,7 @@ def main():
     run_test(test_command_line)
     run_test(test_broken_repository)
     run_test(test_start_log)
+    run_test(test_model_dir_as_repository)
     run_test(test_json_log)
     run_test(test_access_log)
     run_test(test_shutdown)

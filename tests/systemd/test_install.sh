@@ -62,15 +62,20 @@ check_tree() {
   done
   grep -q "^u rnnd - \"rnnd model server\" ${repo%/*}\$" "$root/lib/sysusers.d/rnnd.conf" ||
     fail "sysusers' home is not ${repo%/*}"
+  # A new user's first look: --help names the installed config, not another prefix's.
+  "$root/bin/rnnd" --help | grep -qx "                  $conf" ||
+    fail "rnnd --help does not name the installed config $conf"
   man5=$root/share/man/man5/rnnd.conf.5
   for p in "$conf" "$repo"; do
-    grep -q "^\.I $p\$" "$root/share/man/man8/rnnd.8" || fail "rnnd(8) FILES does not name $p"
-    grep -q "^\.I $p\$" "$man5" || fail "rnnd.conf(5) does not name $p"
+    # roff writes a path's - as \- (a prefix such as /opt/my-rnnd).
+    r=$(printf '%s' "$p" | sed 's/-/\\\\-/g')
+    grep -q "^\.I $r\$" "$root/share/man/man8/rnnd.8" || fail "rnnd(8) FILES does not name $p"
+    grep -q "^\.I $r\$" "$man5" || fail "rnnd.conf(5) does not name $p"
   done
   # Under another prefix no page names the default one's paths.
   if [ "$prefix" != /usr ]; then
     for page in "$root/share/man/man8/rnnd.8" "$man5"; do
-      ! grep -n -e '\(^\|[ (]\)/etc/rnnd' -e '/var/lib/rnnd' "$page" ||
+      ! grep -n -e '\(^\|[ (]\)/etc/rnnd' -e '\(^\|[ (]\)/var/lib/rnnd' "$page" ||
         fail "$page names /usr's paths under prefix $prefix"
     done
   fi

@@ -324,6 +324,10 @@ def write(m, repository, name, version=None, metadata=None):
     meta = {k: str(v) for k, v in (metadata or {}).items()}
     if os.path.lexists(dst):
         return _add_version(m, tensors, cfg, dst, version, meta)
+    if not os.path.isdir(repository):
+        # A typo in --repository would otherwise leave the model where rnnd never looks.
+        m.notes.append("created the repository %s, which did not exist: rnnd serves it "
+                       "only where its model_repository names it" % repository)
     os.makedirs(repository, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + name + ".", dir=repository)
     try:

@@ -394,6 +394,54 @@ static const struct field *find_field(const struct field *fields, const char *ke
 }
 
 /*
+ * The edit distance of a and b (insertions, deletions, substitutions and
+ * swaps of neighbours), up to 3: 3 means "3 or more".
+ */
+static unsigned edit_distance(const char *a, const char *b)
+{
+        enum { CAP = 3, MAXLEN = 48 };
+        unsigned d[MAXLEN + 1][MAXLEN + 1];
+        size_t n = strlen(a), m = strlen(b);
+
+        if (n > MAXLEN || m > MAXLEN || (n > m ? n - m : m - n) >= CAP)
+                return CAP;
+        for (size_t i = 0; i <= n; i++)
+                for (size_t j = 0; j <= m; j++) {
+                        unsigned v = (unsigned)(i > j ? i : j);
+
+                        if (i > 0 && j > 0) {
+                                v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+                                v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+                                v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+                                if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                                        v = d[i - 2][j - 2] + 1 < v ? d[i - 2][j - 2] + 1 : v;
+                        } else {
+                                v = (unsigned)(i + j);
+                        }
+                        d[i][j] = v;
+                }
+        return d[n][m] < CAP ? d[n][m] : CAP;
+}
+
+/* The field a misspelt key most likely meant: one or two edits away, and
+ * not short enough for that to be most of it ("ab" is not "units"). */
+static const char *near_field(const struct field *fields, const char *key)
+{
+        const char *best = NULL;
+        unsigned best_d = 3;
+
+        for (; fields->key != NULL; fields++) {
+                unsigned d = edit_distance(key, fields->key);
+
+                if (d < best_d && 3 * d <= strlen(fields->key)) {
+                        best = fields->key;
+                        best_d = d;
+                }
+        }
+        return best;
+}
+
+/*
  * Checks the object obj at path against fields, storing values relative to
  * base: unknown keys first, then each field in table order.  Absent optional
  * fields keep what base already holds (the defaults).
@@ -412,7 +460,12 @@ static int walk(struct ctx *c, json_t *obj, const char *path, const struct field
         json_object_foreach(obj, key, v)
         {
                 if (find_field(fields, key) == NULL) {
+                        const char *near = near_field(fields, key);
+
                         path_join(sub, path, key);
+                        if (near != NULL)
+                                return model_error(c, "unknown field '%s' (did you mean '%s'?)",
+                                                   sub, near);
                         return model_error(c, "unknown field '%s'", sub);
                 }
         }

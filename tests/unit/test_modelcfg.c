@@ -336,8 +336,13 @@ static const struct {
         {CFG(",\"num_layers\":99999999999999999999"), RNND_EMODEL, "invalid JSON"},
 
         /* Unknown keys, at every level. */
-        {CFG(",\"hiden_size\":16"), RNND_EMODEL, FILE_NAME ": unknown field 'hiden_size'"},
-        {CFG(",\"head\":{\"unit\":10}"), RNND_EMODEL, FILE_NAME ": unknown field 'head.unit'"},
+        {CFG(",\"hiden_size\":16"), RNND_EMODEL,
+         FILE_NAME ": unknown field 'hiden_size' (did you mean 'hidden_size'?)"},
+        {CFG(",\"head\":{\"unit\":10}"), RNND_EMODEL,
+         FILE_NAME ": unknown field 'head.unit' (did you mean 'units'?)"},
+        {CFG(",\"nmu_layers\":2"), RNND_EMODEL,
+         "unknown field 'nmu_layers' (did you mean 'num_layers'?)"},
+        {CFG(",\"xyz\":2"), RNND_EMODEL, FILE_NAME ": unknown field 'xyz'"},
         {CFG(",\"embedding\":{\"num_embeddings\":4,\"dim\":8,\"size\":1}"), RNND_EMODEL,
          "unknown field 'embedding.size'"},
         {CFG(",\"weights\":{\"bias\":\"b\"}"), RNND_EMODEL, "unknown field 'weights.bias'"},

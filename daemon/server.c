@@ -23,13 +23,16 @@
  * hook's stop() ends its workers, the listening socket is closed, every
  * handle is closed and the loop ends.  A second signal skips the wait.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -201,7 +204,31 @@ static void repository_error(const struct rnnd_options *o, rnnd_error_t *err)
                        o->config_file == NULL ? RNND_CONFIG_FILE : "");
 }
 
-/* Whether host:port of a listen setting resolves; the setting's name in the error. */
+/*
+ * Whether another socket listens on ai already: a bind tried as the real one
+ * will be (http-listen.c, grpc.c) and closed at once, so that a port in use
+ * fails before the models load, which may take minutes, not after.  Other
+ * errors are left to the real bind.
+ */
+static int check_free(const struct addrinfo *ai, rnnd_error_t *reterr)
+{
+        int one = 1, r = 0, fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return 0;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (ai->ai_family == AF_INET6)
+                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno == EADDRINUSE)
+                r = rnnd_error_set(reterr, RNND_EIO,
+                                   "cannot listen: %s (another rnnd, or another server, listens "
+                                   "there)",
+                                   strerror(errno));
+        close(fd);
+        return r;
+}
+
+/* Whether host:port of a listen setting resolves and is free; the setting's name in the error. */
 static int check_address(const char *name, const char *value, rnnd_error_t *reterr)
 {
         struct addrinfo *ai = NULL;
@@ -214,6 +241,8 @@ static int check_address(const char *name, const char *value, rnnd_error_t *rete
                 return r;
         }
         r = rnnd_options_resolve_listen(NULL, host, p, &ai, reterr);
+        if (r == 0)
+                r = check_free(ai, reterr);
         if (ai != NULL)
                 freeaddrinfo(ai);
         if (r < 0)
@@ -222,9 +251,9 @@ static int check_address(const char *name, const char *value, rnnd_error_t *rete
 }
 
 /*
- * The addresses rnnd will bind, resolved before any model loads, so that a
- * typo fails at once and names its setting; those systemd's sockets replace
- * (http.c's activated_socket()) are not looked at.
+ * The addresses rnnd will bind, resolved (and tried) before any model loads,
+ * so that a typo or a port in use fails at once and names its setting; those systemd's sockets
+ * replace (http.c's activated_socket()) are not looked at.
  */
 static int check_addresses(const struct rnnd_options *o, rnnd_error_t *reterr)
 {

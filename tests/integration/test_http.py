@@ -422,8 +422,13 @@ def test_command_line():
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         rc, out, err = run("--model_repository", GOLDEN, "--listen=127.0.0.1:%d" % s.getsockname()[1])
-        check(rc != 0 and "listen 127.0.0.1:%d: cannot listen on" % s.getsockname()[1] in err,
-              "a port in use is an error naming listen", (rc, err[-300:]))
+        check(rc != 0 and "listen 127.0.0.1:%d: cannot listen: Address already in use" % s.getsockname()[1]
+              in err, "a port in use is an error naming listen", (rc, err[-300:]))
+        check("loaded" not in err, "... and is found before the models load (they may take minutes)", err[-500:])
+        rc, out, err = run("--model_repository", GOLDEN, "--listen=127.0.0.1:%d" % free_port(),
+                           "--grpc_listen=127.0.0.1:%d" % s.getsockname()[1])
+        check(rc != 0 and "grpc_listen 127.0.0.1:%d: cannot listen: Address already in use" % s.getsockname()[1]
+              in err and "loaded" not in err, "the same for grpc_listen", (rc, err[-300:]))
 
 
 def test_broken_repository():

@@ -85,18 +85,22 @@ def rss_kb(pid):
     return 0
 
 
+def small_quarantine():
+    """The environment of a daemon whose RSS a test reads.  Under AddressSanitizer freed
+    memory waits in a quarantine (256 MB) before it is reused, so RSS grows with every
+    connection's 32K memory pool (a malloc, where a pool over 32K is an mmap), or every
+    refused 4 MB decompressed body, whatever the daemon keeps: the quarantine is made
+    small, for that daemon only."""
+    if "address" in os.environ.get("RNND_SANITIZED", ""):
+        return {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1"}
+    return None
+
+
 def test_output_limit():
     import json
     ts = json.load(open(os.path.join(DEMO, "digits_lstm", "test_set.json")))
     inputs = [{"name": "input", "datatype": "FP32", "shape": [8, 8, 8], "data": ts["x"][:8]}]
-    # Under AddressSanitizer freed memory waits in a quarantine (256 MB) before
-    # it is reused, so RSS grows with every connection's 32K memory pool (a
-    # malloc, where a pool over 32K is an mmap) whatever the daemon keeps: the
-    # quarantine is made small here, for this daemon only.
-    env = None
-    if "address" in os.environ.get("RNND_SANITIZED", ""):
-        env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1"}
-    d = rnndtest.Daemon("--max_response_bytes=64K", repo=DEMO, env=env)
+    d = rnndtest.Daemon("--max_response_bytes=64K", repo=DEMO, env=small_quarantine())
     try:
         path = "/v2/models/digits_lstm/infer"
         st, _, b = d.json("POST", path, body=json.dumps({"inputs": inputs}))
@@ -246,7 +250,7 @@ def test_compressed():
     import gzip
     import json
     import zlib
-    d = rnndtest.Daemon("--max_body_bytes=4M", repo=DEMO)
+    d = rnndtest.Daemon("--max_body_bytes=4M", repo=DEMO, env=small_quarantine())
     try:
         path = "/v2/models/digits_lstm/infer"
         st, _, want = d.json("POST", path, body=BODY)

@@ -46,26 +46,19 @@ struct rnnd_listener {
 static int bind_socket(const char *host, unsigned port, rnnd_error_t *reterr)
 {
         struct addrinfo *ai = NULL;
-        int fd, one = 1, r = rnnd_options_resolve_listen(NULL, host, port, &ai, reterr);
+        int fd, r = rnnd_options_resolve_listen(NULL, host, port, &ai, reterr);
 
         if (r < 0)
                 return r;
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-                r = rnnd_error_set(reterr, RNND_EIO, "socket: %s", strerror(errno));
-                goto out;
-        }
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (ai->ai_family == AF_INET6)
-                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
+        fd = rnnd_options_bind(ai, SOCK_NONBLOCK);
+        if (fd < 0 || listen(fd, SOMAXCONN) < 0) {
                 r = rnnd_error_set(reterr, RNND_EIO, "cannot listen on %s port %u: %s", host, port,
                                    strerror(errno));
-                close(fd);
-                goto out;
+                if (fd >= 0)
+                        close(fd);
+        } else {
+                r = fd;
         }
-        r = fd;
-out:
         freeaddrinfo(ai);
         return r;
 }

@@ -12,10 +12,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -629,6 +631,24 @@ int rnnd__opt_parse_bool(const char *s, bool *ret)
 }
 
 /* String checks. */
+
+int rnnd_options_bind(const struct addrinfo *ai, int flags)
+{
+        int one = 1, e, fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+
+        if (fd < 0)
+                return -1;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (ai->ai_family == AF_INET6)
+                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+                e = errno;
+                close(fd);
+                errno = e;
+                return -1;
+        }
+        return fd;
+}
 
 int rnnd_options_resolve_listen(const char *setting, const char *host, unsigned port,
                                 struct addrinfo **ret, rnnd_error_t *reterr)

@@ -208,6 +208,13 @@ struct addrinfo;
 int rnnd_options_resolve_listen(const char *setting, const char *host, unsigned port,
                                 struct addrinfo **ret, rnnd_error_t *reterr);
 
+/*
+ * A TCP socket (flags: SOCK_NONBLOCK and the like, beside SOCK_CLOEXEC) bound
+ * to ai as rnnd listens: SO_REUSEADDR, and IPV6_V6ONLY for IPv6.  Returns the
+ * descriptor, or -1 with errno set.  Thread-safe.
+ */
+int rnnd_options_bind(const struct addrinfo *ai, int flags);
+
 /* threads with "auto" resolved to the number of online CPUs. */
 unsigned rnnd_options_threads(const struct rnnd_options *o);
 

@@ -27,12 +27,10 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -212,20 +210,16 @@ static void repository_error(const struct rnnd_options *o, rnnd_error_t *err)
  */
 static int check_free(const struct addrinfo *ai, rnnd_error_t *reterr)
 {
-        int one = 1, r = 0, fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = rnnd_options_bind(ai, 0);
 
-        if (fd < 0)
-                return 0;
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (ai->ai_family == AF_INET6)
-                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno == EADDRINUSE)
-                r = rnnd_error_set(reterr, RNND_EIO,
-                                   "cannot listen: %s (another rnnd, or another server, listens "
-                                   "there)",
-                                   strerror(errno));
-        close(fd);
-        return r;
+        if (fd >= 0)
+                close(fd);
+        else if (errno == EADDRINUSE)
+                return rnnd_error_set(reterr, RNND_EIO,
+                                      "cannot listen: %s (another rnnd, or another server, "
+                                      "listens there)",
+                                      strerror(errno));
+        return 0;
 }
 
 /* Whether host:port of a listen setting resolves and is free; the setting's name in the error. */

@@ -307,6 +307,27 @@ static int make_streams(const struct rnnd_model_config *cfg, struct rnnd_served_
         return rnnd_seqtab_new(&sp, &sv->streams, err);
 }
 
+/*
+ * Logs where a loaded version runs.  Why it is not on cuDNN is logged at
+ * info when cuDNN was open to it (the reason is the model's own: its cell,
+ * its size, an instance group), and at debug when it only repeats the
+ * server-wide reason log_backend() gave.
+ */
+static void log_loaded(const struct rnnd_placement_env *env, const struct rnnd_served_model *m,
+                       const struct rnnd_served_version *sv)
+{
+        const char *why = sv->descs[0].why_not_cudnn;
+        bool own = env->gpu_ops != NULL && env->device_count > 0 && !env->backend_cpu;
+
+        rnnd_log(RNND_LOG_INFO, "model %s version %" PRIu64 ": loaded (%s %s, %s, %s)",
+                 m->entry->name, sv->version, rnnd_cell_name(m->entry->cfg.cell),
+                 rnnd_models_platform(sv), sv->descs[0].algo, sv->descs[0].math);
+        if (why[0] != '\0')
+                rnnd_log(own ? RNND_LOG_INFO : RNND_LOG_DEBUG,
+                         "model %s version %" PRIu64 ": not on cuDNN: %s", m->entry->name,
+                         sv->version, why);
+}
+
 /* Loads one version and starts its instances; a failure stays in sv. */
 static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
                          const struct rnnd_placement_env *env, struct rnnd_served_model *m,
@@ -358,11 +379,7 @@ static void load_version(struct rnnd_models *t, const struct rnnd_options *o,
         memcpy(sv->group_end, pl.group_end, sizeof(sv->group_end));
         rnnd_placement_done(&pl);
         m->n_loaded++;
-        rnnd_log(RNND_LOG_INFO, "model %s version %" PRIu64 ": loaded (%s %s, %s, %s)",
-                 m->entry->name, sv->version, rnnd_cell_name(m->entry->cfg.cell),
-                 rnnd_models_platform(sv), sv->descs[0].algo, sv->descs[0].math);
-        rnnd_log(RNND_LOG_DEBUG, "model %s version %" PRIu64 ": not on cuDNN: %s", m->entry->name,
-                 sv->version, sv->descs[0].why_not_cudnn);
+        log_loaded(env, m, sv);
 }
 
 struct rnnd_served_model *rnnd_models_build(struct rnnd_models *t, const struct rnnd_options *o,

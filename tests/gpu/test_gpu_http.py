@@ -55,6 +55,8 @@ def test_on_gpu(d):
             why = inst[0].get("why_not_cudnn", "") if inst else ""
             check("gru_linear_before_reset" in why and (name.startswith("chain_") == ("blocks[" in why)),
                   "%s: the config says why not cuDNN (a chain: which block)" % name, inst)
+            line = "<6>.* model %s version 1: not on cuDNN: .*gru_linear_before_reset" % re.escape(name)
+            check(re.search(line, d.stderr()), "%s: the log says why not cuDNN, at info" % name)
         else:
             check(inst and any(i["backend"] == "cudnn" for i in inst), "%s: on cuDNN" % name, inst)
         io = ti.read_safetensors(os.path.join(GOLDEN, name, "io.safetensors"))
@@ -70,6 +72,8 @@ def test_switched_off(env, want):
         inst = instances(d, "lstm_l1_uni_equal_h0")
         check(inst and all(i["backend"] == "cpu" for i in inst), "%s: on the CPU" % env, inst)
         check(inst and want in inst[0].get("why_not_cudnn", ""), "%s: says %r" % (env, want), inst)
+        check(not re.search(r"<6>.*not on cuDNN", d.stderr()),
+              "%s: no model repeats the server-wide reason at info" % env, d.stderr()[-2000:])
     finally:
         d.stop()
         d.close()

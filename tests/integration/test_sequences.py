@@ -689,6 +689,30 @@ def test_demo():
         d.close()
 
 
+def test_server_views(d):
+    """/v2, the config and /metrics show the sequence extension, its settings and its counters."""
+    st, _, b = d.json("GET", "/v2")
+    check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
+    st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])
+    sb = b.get("sequence_batching", {}) if st == 200 else {}
+    check(sb.get("max_sequence_idle_microseconds") == SEQ["idle_timeout_ms"] * 1000
+          and sb.get("control_input") == [],
+          "the config shows sequence_batching with the idle timeout", b)
+    st, _, text = d.request("GET", "/metrics")
+    text = text.decode()
+    for fam, kind in (("rnnd_sequences_live", "gauge"), ("rnnd_sequences_started_total", "counter"),
+                      ("rnnd_sequences_ended_total", "counter"), ("rnnd_sequences_expired_total", "counter")):
+        check("# TYPE %s %s" % (fam, kind) in text, "/metrics has %s" % fam)
+    started = re.search(r'^rnnd_sequences_started_total\{model="%s",version="1"\} (\d+)$' % MODELS[1], text, re.M)
+    expired = re.search(r'^rnnd_sequences_expired_total\{model="%s",version="1"\} (\d+)$' % MODELS[1], text, re.M)
+    check(started and int(started.group(1)) >= 8 and expired and int(expired.group(1)) >= 1,
+          "the sequence counters count %s's starts and expiries" % MODELS[1], (started, expired))
+    check('rnnd_sequences_live{model="lstm_l1_uni_equal_h0"' not in text,
+          "a model without the block has no sequence series")
+    st, _, b = d.json("GET", "/v2/models/lstm_l1_uni_equal_h0/config")
+    check(st == 200 and "sequence_batching" not in b, "a model without the block shows none", b)
+
+
 def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="rnnd-seq-") as tmp:
@@ -703,26 +727,7 @@ def main():
             run_test(test_limits, d)
             run_test(test_reload_changed, d, tmp)
             run_test(test_load_streams, d)
-            st, _, b = d.json("GET", "/v2")
-            check(st == 200 and "sequence" in b.get("extensions", []), "/v2 lists the sequence extension", b)
-            st, _, b = d.json("GET", "/v2/models/%s/config" % MODELS[0])
-            sb = b.get("sequence_batching", {}) if st == 200 else {}
-            check(sb.get("max_sequence_idle_microseconds") == SEQ["idle_timeout_ms"] * 1000
-                  and sb.get("control_input") == [],
-                  "the config shows sequence_batching with the idle timeout", b)
-            st, _, text = d.request("GET", "/metrics")
-            text = text.decode()
-            for fam, kind in (("rnnd_sequences_live", "gauge"), ("rnnd_sequences_started_total", "counter"),
-                              ("rnnd_sequences_ended_total", "counter"), ("rnnd_sequences_expired_total", "counter")):
-                check("# TYPE %s %s" % (fam, kind) in text, "/metrics has %s" % fam)
-            started = re.search(r'^rnnd_sequences_started_total\{model="%s",version="1"\} (\d+)$' % MODELS[1], text, re.M)
-            expired = re.search(r'^rnnd_sequences_expired_total\{model="%s",version="1"\} (\d+)$' % MODELS[1], text, re.M)
-            check(started and int(started.group(1)) >= 8 and expired and int(expired.group(1)) >= 1,
-                  "the sequence counters count %s's starts and expiries" % MODELS[1], (started, expired))
-            check('rnnd_sequences_live{model="lstm_l1_uni_equal_h0"' not in text,
-                  "a model without the block has no sequence series")
-            st, _, b = d.json("GET", "/v2/models/lstm_l1_uni_equal_h0/config")
-            check(st == 200 and "sequence_batching" not in b, "a model without the block shows none", b)
+            run_test(test_server_views, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
             err = d.stderr()
@@ -731,7 +736,7 @@ def main():
             d.close()
     run_test(test_queue_bound)
     run_test(test_wait_timeout)
-    test_demo()
+    run_test(test_demo)
     print("test_sequences: %d passed, %d failed (%.1f s)" % (th.passed, th.failed, time.time() - t0))
     return 1 if th.failed else 0
 

@@ -302,6 +302,13 @@ size_t rnnd_seqtab_note_dropped(const rnnd_seqtab_t *from, rnnd_seqtab_t *to)
 {
         size_t n = 0;
 
+        /* What from remembered goes first, oldest first: a second reload keeps the first's. */
+        for (size_t k = from->ring_n; k > 0; k--) {
+                const struct gone *g =
+                        &from->ring[(from->ring_at + from->ring_cap - k) % from->ring_cap];
+
+                remember(to, &g->id, g->why);
+        }
         for (size_t i = 0; i < from->n_buckets; i++)
                 for (const struct rnnd_stream *s = from->bucket[i]; s != NULL; s = s->next, n++)
                         remember(to, &s->id, RNND_SEQ_DROPPED);

@@ -116,8 +116,9 @@ size_t rnnd_seqtab_drop_all(rnnd_seqtab_t *t);
 
 /*
  * A reload replaced the model of from with that of to: to remembers every
- * sequence live in from as dropped, so that its next chunk says so.
- * Returns how many.
+ * sequence live in from as dropped, so that its next chunk says so, and
+ * what from remembered of the sequences gone before (ended, expired, dropped
+ * by an earlier reload).  Returns how many were live.
  */
 size_t rnnd_seqtab_note_dropped(const rnnd_seqtab_t *from, rnnd_seqtab_t *to);
 

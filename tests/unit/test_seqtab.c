@@ -236,6 +236,39 @@ START_TEST(test_note_dropped)
 }
 END_TEST
 
+/* A second reload still knows the ids the first dropped, and the ones that ended. */
+START_TEST(test_note_dropped_twice)
+{
+        struct rnnd_seqtab_params p = {
+                .max_sequences = 8, .idle_timeout_ns = 100, .state_floats = 2};
+        struct rnnd_seq_id a = {.num = 5}, b = {.num = 6}, c = {.str = "seven"};
+        rnnd_seqtab_t *t1, *t2, *t3;
+        struct rnnd_stream *s;
+        enum rnnd_seq_gone why;
+        rnnd_error_t e = {0};
+        bool running;
+
+        ck_assert_int_eq(rnnd_seqtab_new(&p, &t1, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_new(&p, &t2, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_new(&p, &t3, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_start(t1, &a, 0, &s, &e), 0);
+        ck_assert_int_eq(rnnd_seqtab_start(t1, &b, 0, &s, &e), 0);
+        rnnd_seqtab_release(t1, s, true, 0);
+        ck_assert_uint_eq(rnnd_seqtab_note_dropped(t1, t2), 1);
+        ck_assert_int_eq(rnnd_seqtab_start(t2, &c, 0, &s, &e), 0);
+        ck_assert_uint_eq(rnnd_seqtab_note_dropped(t2, t3), 1);
+        ck_assert_ptr_null(rnnd_seqtab_find(t3, &a, 1, &running, &why, &e));
+        ck_assert_int_eq(why, RNND_SEQ_DROPPED);
+        ck_assert_ptr_null(rnnd_seqtab_find(t3, &b, 1, &running, &why, &e));
+        ck_assert_int_eq(why, RNND_SEQ_ENDED);
+        ck_assert_ptr_null(rnnd_seqtab_find(t3, &c, 1, &running, &why, &e));
+        ck_assert_int_eq(why, RNND_SEQ_DROPPED);
+        rnnd_seqtab_free(t1);
+        rnnd_seqtab_free(t2);
+        rnnd_seqtab_free(t3);
+}
+END_TEST
+
 static Suite *seqtab_suite(void)
 {
         Suite *s = suite_create("seqtab");
@@ -244,6 +277,7 @@ static Suite *seqtab_suite(void)
         tcase_add_loop_test(tc, test_cases, 0, (int)(sizeof(cases) / sizeof(cases[0])));
         tcase_add_test(tc, test_many);
         tcase_add_test(tc, test_note_dropped);
+        tcase_add_test(tc, test_note_dropped_twice);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -19,6 +19,8 @@ daemon can repair it:
   answer, 400 (413 past 64 bits), not libmicrohttpd's header block twice;
 - a whole request followed by a half-close (nc -N) is answered 200 or the
   connection closes; never the 499 that only the log may say;
+- Expect: 100-continue over max_body_bytes is a 413 before any of the body is invited, and
+  within it the body is invited, then served;
 - the daemon still serves afterwards;
 - compressed bodies (Content-Encoding gzip, deflate: docs/HTTP.md "Compressed requests"): the
   digits example gzip'd and deflated is served as itself; 64 MB of zeros in 64 KB of gzip is
@@ -310,6 +312,33 @@ def test_json_memory():
         d.close()
 
 
+def test_expect(d):
+    """Expect: 100-continue (curl sends it for bodies over 1 MiB): a body over max_body_bytes is
+    a 413 before any of it is sent, never a 100 Continue that invites it; a body within it is
+    invited, then served."""
+    big = b"Content-Length: %d" % (100 << 20)
+    dt, out, closed = raw(d.port, post(INFER, [big, b"Expect: 100-continue"], b""))
+    check(status_of(out) == 413 and b"100 Continue" not in out and b"max_body_bytes" in out
+          and closed and dt < 2, "Expect: 100-continue with 100 MB: 413 at once, not invited", (dt, out[:300]))
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.settimeout(5)
+    try:
+        s.sendall(post(INFER, [b"Content-Length: %d" % len(BODY), b"Expect: 100-continue",
+                               b"Connection: close"], b""))
+        first = s.recv(65536)
+        check(first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), "a body within the limit is invited", first[:200])
+        s.sendall(BODY)
+        out = first[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+        check(status_of(out) == 200 and b"outputs" in out, "then served: 200", out[:200])
+    finally:
+        s.close()
+
+
 def main():
     rnndtest.run_test(test_output_limit)
     rnndtest.run_test(test_json_memory)
@@ -347,6 +376,7 @@ def main():
 
         rnndtest.run_test(test_nul, d)
         rnndtest.run_test(test_bad_length, d)
+        rnndtest.run_test(test_expect, d)
         rnndtest.run_test(test_half_close, d)
         rnndtest.run_test(test_smuggling, d)
         rnndtest.run_test(test_counted, d)

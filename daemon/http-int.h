@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "http.h"
+#include "inflate.h"
 
 #if MHD_VERSION < 0x00097002
 #error "libmicrohttpd 0.9.71 or later is needed (enum MHD_Result)"
@@ -84,6 +85,7 @@ struct rnnd_http_request {
         char method[16];              /* immutable after the first call */
         char *path;                   /* owned; immutable after the first call */
         uint64_t t0_ns;               /* CLOCK_MONOTONIC at the first call; immutable */
+        enum rnnd_encoding accept;    /* Accept-Encoding's choice; immutable after the first call */
 
         /* The body: MHD thread only, until dispatched. */
         char *body;    /* NUL-terminated after len */

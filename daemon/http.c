@@ -40,7 +40,7 @@
 #include "clock.h"
 #include "decimal.h"
 #include "http-int.h"
-#include "inflate.h"
+#include "deflate.h"
 #include "log.h"
 #include "strbuf.h"
 
@@ -148,10 +148,57 @@ static void respond_oom(struct rnnd_http_request *r)
                 (void)add_common_headers(r, resp, "application/json");
 }
 
-int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *content_type,
-                      void *body, size_t len)
+/*
+ * Bodies of at least this many bytes go out compressed where the request's
+ * Accept-Encoding asks for gzip or deflate (docs/HTTP.md "Compressed requests
+ * and answers"); below it the few bytes saved cost more than they save.
+ */
+#define COMPRESS_MIN 1024
+
+/*
+ * Compresses *body in place as the request asks, on the thread that made it
+ * (the MHD thread, where inference answers are rendered too).  Returns the
+ * encoding used: identity when not asked, too small, out of memory, or when
+ * it would not be smaller.
+ */
+static enum rnnd_encoding compress_body(const struct rnnd_http_request *r, bool tensors,
+                                        void **body, size_t *len)
+{
+        char *z;
+        size_t zlen;
+
+        if (r->accept == RNND_ENCODING_IDENTITY || *len < COMPRESS_MIN ||
+            rnnd_deflate(r->accept, tensors, *body, *len, &z, &zlen) < 0)
+                return RNND_ENCODING_IDENTITY;
+        if (zlen >= *len) {
+                rnnd_free(z);
+                return RNND_ENCODING_IDENTITY;
+        }
+        rnnd_free(*body);
+        *body = z;
+        *len = zlen;
+        return r->accept;
+}
+
+/* Content-Encoding, and Vary for a body of len bytes, one compress_body() could compress. */
+static bool add_encoding_headers(struct MHD_Response *resp, size_t len, enum rnnd_encoding enc)
+{
+        if (enc != RNND_ENCODING_IDENTITY &&
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
+                                    enc == RNND_ENCODING_GZIP ? "gzip" : "deflate") != MHD_YES)
+                return false;
+        return len < COMPRESS_MIN ||
+               MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY,
+                                       MHD_HTTP_HEADER_ACCEPT_ENCODING) == MHD_YES;
+}
+
+/* rnnd_http_respond(), the body compressed as tensors or not. */
+static int respond_body(struct rnnd_http_request *r, unsigned status, const char *content_type,
+                        bool tensors, void *body, size_t len)
 {
         struct MHD_Response *resp;
+        size_t plain = len;
+        enum rnnd_encoding enc = compress_body(r, tensors, &body, &len);
 
         resp = MHD_create_response_from_buffer_with_free_callback(len, body, rnnd_free);
         if (resp == NULL) {
@@ -159,7 +206,7 @@ int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *
                 respond_oom(r);
                 return RNND_ENOMEM;
         }
-        if (!add_common_headers(r, resp, content_type)) {
+        if (!add_common_headers(r, resp, content_type) || !add_encoding_headers(resp, plain, enc)) {
                 MHD_destroy_response(resp);
                 respond_oom(r);
                 return RNND_ENOMEM;
@@ -175,6 +222,18 @@ int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *
         if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
                 (void)rnnd_http_respond_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
         return 0;
+}
+
+int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *content_type,
+                      void *body, size_t len)
+{
+        return respond_body(r, status, content_type, false, body, len);
+}
+
+int rnnd_http_respond_tensors(struct rnnd_http_request *r, unsigned status,
+                              const char *content_type, void *body, size_t len)
+{
+        return respond_body(r, status, content_type, true, body, len);
 }
 
 int rnnd_http_respond_header(struct rnnd_http_request *r, const char *name, const char *value)
@@ -366,6 +425,8 @@ static struct rnnd_http_request *begin(struct rnnd_http *h, struct MHD_Connectio
                 return NULL;
         }
         take_request_id(r);
+        r->accept = rnnd_accept_encoding(MHD_lookup_connection_value(
+                conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
         rnnd__http_conn_busy(r, true);
         atomic_fetch_add(&h->inflight, 1);
         return r;

@@ -173,12 +173,22 @@ void *rnnd_http_request_data(const struct rnnd_http_request *r);
  * Prepares the response: status, Content-Type and body[0..len), which this
  * steals (it must come from rnnd_malloc; NULL with len 0 for none).  A
  * second call replaces the first.  Returns 0 or RNND_ENOMEM (the body is
- * freed either way).  A 503 gets "Retry-After: 1".  Called by the request's
+ * freed either way).  A 503 gets "Retry-After: 1".  A body of at least 1 KiB
+ * goes gzip'd or deflated where the request's Accept-Encoding asks.  Called by the request's
  * current owner: the MHD thread inside the hook, or the worker before
  * rnnd_http_resume().
  */
 int rnnd_http_respond(struct rnnd_http_request *r, unsigned status, const char *content_type,
                       void *body, size_t len);
+
+/*
+ * rnnd_http_respond() for a body of tensors (an inference answer, JSON or
+ * binary): where the client asked for it compressed, it is compressed for
+ * numbers, which repeat too little for zlib's matching to pay (docs/HTTP.md
+ * "Compressed requests and answers").
+ */
+int rnnd_http_respond_tensors(struct rnnd_http_request *r, unsigned status,
+                              const char *content_type, void *body, size_t len);
 
 /* Adds a header to the prepared response.  Returns 0 or RNND_ENOMEM.  Same thread rule. */
 int rnnd_http_respond_header(struct rnnd_http_request *r, const char *name, const char *value);

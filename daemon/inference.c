@@ -129,11 +129,12 @@ static void respond_outputs(struct rnnd_inference *c)
                 char hdr[32];
 
                 snprintf(hdr, sizeof(hdr), "%zu", json_len);
-                if (rnnd_http_respond(c->http, 200, "application/octet-stream", body, len) == 0)
+                if (rnnd_http_respond_tensors(c->http, 200, "application/octet-stream", body,
+                                              len) == 0)
                         rnnd_http_respond_header(c->http, "Inference-Header-Content-Length", hdr);
                 return;
         }
-        rnnd_http_respond(c->http, 200, "application/json", body, len);
+        rnnd_http_respond_tensors(c->http, 200, "application/json", body, len);
 }
 
 /* Under the pool's lock, before a batch runs the job's sequences or when the queue is full. */

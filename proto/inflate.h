@@ -2,7 +2,8 @@
  * inflate.h: bodies and gRPC messages that come compressed (HTTP's
  * Content-Encoding, gRPC's grpc-encoding: gzip or deflate), decompressed by
  * zlib into a buffer no larger than the limit the caller names
- * (docs/HTTP.md "Compressed requests").  Answers are never compressed.
+ * (docs/HTTP.md "Compressed requests and answers").  Answers compressed as
+ * Accept-Encoding asks are deflate.h.
  */
 #ifndef RNND_PROTO_INFLATE_H
 #define RNND_PROTO_INFLATE_H

@@ -19,11 +19,13 @@ daemon can repair it:
   answer, 400 (413 past 64 bits), not libmicrohttpd's header block twice;
 - a whole request followed by a half-close (nc -N) is answered 200 or the
   connection closes; never the 499 that only the log may say;
+- answers compressed as Accept-Encoding asks (gzip, deflate, q-values), JSON and binary,
+  decompressing to the same bytes; small ones, and refused codings, as they are;
 - Expect: 100-continue over max_body_bytes is a 413 before any of the body is invited, and
   within it the body is invited, then served;
 - the daemon still serves afterwards;
-- compressed bodies (Content-Encoding gzip, deflate: docs/HTTP.md "Compressed requests"): the
-  digits example gzip'd and deflated is served as itself; 64 MB of zeros in 64 KB of gzip is
+- compressed bodies (Content-Encoding gzip, deflate: docs/HTTP.md "Compressed requests and
+  answers"): the digits example gzip'd and deflated is served as itself; 64 MB of zeros in 64 KB of gzip is
   a 413 naming max_body_bytes, at once, with RSS flat; corrupt or cut-short gzip is a 400; an
   encoding rnnd does not take (br) is a 415 naming it;
 - outputs bounded (item 7): with max_response_bytes at 64K, eight images asking
@@ -339,6 +341,49 @@ def test_expect(d):
         s.close()
 
 
+def test_compressed_answers(d):
+    """Accept-Encoding (docs/HTTP.md "Compressed requests and answers"): gzip or deflate as
+    asked, q-values read, the body the same bytes once decompressed, JSON and binary (whose
+    Inference-Header-Content-Length stays the JSON header's own length), with Vary; small
+    answers and a refused coding go as they are."""
+    import json
+    import zlib
+    ts = json.load(open(os.path.join(DEMO, "digits_lstm", "test_set.json")))
+    inputs = [{"name": "input", "datatype": "FP32", "shape": [8, 8, 8], "data": ts["x"][:8]}]
+    path = "/v2/models/digits_lstm/infer"
+    outs = [{"name": n, "parameters": {"binary_data": True}} for n in ("output", "h_n", "c_n", "scores")]
+    binary = json.dumps({"inputs": inputs, "outputs": outs}).encode()
+    bodies = ((json.dumps({"inputs": inputs}).encode(), {}, "JSON"),
+              (binary, {"Inference-Header-Content-Length": str(len(binary))}, "binary"))
+    for body, hdr, what in bodies:
+        st, h0, plain = d.request("POST", path, body=body, headers=hdr)
+        check(st == 200 and "content-encoding" not in h0 and len(plain) > 4096,
+              "%s: without Accept-Encoding, as it is" % what, (st, h0))
+        for ae, enc, wbits in (("gzip", "gzip", 31), ("deflate", "deflate", 15),
+                               ("gzip;q=0.5, deflate", "deflate", 15), ("br, gzip;q=0.1", "gzip", 31)):
+            st, h, z = d.request("POST", path, body=body, headers=dict(hdr, **{"Accept-Encoding": ae}))
+            try:
+                back = zlib.decompress(z, wbits)
+            except zlib.error as e:
+                back = repr(e).encode()
+            check(st == 200 and h.get("content-encoding") == enc and h.get("vary") == "Accept-Encoding"
+                  and back == plain and len(z) < len(plain)
+                  and h.get("inference-header-content-length") == h0.get("inference-header-content-length"),
+                  "%s, Accept-Encoding %r: %s, decompressing to the same answer" % (what, ae, enc),
+                  (st, h, len(z), len(plain)))
+        for ae in ("gzip;q=0", "br", "identity"):
+            st, h, b = d.request("POST", path, body=body, headers=dict(hdr, **{"Accept-Encoding": ae}))
+            check(st == 200 and "content-encoding" not in h and b == plain,
+                  "%s, Accept-Encoding %r: as it is" % (what, ae), (st, h))
+    st, h, b = d.request("GET", "/v2/health/ready", headers={"Accept-Encoding": "gzip"})
+    check(st == 200 and "content-encoding" not in h and "vary" not in h, "an empty answer: as it is", h)
+    st, h, b = d.request("GET", "/v2/models/nope", headers={"Accept-Encoding": "gzip"})
+    check(st == 404 and "content-encoding" not in h and b"nope" in b, "a short error: as it is", (st, h, b))
+    st, h, b = d.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+    check(st == 200 and h.get("content-encoding") == "gzip" and b"rnnd_up 1" in zlib.decompress(b, 31),
+          "/metrics to a scraper asking for gzip (Prometheus does): gzip", h)
+
+
 def main():
     rnndtest.run_test(test_output_limit)
     rnndtest.run_test(test_json_memory)
@@ -377,6 +422,7 @@ def main():
         rnndtest.run_test(test_nul, d)
         rnndtest.run_test(test_bad_length, d)
         rnndtest.run_test(test_expect, d)
+        rnndtest.run_test(test_compressed_answers, d)
         rnndtest.run_test(test_half_close, d)
         rnndtest.run_test(test_smuggling, d)
         rnndtest.run_test(test_counted, d)

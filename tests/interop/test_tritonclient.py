@@ -17,7 +17,8 @@ it only through `tritonclient.http` (PyPI `tritonclient[http]`):
 - errors: a wrong shape raises InferenceServerException with status "400" and
   exactly the daemon's message; unknown models and versions are 404;
 - compressed request bodies (`request_compression_algorithm` gzip and deflate, JSON and
-  binary tensors): decompressed, the right numbers, as Triton does;
+  binary tensors): decompressed, the right numbers, as Triton does; compressed answers
+  (`response_compression_algorithm`): the encoding asked for, the right numbers;
 - the async APIs: `async_infer` with several requests in flight over several
   connections, and `tritonclient.http.aio` when aiohttp is there.
 
@@ -361,15 +362,31 @@ def test_compression(c, g):
     """request/response_compression_algorithm: the client's Content-Encoding and Accept-Encoding.
 
     rnnd decompresses gzip and deflate request bodies, as Triton does (it refused them with
-    415), JSON and binary tensors alike.  Response compression is optional for the server: the
-    client reads an uncompressed answer too.
+    415), JSON and binary tensors alike, and compresses its answers as the client's
+    Accept-Encoding asks, as Triton does: the client sees the Content-Encoding it asked for
+    and reads the right numbers, outputs as JSON and binary.
     """
-    for algo in ("gzip", "deflate"):
-        for binary in (True, False):
-            r = c.infer(g.name, g.inputs(binary), request_compression_algorithm=algo)
-            compare(g, r, "request %s%s" % (algo, " binary" if binary else ""))
-        r = c.infer(g.name, g.inputs(True), response_compression_algorithm=algo)
-        compare(g, r, "response %s" % algo)
+    seen, post = [], c._post
+
+    def recording_post(*args, **kw):
+        resp = post(*args, **kw)
+        seen.append(resp.get("Content-Encoding"))
+        return resp
+
+    c._post = recording_post  # the client's own POST, watched for the answer's header
+    try:
+        for algo in ("gzip", "deflate"):
+            for binary in (True, False):
+                r = c.infer(g.name, g.inputs(binary), request_compression_algorithm=algo)
+                compare(g, r, "request %s%s" % (algo, " binary" if binary else ""))
+                outs = [httpclient.InferRequestedOutput(n, binary_data=binary) for n in g.outputs]
+                del seen[:]
+                r = c.infer(g.name, g.inputs(binary), outputs=outs, response_compression_algorithm=algo)
+                compare(g, r, "response %s%s" % (algo, " binary" if binary else ""))
+                check(seen == [algo], "response %s%s: the answer came %s" %
+                      (algo, " binary" if binary else "", algo), seen)
+    finally:
+        del c._post
 
 
 def test_async(url, goldens):

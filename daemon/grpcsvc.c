@@ -462,6 +462,45 @@ static bool pin_spec(struct rnnd_grpc_call *c, const Tensorflow__Serving__ModelS
         return loaded ? pin_loaded(c, spec->name, v) : pin(c, spec->name, v);
 }
 
+/*
+ * Classify and Regress: TF Serving's answer for a model whose signature is
+ * predict's, as the REST :classify and :regress give it (routes.c).  Both
+ * requests start with model_spec (field 1), read through the
+ * classification one's descriptor.
+ */
+static void no_signature(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len, const char *what,
+                         const char *verb)
+{
+        Tensorflow__Serving__ClassificationRequest *q;
+        struct rnnd_pbarena a;
+        char text[160];
+        bool ok, given;
+
+        q = UNPACK(c, &a, Tensorflow__Serving__ClassificationRequest,
+                   tensorflow__serving__classification_request__descriptor, msg, len);
+        if (q == NULL)
+                return;
+        ok = pin_spec(c, q->model_spec, true, &given);
+        rnnd_pbarena_done(&a);
+        if (!ok)
+                return;
+        snprintf(text, sizeof(text),
+                 "Expected %s signature method_name to be tensorflow/serving/%s. Was: "
+                 "tensorflow/serving/predict",
+                 what, verb);
+        rnnd_grpc_finish(c, RNND_GRPC_INVALID_ARGUMENT, text);
+}
+
+static void m_classify(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        no_signature(c, msg, len, "classification", "classify");
+}
+
+static void m_regress(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        no_signature(c, msg, len, "regression", "regress");
+}
+
 static void m_get_model_status(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         Tensorflow__Serving__GetModelStatusRequest *q;
@@ -720,6 +759,8 @@ const struct rnnd_grpc_method rnnd_grpcsvc_methods[] = {
         {KSERVE("RepositoryModelLoad"), 0, m_repository_load, NULL},
         {KSERVE("RepositoryModelUnload"), 0, m_repository_unload, NULL},
         {"/tensorflow.serving.PredictionService/Predict", 0, rnnd_grpcinfer_predict, NULL},
+        {"/tensorflow.serving.PredictionService/Classify", 0, m_classify, NULL},
+        {"/tensorflow.serving.PredictionService/Regress", 0, m_regress, NULL},
         {"/tensorflow.serving.PredictionService/GetModelMetadata", 0, m_get_model_metadata, NULL},
         {"/tensorflow.serving.ModelService/GetModelStatus", 0, m_get_model_status, NULL},
         {"/grpc.health.v1.Health/Check", QUIET, m_health_check, NULL},

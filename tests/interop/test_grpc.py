@@ -21,7 +21,8 @@ Starts $RNND_BIN (HTTP and gRPC on free loopback ports) and drives its gRPC fron
 - TF Serving's PredictionService and ModelService through stubs generated here with
   grpcio-tools from rnnd's own proto/pb/*.proto (tensorflow-serving-api pulls TensorFlow:
   docs/HTTP.md says what running the real package once showed): Predict with float_val and
-  with tensor_content against the goldens, GetModelMetadata's signature_def, GetModelStatus;
+  with tensor_content against the goldens, GetModelMetadata's signature_def, GetModelStatus,
+  Classify and Regress (INVALID_ARGUMENT in TF Serving's words, as for a predict signature);
 - grpc-timeout: a deadline shorter than the queue's wait ends the call DEADLINE_EXCEEDED and the
   daemon keeps serving;
 - loops: with grpc_threads 3, connections in turn on each loop, each serving inference, repository
@@ -554,7 +555,31 @@ def test_tfs(d, goldens):
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "signature_name" in e.details(),
                   "Predict with another signature is INVALID_ARGUMENT naming it", e.details())
+        test_tfs_classify(ch, apis)
         ch.close()
+
+
+def test_tfs_classify(ch, apis):
+    """Classify and Regress, as TF Serving answers them for a predict signature (and as
+    :classify and :regress do): INVALID_ARGUMENT in its words; an unknown model NOT_FOUND.
+    The request goes as raw bytes with TF Serving's field 2 (input: the examples), which rnnd
+    skips."""
+    for method, what, verb in (("Classify", "classification", "classify"), ("Regress", "regression", "regress")):
+        call = ch.unary_unary("/tensorflow.serving.PredictionService/" + method,
+                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        for model, code, words in ((th.MODEL, grpc.StatusCode.INVALID_ARGUMENT,
+                                    "Expected %s signature method_name to be tensorflow/serving/%s. "
+                                    "Was: tensorflow/serving/predict" % (what, verb)),
+                                   ("nope", grpc.StatusCode.NOT_FOUND, "nope")):
+            spec = apis.ModelSpec(name=model).SerializeToString()
+            examples = b"\x0a\x04\x0a\x02\x0a\x00"  # input { example_list { examples {} } }
+            body = b"\x0a" + bytes([len(spec)]) + spec + b"\x12" + bytes([len(examples)]) + examples
+            try:
+                call(body, timeout=10)
+                check(False, "%s on %s fails" % (method, model))
+            except grpc.RpcError as e:
+                check(e.code() == code and words in e.details(),
+                      "%s on %s: %s with %r" % (method, model, code, words), (e.code(), e.details()))
 
 
 # ---------------------------------------------------------------- deadlines

@@ -26,7 +26,7 @@ fuzz) secs=${3:-${FUZZ_SECONDS:-120}} ;;
 cover) secs=0 ;;
 *) echo "run.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
-harnesses="kserve kserve_binary tfs modelcfg repo safetensors grpc"
+harnesses="kserve kserve_binary tfs modelcfg repo safetensors grpc encoding"
 
 CLANG=${CLANG:-}
 if [ -z "$CLANG" ]; then

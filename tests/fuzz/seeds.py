@@ -101,6 +101,13 @@ put("repo", "unload_empty", b"\x02")
 put("repo", "unload_deps", b"\x02" + js({"parameters": {"unload_dependents": False}}).encode())
 
 
+# Encodings: the first byte picks gzip (odd) or deflate, tensors (2) or text; the rest is an
+# Accept-Encoding value and the body compressed and read back.
+put("encoding", "curl", b"\x01gzip, deflate, br, zstd")
+put("encoding", "qvalues", b"\x02gzip;q=0.5, deflate;q=0.8, identity;q=0, *;q=0.001")
+put("encoding", "junk", b"\x03 ,;q=,x-gzip;Q=1.000;level=9,, *")
+put("encoding", "numbers", b"\x00" + js({"data": [0.25, -1.5, 3e-07] * 40}).encode())
+
 # safetensors: the LSTM of fuzz_safetensors.c (input 2, hidden 1, a 1-unit head).
 def st(tensors, meta=None):
     hdr, raw = {}, b""

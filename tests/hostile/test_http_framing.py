@@ -375,6 +375,11 @@ def test_compressed_answers(d):
             st, h, b = d.request("POST", path, body=body, headers=dict(hdr, **{"Accept-Encoding": ae}))
             check(st == 200 and "content-encoding" not in h and b == plain,
                   "%s, Accept-Encoding %r: as it is" % (what, ae), (st, h))
+    tfs = json.dumps({"instances": ts["x"][:8]}).encode()
+    st, h0, plain = d.request("POST", "/v1/models/digits_lstm:predict", body=tfs)
+    st, h, z = d.request("POST", "/v1/models/digits_lstm:predict", body=tfs, headers={"Accept-Encoding": "gzip"})
+    check(st == 200 and len(plain) > 1024 and h.get("content-encoding") == "gzip"
+          and zlib.decompress(z, 31) == plain, "TF Serving :predict, Accept-Encoding gzip: gzip", (st, h))
     st, h, b = d.request("GET", "/v2/health/ready", headers={"Accept-Encoding": "gzip"})
     check(st == 200 and "content-encoding" not in h and "vary" not in h, "an empty answer: as it is", h)
     st, h, b = d.request("GET", "/v2/models/nope", headers={"Accept-Encoding": "gzip"})

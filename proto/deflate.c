@@ -3,13 +3,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <strings.h>
 #include <zlib.h>
 
 #include "alloc.h"
 #include "deflate.h"
 #include "error.h"
-#include "tensor.h"
 
 #define OWS " \t"
 
@@ -58,21 +56,14 @@ static int element_q(const char *p, size_t n)
         return q;
 }
 
-enum coding { C_GZIP, C_DEFLATE, C_IDENTITY, C_STAR, C_N };
+/* q[] is indexed by enum rnnd_encoding, and STAR for `*`. */
+#define STAR (RNND_ENCODING_OTHER + 1)
 
 /* Reads one list element e[0..n) into q[] (the highest q a coding is named with). */
-static void element(const char *e, size_t n, int q[C_N])
+static void element(const char *e, size_t n, int q[STAR + 1])
 {
-        static const struct {
-                const char *name;
-                enum coding c;
-        } names[] = {{"gzip", C_GZIP},
-                     {"x-gzip", C_GZIP},
-                     {"deflate", C_DEFLATE},
-                     {"identity", C_IDENTITY},
-                     {"*", C_STAR}};
         size_t t = strcspn(e, ";" OWS), k;
-        int v;
+        int v, c;
 
         if (t > n)
                 t = n;
@@ -81,17 +72,14 @@ static void element(const char *e, size_t n, int q[C_N])
         if (t == 0 || (k < n && e[k] != ';'))
                 return;
         v = element_q(e + k, n - k);
-        if (v < 0)
-                return;
-        for (size_t i = 0; i < RNND_ELEMENTSOF(names); i++)
-                if (strlen(names[i].name) == t && strncasecmp(e, names[i].name, t) == 0 &&
-                    v > q[names[i].c])
-                        q[names[i].c] = v;
+        c = t == 1 && e[0] == '*' ? STAR : (int)rnnd_encoding_of(e, t);
+        if (v >= 0 && c != RNND_ENCODING_OTHER && v > q[c])
+                q[c] = v;
 }
 
 enum rnnd_encoding rnnd_accept_encoding(const char *header)
 {
-        int q[C_N] = {-1, -1, -1, -1}, gz, df, best;
+        int q[STAR + 1] = {-1, -1, -1, -1, -1}, gz, df, best;
 
         for (const char *p = header; p != NULL && *p != '\0';) {
                 size_t n;
@@ -104,10 +92,10 @@ enum rnnd_encoding rnnd_accept_encoding(const char *header)
                         element(p, n, q);
                 p += strcspn(p, ",");
         }
-        gz = q[C_GZIP] >= 0 ? q[C_GZIP] : q[C_STAR];
-        df = q[C_DEFLATE] >= 0 ? q[C_DEFLATE] : q[C_STAR];
+        gz = q[RNND_ENCODING_GZIP] >= 0 ? q[RNND_ENCODING_GZIP] : q[STAR];
+        df = q[RNND_ENCODING_DEFLATE] >= 0 ? q[RNND_ENCODING_DEFLATE] : q[STAR];
         best = gz >= df ? gz : df;
-        if (best <= 0 || q[C_IDENTITY] > best)
+        if (best <= 0 || q[RNND_ENCODING_IDENTITY] > best)
                 return RNND_ENCODING_IDENTITY;
         return gz >= df ? RNND_ENCODING_GZIP : RNND_ENCODING_DEFLATE;
 }

@@ -80,8 +80,11 @@ def main():
         for _ in range(100):
             try:
                 conn.request("GET", "/v2/health/ready")
-                if conn.getresponse().read() is not None:
+                r = conn.getresponse()
+                r.read()
+                if r.status == 200:
                     break
+                time.sleep(0.1)
             except OSError:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
                 time.sleep(0.1)

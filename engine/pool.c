@@ -742,12 +742,17 @@ static bool room_locked(const rnnd_pool_t *p, uint32_t n)
  * Why a submit of n sequences is refused, or 0.  A full queue is first rid
  * of the jobs whose client has gone.  Called with mu held.
  */
-static int admit_locked(rnnd_pool_t *p, uint32_t n, uint64_t now, rnnd_job_t **done,
+static int admit_locked(rnnd_pool_t *p, uint32_t n, bool held, uint64_t now, rnnd_job_t **done,
                         rnnd_error_t *reterr)
 {
         if (!p->closed && !room_locked(p, n))
                 reap_gone_locked(p, now, done);
-        if (p->closed)
+        /*
+         * A closed pool still runs what it accepted (the drain, docs/OPERATIONS.md),
+         * and a job that held its place was accepted when it took it: only a
+         * stopped pool refuses it.
+         */
+        if (p->closed && (!held || p->stopping))
                 return rnnd_error_set(reterr, RNND_EUNAVAIL, "model '%s' is shutting down",
                                       p->m->name);
         if (p->st.in_service == 0)
@@ -803,7 +808,7 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         uint32_t n = job->batch.n;
         uint64_t now, since, deadline;
         rnnd_job_t *done = NULL;
-        bool wake = false;
+        bool wake = false, held;
         int r;
 
         r = check_job(p, job, reterr);
@@ -837,11 +842,12 @@ int rnnd_pool_submit(rnnd_pool_t *p, rnnd_job_t *job, rnnd_error_t *reterr)
         }
 
         pthread_mutex_lock(&p->mu);
-        if (job->held) { /* its place is in the queue now */
+        held = job->held;
+        if (held) { /* its place is in the queue now */
                 p->held -= p->held > 0;
                 job->held = false;
         }
-        r = admit_locked(p, n, now, &done, reterr);
+        r = admit_locked(p, n, held, now, &done, reterr);
         if (r < 0) {
                 p->st.rejected++;
                 pthread_mutex_unlock(&p->mu);

@@ -175,7 +175,9 @@ void rnnd_pool_expect(rnnd_pool_t *p, int delta);
  * §6), so that max_queue bounds those too.  delta +1 takes a place, or
  * fails as a submit to a full or closed queue does (RNND_EUNAVAIL; no job
  * is completed here, so a caller may hold its own locks); -1 gives one
- * back.  A job submitted with held set uses its place.  Thread-safe.
+ * back.  A job submitted with held set uses its place, and is admitted by a
+ * closed pool (it was accepted: the drain runs it) until rnnd_pool_stop().
+ * Thread-safe.
  */
 int rnnd_pool_hold(rnnd_pool_t *p, int delta, rnnd_error_t *reterr);
 

@@ -454,6 +454,53 @@ START_TEST(test_hold)
 }
 END_TEST
 
+/*
+ * The drain (docs/OPERATIONS.md): a chunk that held its place behind its
+ * sequence's running chunk was accepted, so a closed pool still runs it; a
+ * new job or place is refused, and a stopped pool refuses the held one too.
+ */
+START_TEST(test_hold_through_drain)
+{
+        rnnd_model_t *m = rnnd_test_load_golden("gru_l1_uni_equal_noh0");
+        struct rnnd_pool_instance inst = {&script, {0, 0}};
+        struct rnnd_pool_opts o = opts_for(m, &inst, 1, 4, 4);
+        static const uint32_t lens[2] = {1, 1};
+        struct rnnd_seq seqs[2];
+        rnnd_job_t jobs[4];
+        rnnd_error_t err = {0};
+        rnnd_pool_t *p;
+
+        reset_script(1);
+        seqs_init(seqs, 2, lens, 0);
+        p = start_busy(m, &o, &jobs[0], &seqs[0]); /* job 0 runs, held at the gate */
+        for (int i = 1; i < 4; i++)
+                job_init(&jobs[i], &seqs[1], 1, i);
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), 0);
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), 0);
+        rnnd_pool_close(p);
+        ck_assert_int_eq(rnnd_pool_hold(p, +1, &err), RNND_EUNAVAIL);
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[1], &err), RNND_EUNAVAIL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "shutting down"));
+        jobs[2].held = true; /* its turn came during the drain */
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[2], &err), 0);
+        ck_assert_uint_eq(rnnd_pool_queued(p), 1);
+
+        atomic_store(&gated, 0);
+        sem_post(&gate);
+        wait_done(2);
+        ck_assert_int_eq(atomic_load(&done_ok), 2);
+        ck_assert_int_eq(atomic_load(&done_calls[2]), 1);
+
+        rnnd_pool_stop(p);
+        jobs[3].held = true;
+        ck_assert_int_eq(rnnd_pool_submit(p, &jobs[3], &err), RNND_EUNAVAIL);
+        ck_assert(!jobs[3].held);
+        ck_assert_int_eq(atomic_load(&done_calls[3]), 0);
+        rnnd_pool_free(p);
+        rnnd_model_unref(m);
+}
+END_TEST
+
 static atomic_int wakeups;
 
 static void count_wakeup(void *arg)
@@ -1235,6 +1282,7 @@ static Suite *pool_suite(void)
         tcase_add_test(tc, test_batches_across_jobs);
         tcase_add_test(tc, test_queue_full_and_stop);
         tcase_add_test(tc, test_hold);
+        tcase_add_test(tc, test_hold_through_drain);
         tcase_add_test(tc, test_timeout_sweep);
         tcase_add_test(tc, test_held_expired);
         tcase_add_test(tc, test_timeout_saturates);

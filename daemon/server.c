@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -204,15 +205,18 @@ static void repository_error(const struct rnnd_options *o, rnnd_error_t *err)
 
 /*
  * Whether another socket listens on ai already: a bind tried as the real one
- * will be (http-listen.c, grpc.c) and closed at once, so that a port in use
- * fails before the models load, which may take minutes, not after.  Other
- * errors are left to the real bind.
+ * will be (http-listen.c, grpc.c), so that a port in use fails before the
+ * models load, which may take minutes, not after.  With keep, the socket
+ * stays open and listening in *keep (a later check then sees its port as
+ * taken); else it is closed at once.  Other errors are left to the real bind.
  */
-static int check_free(const struct addrinfo *ai, rnnd_error_t *reterr)
+static int check_free(const struct addrinfo *ai, int *keep, rnnd_error_t *reterr)
 {
         int fd = rnnd_options_bind(ai, 0);
 
-        if (fd >= 0)
+        if (fd >= 0 && keep != NULL && listen(fd, 1) == 0)
+                *keep = fd;
+        else if (fd >= 0)
                 close(fd);
         else if (errno == EADDRINUSE)
                 return rnnd_error_set(reterr, RNND_EIO,
@@ -222,8 +226,11 @@ static int check_free(const struct addrinfo *ai, rnnd_error_t *reterr)
         return 0;
 }
 
-/* Whether host:port of a listen setting resolves and is free; the setting's name in the error. */
-static int check_address(const char *name, const char *value, rnnd_error_t *reterr)
+/*
+ * Whether host:port of a listen setting resolves and is free (see check_free()
+ * for keep); the setting's name in the error.
+ */
+static int check_address(const char *name, const char *value, int *keep, rnnd_error_t *reterr)
 {
         struct addrinfo *ai = NULL;
         char host[256];
@@ -236,7 +243,7 @@ static int check_address(const char *name, const char *value, rnnd_error_t *rete
         }
         r = rnnd_options_resolve_listen(NULL, host, p, &ai, reterr);
         if (r == 0)
-                r = check_free(ai, reterr);
+                r = check_free(ai, keep, reterr);
         if (ai != NULL)
                 freeaddrinfo(ai);
         if (r < 0)
@@ -247,16 +254,31 @@ static int check_address(const char *name, const char *value, rnnd_error_t *rete
 /*
  * The addresses rnnd will bind, resolved (and tried) before any model loads,
  * so that a typo or a port in use fails at once and names its setting; those systemd's sockets
- * replace (http.c's activated_socket()) are not looked at.
+ * replace (http.c's activated_socket()) are not looked at.  listen stays open
+ * while grpc_listen is tried: the two on one port would otherwise pass here
+ * and fail only when gRPC binds, after the models.
  */
 static int check_addresses(const struct rnnd_options *o, rnnd_error_t *reterr)
 {
-        int passed = sd_listen_fds(0), r = 0;
+        int passed = sd_listen_fds(0), held = -1, r = 0;
 
         if (passed < 1)
-                r = check_address("listen", o->listen, reterr);
-        if (r == 0 && passed < 2 && o->grpc_listen[0] != '\0')
-                r = check_address("grpc_listen", o->grpc_listen, reterr);
+                r = check_address("listen", o->listen, &held, reterr);
+        if (r == 0 && passed < 2 && o->grpc_listen[0] != '\0') {
+                r = check_address("grpc_listen", o->grpc_listen, NULL, reterr);
+                if (r < 0 && held >= 0) {
+                        close(held);
+                        held = -1;
+                        /* Free once listen's socket is gone: the two settings collide. */
+                        if (check_address("grpc_listen", o->grpc_listen, NULL, NULL) == 0)
+                                r = rnnd_error_set(reterr, RNND_EINVAL,
+                                                   "grpc_listen %s: listen %s takes that port "
+                                                   "(HTTP and gRPC need a port each)",
+                                                   o->grpc_listen, o->listen);
+                }
+        }
+        if (held >= 0)
+                close(held);
         return r;
 }
 

@@ -431,6 +431,19 @@ def test_command_line():
               in err and "loaded" not in err, "the same for grpc_listen", (rc, err[-300:]))
 
 
+def test_one_port():
+    """listen and grpc_listen on one port: each is free alone, so only trying them together
+    finds it before the models load; the error names both settings."""
+    port = free_port()
+    for host in ("127.0.0.1", "0.0.0.0"):
+        p = subprocess.run([BIN, "--model_repository", GOLDEN, "--listen=127.0.0.1:%d" % port,
+                            "--grpc_listen=%s:%d" % (host, port)], capture_output=True, text=True, timeout=60)
+        rc, err = p.returncode, p.stderr
+        check(rc == 1 and "grpc_listen %s:%d: listen 127.0.0.1:%d takes that port (HTTP and gRPC need "
+              "a port each)" % (host, port, port) in err and "loaded" not in err,
+              "listen and grpc_listen on one port (%s) fail at once, naming both" % host, (rc, err[-300:]))
+
+
 def test_broken_repository():
     """A repository where some models fail: the daemon serves the rest and says why."""
     repo = tempfile.mkdtemp(prefix="rnnd-repo-")
@@ -767,6 +780,7 @@ def main():
     finally:
         d.close()
     run_test(test_command_line)
+    run_test(test_one_port)
     run_test(test_broken_repository)
     run_test(test_start_log)
     run_test(test_model_dir_as_repository)

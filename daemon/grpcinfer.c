@@ -176,7 +176,9 @@ static void gi_done(void *cls, int status, const rnnd_error_t *err)
         gi->status = status;
         if (status < 0 && err != NULL)
                 gi->err = *err;
-        if (status == 0 && rnnd_grpc_call_alive(gi->call)) {
+        if (status == 0) /* outputs asked for in shared memory go there first */
+                gi->status = rnnd_inference_write_shm(gi->inf, &gi->err);
+        if (gi->status == 0 && rnnd_grpc_call_alive(gi->call)) {
                 uint64_t t = rnnd_now_ns();
 
                 gi->buf = render(gi, &gi->len);

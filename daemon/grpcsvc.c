@@ -202,7 +202,8 @@ static void m_server_metadata(struct rnnd_grpc_call *c, const uint8_t *msg, size
 
         (void)msg, (void)len;
         rnnd_strbuf_init(&b);
-        rnnd_v2meta_server(&b, rnnd_server_extensions(rnnd_grpc_call_server(c)));
+        rnnd_v2meta_server(&b, rnnd_server_extensions(rnnd_grpc_call_server(c)),
+                           rnnd_grpc_call_server(c)->shm.max > 0);
         answer_json(c, &b, &inference__server_metadata_response__descriptor, NULL);
 }
 
@@ -421,6 +422,135 @@ static void m_repository_load(struct rnnd_grpc_call *c, const uint8_t *msg, size
 static void m_repository_unload(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
 {
         load_or_unload(c, msg, len, false);
+}
+
+/*
+ * The system shared memory extension (docs/HTTP.md "Shared memory"), as
+ * HTTP's routes serve it (shm.h); the repository methods' token.
+ */
+
+static void m_shm_status(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        Inference__SystemSharedMemoryStatusRequest *q;
+        struct rnnd_pbarena a;
+        struct rnnd_strbuf b;
+        rnnd_error_t err = {0};
+        int r;
+
+        if (!authorized(c))
+                return;
+        q = UNPACK(c, &a, Inference__SystemSharedMemoryStatusRequest,
+                   inference__system_shared_memory_status_request__descriptor, msg, len);
+        if (q == NULL)
+                return;
+        rnnd_strbuf_init(&b);
+        r = rnnd_shm_status(&rnnd_grpc_call_server(c)->shm, q->name, true, &b, &err);
+        rnnd_pbarena_done(&a);
+        if (r < 0) {
+                rnnd_strbuf_done(&b);
+                rnnd_grpc_fail(c, r, &err);
+                return;
+        }
+        answer_json(c, &b, &inference__system_shared_memory_status_response__descriptor, NULL);
+}
+
+static void m_shm_register(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        static const Inference__SystemSharedMemoryRegisterResponse ok =
+                INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+        Inference__SystemSharedMemoryRegisterRequest *q;
+        struct rnnd_shmreq rq = {{0}, 0, 0};
+        struct rnnd_pbarena a;
+        rnnd_error_t err = {0};
+        int r;
+
+        if (!authorized(c))
+                return;
+        q = UNPACK(c, &a, Inference__SystemSharedMemoryRegisterRequest,
+                   inference__system_shared_memory_register_request__descriptor, msg, len);
+        if (q == NULL)
+                return;
+        rq.offset = q->offset;
+        rq.byte_size = q->byte_size;
+        if (strlen(q->key) >= sizeof(rq.key)) {
+                r = rnnd_error_set(&err, RNND_EINVAL, "key: longer than %zu bytes",
+                                   sizeof(rq.key) - 1);
+        } else {
+                memcpy(rq.key, q->key, strlen(q->key) + 1);
+                r = rnnd_shm_register(&rnnd_grpc_call_server(c)->shm, q->name, &rq, &err);
+        }
+        rnnd_pbarena_done(&a);
+        if (r < 0)
+                rnnd_grpc_fail(c, r, &err);
+        else
+                answer(c, &ok.base);
+}
+
+static void m_shm_unregister(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        static const Inference__SystemSharedMemoryUnregisterResponse ok =
+                INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+        Inference__SystemSharedMemoryUnregisterRequest *q;
+        struct rnnd_pbarena a;
+        rnnd_error_t err = {0};
+        int r;
+
+        if (!authorized(c))
+                return;
+        q = UNPACK(c, &a, Inference__SystemSharedMemoryUnregisterRequest,
+                   inference__system_shared_memory_unregister_request__descriptor, msg, len);
+        if (q == NULL)
+                return;
+        r = strlen(q->name) >= RNND_SHM_NAME_MAX
+                    ? 0 /* no region has that name: nothing to unregister */
+                    : rnnd_shm_unregister(&rnnd_grpc_call_server(c)->shm, q->name, &err);
+        rnnd_pbarena_done(&a);
+        if (r < 0)
+                rnnd_grpc_fail(c, r, &err);
+        else
+                answer(c, &ok.base);
+}
+
+/* CUDA shared memory: none is ever registered (routes.c says why). */
+static void m_cuda_shm_status(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        static const Inference__CudaSharedMemoryStatusResponse none =
+                INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+        Inference__CudaSharedMemoryStatusRequest *q;
+        struct rnnd_pbarena a;
+        bool named;
+
+        if (!authorized(c))
+                return;
+        q = UNPACK(c, &a, Inference__CudaSharedMemoryStatusRequest,
+                   inference__cuda_shared_memory_status_request__descriptor, msg, len);
+        if (q == NULL)
+                return;
+        named = q->name[0] != '\0';
+        rnnd_pbarena_done(&a);
+        if (named)
+                rnnd_grpc_finish(c, 5 /* NOT_FOUND */,
+                                 "no CUDA shared memory region is registered (rnnd does not "
+                                 "implement CUDA shared memory)");
+        else
+                answer(c, &none.base);
+}
+
+static void m_cuda_shm_unregister(struct rnnd_grpc_call *c, const uint8_t *msg, size_t len)
+{
+        static const Inference__CudaSharedMemoryUnregisterResponse ok =
+                INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+        Inference__CudaSharedMemoryUnregisterRequest *q;
+        struct rnnd_pbarena a;
+
+        if (!authorized(c))
+                return;
+        q = UNPACK(c, &a, Inference__CudaSharedMemoryUnregisterRequest,
+                   inference__cuda_shared_memory_unregister_request__descriptor, msg, len);
+        if (q == NULL)
+                return;
+        rnnd_pbarena_done(&a);
+        answer(c, &ok.base);
 }
 
 /* TF Serving: model status and metadata. */
@@ -758,6 +888,11 @@ const struct rnnd_grpc_method rnnd_grpcsvc_methods[] = {
         {KSERVE("RepositoryIndex"), 0, m_repository_index, NULL},
         {KSERVE("RepositoryModelLoad"), 0, m_repository_load, NULL},
         {KSERVE("RepositoryModelUnload"), 0, m_repository_unload, NULL},
+        {KSERVE("SystemSharedMemoryStatus"), 0, m_shm_status, NULL},
+        {KSERVE("SystemSharedMemoryRegister"), 0, m_shm_register, NULL},
+        {KSERVE("SystemSharedMemoryUnregister"), 0, m_shm_unregister, NULL},
+        {KSERVE("CudaSharedMemoryStatus"), 0, m_cuda_shm_status, NULL},
+        {KSERVE("CudaSharedMemoryUnregister"), 0, m_cuda_shm_unregister, NULL},
         {"/tensorflow.serving.PredictionService/Predict", 0, rnnd_grpcinfer_predict, NULL},
         {"/tensorflow.serving.PredictionService/Classify", 0, m_classify, NULL},
         {"/tensorflow.serving.PredictionService/Regress", 0, m_regress, NULL},

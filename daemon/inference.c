@@ -173,7 +173,16 @@ static void prepare_outputs(struct rnnd_http_request *http)
 {
         struct rnnd_inference *c = rnnd_http_request_data(http);
         uint64_t t = rnnd_now_ns();
+        rnnd_error_t err = {0};
+        int r = rnnd_inference_write_shm(c, &err);
 
+        if (r < 0) {
+                rnnd_log_req(RNND_LOG_INFO, rnnd_http_request_id(http), "model %s: %s",
+                             c->sv->owner->entry->name, err.msg);
+                rnnd_http_fail_err(http, r, &err);
+                rnnd_inference_record(c, r, 0);
+                return;
+        }
         respond_outputs(c);
         rnnd_inference_record(c, 0, rnnd_now_ns() - t);
 }
@@ -565,6 +574,69 @@ static bool parse_header_len(const char *s, size_t *ret)
         return true;
 }
 
+/* Reads the inputs that name a region from it, before bind checks them. */
+static int read_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
+{
+        struct rnnd_infer_request *q = &c->req;
+        char what[32];
+        int r;
+
+        for (unsigned i = 0; i < q->n_inputs; i++) {
+                if (q->input_shm[i].region[0] == '\0')
+                        continue;
+                snprintf(what, sizeof(what), "inputs[%u]", i);
+                r = rnnd_shm_read(&c->srv->shm, &q->input_shm[i], q->inputs[i].data,
+                                  q->inputs[i].nbytes, what, reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/*
+ * Marks the outputs the request asked to have in a region (c->outs.shm) and
+ * checks that each fits its region, before the inference runs.
+ */
+static int plan_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
+{
+        struct rnnd_infer_outputs *o = &c->outs;
+        char what[RNND_INFER_NAME_MAX + 16];
+        int r;
+
+        for (unsigned i = 0; i < o->n; i++)
+                for (unsigned j = 0; j < c->req.n_outputs; j++) {
+                        const struct rnnd_requested_output *ro = &c->req.outputs[j];
+
+                        if (ro->shm.region[0] == '\0' || strcmp(ro->name, o->t[i].name) != 0)
+                                continue;
+                        snprintf(what, sizeof(what), "outputs[%u] '%s'", j, ro->name);
+                        r = rnnd_shm_check_write(&c->srv->shm, &ro->shm, o->t[i].nbytes, what,
+                                                 reterr);
+                        if (r < 0)
+                                return r;
+                        o->shm[i] = &ro->shm;
+                }
+        return 0;
+}
+
+int rnnd_inference_write_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
+{
+        const struct rnnd_infer_outputs *o = &c->outs;
+        char what[RNND_INFER_NAME_MAX + 16];
+        int r;
+
+        for (unsigned i = 0; i < o->n; i++) {
+                if (o->shm[i] == NULL)
+                        continue;
+                snprintf(what, sizeof(what), "output '%s'", o->t[i].name);
+                r = rnnd_shm_write(&c->srv->shm, o->shm[i], o->t[i].data, o->t[i].nbytes, what,
+                                   reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* Fills c->seqs from the bound inputs and the allocated outputs. */
 static int make_batch(struct rnnd_inference *c, rnnd_error_t *reterr)
 {
@@ -662,6 +734,9 @@ int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_o
         uint64_t held = 0;
         int ret;
 
+        ret = read_shm(c, reterr);
+        if (ret < 0)
+                return ret;
         ret = rnnd_infer_bind(&c->req, cfg, &c->bound, reterr);
         if (ret < 0)
                 return ret;
@@ -673,6 +748,9 @@ int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_o
         if (ret < 0)
                 return ret;
         ret = rnnd_infer_outputs_alloc(&c->bound, cfg, &c->outs, reterr);
+        if (ret < 0)
+                return ret;
+        ret = plan_shm(c, reterr);
         if (ret < 0)
                 return ret;
         ret = make_batch(c, reterr);

@@ -68,6 +68,14 @@ void rnnd_inference_limits(const struct rnnd_server *srv, struct rnnd_infer_limi
 int rnnd_inference_start(struct rnnd_inference *c, const struct rnnd_inference_owner *owner,
                          void *cls, rnnd_error_t *reterr);
 
+/*
+ * After done() with 0: writes the outputs the request asked to have in
+ * shared memory to their regions (docs/HTTP.md "Shared memory"); 0, or
+ * RNND_EINVAL with reterr set (a region unregistered or shrunk meanwhile):
+ * the answer is then that error.  Any thread.
+ */
+int rnnd_inference_write_shm(struct rnnd_inference *c, rnnd_error_t *reterr);
+
 /* The outputs the engine filled (after done() with 0).  Borrowed from c. */
 const struct rnnd_infer_outputs *rnnd_inference_outputs(const struct rnnd_inference *c);
 

@@ -294,6 +294,23 @@ static const struct rnnd_option options[] = {
                         "one request is always let in when nothing else is held.",
         },
         {
+                .name = "max_shm_regions",
+                .type = RNND_OPT_UINT,
+                .offset = OFF(max_shm_regions),
+                .def = "0",
+                .min = 0,
+                .max = 4096,
+                .flags = RNND_OPT_FIXED,
+                .metavar = "N",
+                .help = "Most system shared memory regions clients may register at once "
+                        "(Triton's shared memory extension: tensors read from and written to "
+                        "a client's POSIX shared memory object instead of the request and "
+                        "answer). 0, the default, turns the extension off (403). Any client "
+                        "that reaches rnnd may then read and write every shared memory object "
+                        "rnnd's user can open: turn it on only where the clients are that "
+                        "user's own (docs/OPERATIONS.md).",
+        },
+        {
                 .name = "max_json_depth",
                 .type = RNND_OPT_UINT,
                 .offset = OFF(max_json_depth),

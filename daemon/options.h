@@ -66,6 +66,7 @@ struct rnnd_options {
         uint64_t max_tensor_elements;    /* per tensor in a request */
         uint64_t max_response_bytes;     /* the outputs one request may ask for */
         uint64_t max_response_memory;    /* what all answers not yet read may hold */
+        uint64_t max_shm_regions;        /* system shared memory regions; 0 = off */
         uint64_t max_json_depth;         /* nesting of a request's JSON */
         uint64_t max_json_memory;        /* a request's JSON tree, estimated */
         uint64_t per_connection_memory;  /* MHD memory pool per connection */

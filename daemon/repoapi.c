@@ -39,8 +39,8 @@ unsigned rnnd_repoapi_check(struct rnnd_http_request *r, struct rnnd_route_req *
         if (cl != NULL && strlen(cl) > 0 &&
             (strlen(cl) > 10 || strtoull(cl, NULL, 10) > RNND_REPOREQ_MAX_BODY))
                 return (unsigned)rnnd_http_fail(r, RNND_ETOOBIG,
-                                                "a repository request's body is at most %u bytes",
-                                                RNND_REPOREQ_MAX_BODY);
+                                                "the body of %s is at most %u bytes",
+                                                rnnd_http_request_path(r), RNND_REPOREQ_MAX_BODY);
         return 0;
 }
 

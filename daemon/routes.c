@@ -21,6 +21,7 @@
 #include "alloc.h"
 #include "log.h"
 #include "repoapi.h"
+#include "shmreq.h"
 #include "routes.h"
 #include "server.h"
 #include "strbuf.h"
@@ -44,6 +45,11 @@ static void serve_tfs_predict(struct rnnd_http_request *r, struct rnnd_route_req
 static void serve_tfs_classify(struct rnnd_http_request *r, struct rnnd_route_req *q);
 static void serve_tfs_regress(struct rnnd_http_request *r, struct rnnd_route_req *q);
 static void serve_metrics(struct rnnd_http_request *r, struct rnnd_route_req *q);
+static void serve_shm_status(struct rnnd_http_request *r, struct rnnd_route_req *q);
+static void serve_shm_register(struct rnnd_http_request *r, struct rnnd_route_req *q);
+static void serve_shm_unregister(struct rnnd_http_request *r, struct rnnd_route_req *q);
+static void serve_cuda_shm_status(struct rnnd_http_request *r, struct rnnd_route_req *q);
+static void serve_shm_nothing(struct rnnd_http_request *r, struct rnnd_route_req *q);
 
 #define POST  RNND_ROUTE_POST
 #define MODEL RNND_ROUTE_MODEL
@@ -65,6 +71,18 @@ const struct rnnd_route rnnd_routes_table[] = {
         {"/v2/repository/index", POST | REPO, rnnd_repoapi_index},
         {"/v2/repository/models/{name}/load", POST | REPO, rnnd_repoapi_load},
         {"/v2/repository/models/{name}/unload", POST | REPO, rnnd_repoapi_unload},
+        /* The shared memory extension: the repository API's token and body cap (repoapi.c). */
+        {"/v2/systemsharedmemory/status", REPO, serve_shm_status},
+        {"/v2/systemsharedmemory/region/{name}/status", REPO, serve_shm_status},
+        {"/v2/systemsharedmemory/region/{name}/register", POST | REPO, serve_shm_register},
+        {"/v2/systemsharedmemory/unregister", POST | REPO, serve_shm_unregister},
+        {"/v2/systemsharedmemory/region/{name}/unregister", POST | REPO, serve_shm_unregister},
+        /* CUDA shared memory: none can be registered, so status lists none, unregister has none to
+           drop. */
+        {"/v2/cudasharedmemory/status", REPO, serve_cuda_shm_status},
+        {"/v2/cudasharedmemory/region/{name}/status", REPO, serve_cuda_shm_status},
+        {"/v2/cudasharedmemory/unregister", POST | REPO, serve_shm_nothing},
+        {"/v2/cudasharedmemory/region/{name}/unregister", POST | REPO, serve_shm_nothing},
         {"/v1/models/{model}:predict", POST | MODEL | INFER, serve_tfs_predict},
         {"/v1/models/{model}:classify", POST | MODEL, serve_tfs_classify},
         {"/v1/models/{model}:regress", POST | MODEL, serve_tfs_regress},
@@ -148,8 +166,6 @@ static const char *unimplemented_extension(const char *path)
         static const struct {
                 const char *prefix, *what;
         } ext[] = {
-                {"/v2/systemsharedmemory", "system shared memory extension (send tensors in "
-                                           "the request body)"},
                 {"/v2/cudasharedmemory", "CUDA shared memory extension (send tensors in the "
                                          "request body)"},
                 {"/v2/trace/", "trace extension"},
@@ -162,7 +178,7 @@ static const char *unimplemented_extension(const char *path)
                         return ext[i].what;
         if (strncmp(path, "/v2/models/", 11) == 0 && n > 25 &&
             strcmp(path + n - 14, "/trace/setting") == 0)
-                return ext[2].what;
+                return ext[1].what;
         return NULL;
 }
 
@@ -290,7 +306,7 @@ static void serve_server_metadata(struct rnnd_http_request *r, struct rnnd_route
         struct rnnd_strbuf b;
 
         rnnd_strbuf_init(&b);
-        rnnd_v2meta_server(&b, rnnd_server_extensions(q->srv));
+        rnnd_v2meta_server(&b, rnnd_server_extensions(q->srv), q->srv->shm.max > 0);
         respond_json(r, 200, &b);
 }
 
@@ -510,6 +526,103 @@ static void serve_metrics(struct rnnd_http_request *r, struct rnnd_route_req *q)
                 return;
         }
         rnnd_http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
+}
+
+/*
+ * The system shared memory extension (docs/HTTP.md "Shared memory"): the
+ * region a row's {name} names, or "" for every one.  NULL after answering
+ * 400 for a name too long to be one (the match left it "").
+ */
+static const char *shm_name(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        if (q->name[0] == '\0' && strstr(q->route->pattern, "{name}") != NULL) {
+                rnnd_http_fail(r, RNND_EINVAL, "a region's name is at most %u bytes",
+                               RNND_SHM_NAME_MAX - 1);
+                return NULL;
+        }
+        return q->name;
+}
+
+static void serve_shm_status(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        const char *name = shm_name(r, q);
+        rnnd_error_t err = {0};
+        struct rnnd_strbuf b;
+        int st;
+
+        if (name == NULL)
+                return;
+        rnnd_strbuf_init(&b);
+        st = rnnd_shm_status(&q->srv->shm, name, false, &b, &err);
+        if (st < 0) {
+                rnnd_strbuf_done(&b);
+                rnnd_http_fail_err(r, st, &err);
+                return;
+        }
+        respond_json(r, 200, &b);
+}
+
+static void serve_shm_register(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        const char *name = shm_name(r, q), *body;
+        struct rnnd_shmreq rq;
+        rnnd_error_t err = {0};
+        size_t len;
+        int st;
+
+        if (name == NULL)
+                return;
+        body = rnnd_http_request_body(r, &len);
+        st = rnnd_shmreq_parse(body != NULL ? body : "", body != NULL ? len : 0, &rq, &err);
+        if (st == 0)
+                st = rnnd_shm_register(&q->srv->shm, name, &rq, &err);
+        if (st < 0)
+                rnnd_http_fail_err(r, st, &err);
+        else
+                respond_empty(r, 200);
+}
+
+static void serve_shm_unregister(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        const char *name = shm_name(r, q);
+        rnnd_error_t err = {0};
+        int st;
+
+        if (name == NULL)
+                return;
+        st = rnnd_shm_unregister(&q->srv->shm, name, &err);
+        if (st < 0)
+                rnnd_http_fail_err(r, st, &err);
+        else
+                respond_empty(r, 200);
+}
+
+/*
+ * rnnd does not implement CUDA shared memory (register is 501), so no CUDA
+ * region is ever registered: the status of all is [], of one 404, and
+ * unregistering has nothing to do.  perf_analyzer unregisters both kinds
+ * when it ends, and takes an error there for its run's failure.
+ */
+static void serve_cuda_shm_status(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        struct rnnd_strbuf b;
+
+        if (q->name[0] == '\0' && strstr(q->route->pattern, "{name}") == NULL) {
+                rnnd_strbuf_init(&b);
+                rnnd_strbuf_puts(&b, "[]");
+                respond_json(r, 200, &b);
+        } else {
+                rnnd_http_fail(r, RNND_ENOTFOUND,
+                               "no CUDA shared memory region '%.64s' is registered (rnnd does "
+                               "not implement CUDA shared memory)",
+                               q->name);
+        }
+}
+
+static void serve_shm_nothing(struct rnnd_http_request *r, struct rnnd_route_req *q)
+{
+        (void)q;
+        respond_empty(r, 200);
 }
 
 /* The handler the HTTP layer calls. */

@@ -291,6 +291,7 @@ int rnnd_server_new(const struct rnnd_options *opts, struct rnnd_server **ret, r
         if (srv == NULL)
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
         srv->opts = opts;
+        rnnd_shm_init(&srv->shm, (unsigned)opts->max_shm_regions);
         rnnd_models_init(&srv->models, &(struct rnnd_models_events){
                                                .retired = model_retired,
                                                .pool_wakeup = pool_wakeup,
@@ -800,6 +801,7 @@ struct rnnd_server *rnnd_server_free(struct rnnd_server *srv)
         }
         rnnd_models_done(&srv->models);
         rnnd_grpc_done(&srv->grpc); /* after the pools, whose workers post to its loops */
+        rnnd_shm_done(&srv->shm);   /* after the pools: their jobs' answers write to regions */
         rnnd_reload_free(srv->reload);
         rnnd_free(srv->watch);
         rnnd_free(srv);

@@ -32,6 +32,7 @@
 #include "http.h"
 #include "models.h"
 #include "options.h"
+#include "shm.h"
 
 struct rnnd_http_request;
 
@@ -95,6 +96,7 @@ struct rnnd_server {
          * each inference's reservation until it is freed, and gRPC's packed answers until
          * sent.  Atomic. */
         atomic_uint_fast64_t answer_bytes;
+        struct rnnd_shm shm; /* registered shared memory regions (shm.h); thread-safe */
 
         uv_loop_t loop;            /* loop thread only */
         uv_signal_t sig[3];        /* SIGINT, SIGTERM, SIGHUP; loop thread only */

@@ -497,7 +497,7 @@ void rnnd_v2meta_config(struct rnnd_strbuf *b, const struct rnnd_served_model *m
         rnnd_strbuf_putc(b, '}');
 }
 
-void rnnd_v2meta_server(struct rnnd_strbuf *b, const char *const *extensions)
+void rnnd_v2meta_server(struct rnnd_strbuf *b, const char *const *extensions, bool shm)
 {
         rnnd_strbuf_putc(b, '{');
         rnnd_strbuf_json_kv_str(b, "name", "rnnd");
@@ -509,5 +509,7 @@ void rnnd_v2meta_server(struct rnnd_strbuf *b, const char *const *extensions)
                 rnnd_strbuf_putc(b, ',');
                 rnnd_strbuf_json_str(b, *e);
         }
+        if (shm) /* on (max_shm_regions) */
+                rnnd_strbuf_puts(b, ",\"system_shared_memory\"");
         rnnd_strbuf_puts(b, "]}");
 }

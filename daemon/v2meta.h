@@ -30,8 +30,11 @@ struct rnnd_v2meta_tensor {
 unsigned rnnd_v2meta_tensors(const struct rnnd_model_config *cfg, bool inputs,
                              struct rnnd_v2meta_tensor io[RNND_V2META_MAX_TENSORS]);
 
-/* GET /v2: name, version and extensions (the hook's after rnnd's own).  Thread-safe. */
-void rnnd_v2meta_server(struct rnnd_strbuf *b, const char *const *extensions);
+/*
+ * GET /v2: name, version and extensions (the hook's after rnnd's own, then
+ * system_shared_memory when shm: max_shm_regions is not 0).  Thread-safe.
+ */
+void rnnd_v2meta_server(struct rnnd_strbuf *b, const char *const *extensions, bool shm);
 
 /*
  * GET /v2/models/{m}[/versions/{v}]: m's loaded versions, the platform of

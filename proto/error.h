@@ -37,7 +37,8 @@
         XX(EMEDIATYPE, -16, 415, 12, "unsupported media type")                                     \
         XX(EDEVLOST, -17, 503, 14, "device unavailable")                                           \
         XX(EAUTH, -18, 401, 16, "unauthorized")                                                    \
-        XX(ENOTIMPL, -19, 501, 12, "not implemented")
+        XX(ENOTIMPL, -19, 501, 12, "not implemented")                                              \
+        XX(EFORBIDDEN, -20, 403, 7, "forbidden")
 
 enum rnnd_errno {
 #define RNND_ERRNO_ENUM(name, val, status, grpc, msg) RNND_##name = (val),

@@ -124,24 +124,55 @@ static int tensor_name(const char *name, char *dst, const char *path, rnnd_error
 }
 
 /*
- * One of a tensor's parameters.  Triton's classification (class_count: the
- * top classes as strings) and shared-memory ones ask for what rnnd does not
- * serve: refused with HTTP's words (infer-kserve.c), where they were ignored
- * and the client got other data than it asked for.  Others are ignored.
+ * One of a tensor's parameters (path the tensor's): the shared memory ones
+ * (Triton's extension) into ref, their bit added to *seen.  Triton's
+ * classification (class_count: the top classes as strings) asks for what
+ * rnnd does not serve: refused with HTTP's words (infer-kserve.c), where it
+ * was ignored and the client got other data than it asked for.  Others are
+ * ignored.
  */
-static int tensor_param(const char *key, const char *path, rnnd_error_t *err)
+static int tensor_param(const char *key, const param_t *v, struct rnnd_shm_ref *ref, unsigned *seen,
+                        const char *path, rnnd_error_t *err)
 {
         char sub[PATH_LEN];
-        bool shm;
+        int k;
 
         if (key == NULL) /* never from protobuf-c; said for gcc's -fsanitize builds */
                 return 0;
-        shm = strncmp(key, "shared_memory_", 14) == 0;
-        if (!shm && strcmp(key, "classification") != 0)
-                return 0;
         rnnd__infer_pathf(sub, "%s.parameters.%.64s", path, key);
-        return rnnd__infer_path_error(err, RNND_EINVAL, sub,
-                                      shm ? "shared memory is not supported" : "not supported");
+        if (strcmp(key, "classification") == 0)
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub, "not supported");
+        k = rnnd__infer_shm_key(key);
+        if (k == 0)
+                return 0;
+        if (k < 0)
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub,
+                                              "unknown shared memory parameter");
+        if (v == NULL)
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub, "has no value");
+        *seen |= (unsigned)k;
+        if (k != RNND__SHM_REGION)
+                return param_uint(v, k == RNND__SHM_OFFSET ? &ref->offset : &ref->byte_size, sub,
+                                  err);
+        if (v->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM ||
+            v->string_param[0] == '\0')
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub,
+                                              "must be a non-empty string_param");
+        if (strlen(v->string_param) >= sizeof(ref->region))
+                return rnnd__infer_path_error(err, RNND_EINVAL, sub, "longer than %zu bytes",
+                                              sizeof(ref->region) - 1);
+        memcpy(ref->region, v->string_param, strlen(v->string_param) + 1);
+        return 0;
+}
+
+/* Whether input in names a shared memory region (its raw_input_contents has no entry). */
+static bool input_in_shm(const Inference__ModelInferRequest__InferInputTensor *in)
+{
+        for (size_t k = 0; k < in->n_parameters; k++)
+                if (in->parameters[k]->key != NULL &&
+                    strcmp(in->parameters[k]->key, "shared_memory_region") == 0)
+                        return true;
+        return false;
 }
 
 /* t's dtype and shape from signed dims; checked against the element limit. */
@@ -227,12 +258,15 @@ static int kserve_contents(struct rnnd_tensor *t, const Inference__InferTensorCo
         }
 }
 
+/* Input i of m into t; raw: its raw_input_contents entry, or NULL when it has none. */
 static int kserve_input(const Inference__ModelInferRequest *m, size_t i,
-                        const struct rnnd_infer_limits *lim, struct rnnd_tensor *t,
-                        rnnd_error_t *err)
+                        const ProtobufCBinaryData *raw, const struct rnnd_infer_limits *lim,
+                        struct rnnd_tensor *t, struct rnnd_shm_ref *ref, rnnd_error_t *err)
 {
         const Inference__ModelInferRequest__InferInputTensor *in = m->inputs[i];
         char path[PATH_LEN], sub[PATH_LEN];
+        unsigned seen = 0;
+        bool has_contents;
         rnnd_dtype_t dt;
         int r;
 
@@ -240,7 +274,11 @@ static int kserve_input(const Inference__ModelInferRequest *m, size_t i,
         rnnd__infer_pathf(sub, "%s.name", path);
         r = tensor_name(in->name, t->name, sub, err);
         for (size_t k = 0; r == 0 && k < in->n_parameters; k++)
-                r = tensor_param(in->parameters[k]->key, path, err);
+                r = tensor_param(in->parameters[k]->key, in->parameters[k]->value, ref, &seen, path,
+                                 err);
+        rnnd__infer_pathf(sub, "%s.parameters", path);
+        if (r == 0)
+                r = rnnd__infer_shm_done(seen, sub, err);
         if (r < 0)
                 return r;
         rnnd__infer_pathf(sub, "%s.datatype", path);
@@ -254,20 +292,24 @@ static int kserve_input(const Inference__ModelInferRequest *m, size_t i,
         r = tensor_shape(t, dt, in->shape, in->n_shape, lim, sub, err);
         if (r < 0)
                 return r;
-        if (m->n_raw_input_contents == 0)
+        has_contents =
+                in->contents != NULL && protobuf_c_message_get_packed_size(&in->contents->base) > 0;
+        if (ref->region[0] != '\0')
+                return rnnd__infer_shm_input(t, ref, has_contents, path, err);
+        if (raw == NULL)
                 return kserve_contents(t, in->contents, path, err);
-        if (in->contents != NULL && protobuf_c_message_get_packed_size(&in->contents->base) > 0)
+        if (has_contents)
                 return rnnd__infer_path_error(err, RNND_EINVAL, path,
                                               "has contents, but the request carries "
                                               "raw_input_contents");
-        rnnd__infer_pathf(sub, "raw_input_contents[%zu]", i);
-        return take_raw(t, &m->raw_input_contents[i], sub, err);
+        rnnd__infer_pathf(sub, "raw_input_contents[%zu]", (size_t)(raw - m->raw_input_contents));
+        return take_raw(t, raw, sub, err);
 }
 
 static int kserve_outputs(const Inference__ModelInferRequest *m, struct rnnd_infer_request *req,
                           rnnd_error_t *err)
 {
-        char sub[PATH_LEN];
+        char sub[PATH_LEN], params[PATH_LEN];
         int r;
 
         if (m->n_outputs > RNND_INFER_MAX_TENSORS)
@@ -276,12 +318,18 @@ static int kserve_outputs(const Inference__ModelInferRequest *m, struct rnnd_inf
         req->outputs_given = m->n_outputs > 0;
         for (size_t i = 0; i < m->n_outputs; i++) {
                 const Inference__ModelInferRequest__InferRequestedOutputTensor *o = m->outputs[i];
+                struct rnnd_requested_output *ro = &req->outputs[i];
+                unsigned seen = 0;
 
                 rnnd__infer_pathf(sub, "outputs[%zu].name", i);
-                r = tensor_name(o->name, req->outputs[i].name, sub, err);
+                r = tensor_name(o->name, ro->name, sub, err);
                 rnnd__infer_pathf(sub, "outputs[%zu]", i);
                 for (size_t k = 0; r == 0 && k < o->n_parameters; k++)
-                        r = tensor_param(o->parameters[k]->key, sub, err);
+                        r = tensor_param(o->parameters[k]->key, o->parameters[k]->value, &ro->shm,
+                                         &seen, sub, err);
+                rnnd__infer_pathf(params, "%s.parameters", sub);
+                if (r == 0)
+                        r = rnnd__infer_shm_done(seen, params, err);
                 if (r < 0)
                         return r;
                 req->n_outputs = (unsigned)i + 1;
@@ -293,6 +341,7 @@ static int kserve_request(const Inference__ModelInferRequest *m,
                           const struct rnnd_infer_limits *lim, struct rnnd_infer_request *req,
                           rnnd_error_t *err)
 {
+        size_t plain = 0;
         int r;
 
         if (strlen(m->id) >= RNND_INFER_ID_MAX)
@@ -307,14 +356,21 @@ static int kserve_request(const Inference__ModelInferRequest *m,
         if (m->n_inputs > RNND_INFER_MAX_TENSORS)
                 return rnnd__infer_path_error(err, RNND_EINVAL, "inputs", "more than %d tensors",
                                               RNND_INFER_MAX_TENSORS);
-        if (m->n_raw_input_contents > 0 && m->n_raw_input_contents != m->n_inputs)
+        /* Inputs in shared memory have no entry (Triton's way, tritonclient's too). */
+        for (size_t i = 0; i < m->n_inputs; i++)
+                plain += !input_in_shm(m->inputs[i]);
+        if (m->n_raw_input_contents > 0 && m->n_raw_input_contents != plain)
                 return rnnd__infer_path_error(err, RNND_EINVAL, "raw_input_contents",
-                                              "%zu entries for %zu inputs: one per input, in "
-                                              "order",
-                                              m->n_raw_input_contents, m->n_inputs);
-        for (size_t i = 0; i < m->n_inputs; i++) {
+                                              "%zu entries for %zu inputs not in shared memory: "
+                                              "one per input, in order",
+                                              m->n_raw_input_contents, plain);
+        for (size_t i = 0, j = 0; i < m->n_inputs; i++) {
+                const ProtobufCBinaryData *raw = NULL;
+
+                if (m->n_raw_input_contents > 0 && !input_in_shm(m->inputs[i]))
+                        raw = &m->raw_input_contents[j++];
                 req->n_inputs = (unsigned)i + 1; /* counted first, to be freed on failure */
-                r = kserve_input(m, i, lim, &req->inputs[i], err);
+                r = kserve_input(m, i, raw, lim, &req->inputs[i], &req->input_shm[i], err);
                 if (r < 0)
                         return r;
         }
@@ -400,8 +456,9 @@ int rnnd_grpc_kserve_render(struct rnnd_pbarena *a, const char *model, uint64_t 
         for (unsigned i = 0; i < o->n; i++) {
                 if (kserve_output(a, &o->t[i], &m->outputs[i]) < 0)
                         return nomem(reterr);
-                m->raw_output_contents[i].len = o->t[i].nbytes;
-                m->raw_output_contents[i].data = o->t[i].data;
+                /* In a region (as HTTP's JSON says it): an empty entry keeps the others' places. */
+                m->raw_output_contents[i].len = o->shm[i] != NULL ? 0 : o->t[i].nbytes;
+                m->raw_output_contents[i].data = o->shm[i] != NULL ? NULL : o->t[i].data;
         }
         m->n_outputs = o->n;
         m->n_raw_output_contents = o->n;

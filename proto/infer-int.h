@@ -136,6 +136,23 @@ int rnnd__infer_alloc_data(struct rnnd_tensor *t, rnnd_error_t *err);
 int rnnd__infer_parsed(int r, struct rnnd_infer_request *req, json_t *root,
                        struct rnnd_infer_request *ret);
 
+/*
+ * The shared memory parameters of a tensor (Triton's names), whatever the
+ * wire: SHM_REGION etc. bits say which were given.  rnnd__infer_shm_key()
+ * tells which one key is (0: not a shared_memory_ key; -1: one rnnd does not
+ * know).  rnnd__infer_shm_done() checks that region and byte_size came
+ * together (path is the tensor's parameters).  rnnd__infer_shm_input() then
+ * checks that input t has no other data and byte_size is its size, and gives
+ * it a buffer for the daemon to fill.
+ */
+#define RNND__SHM_REGION    1u
+#define RNND__SHM_BYTE_SIZE 2u
+#define RNND__SHM_OFFSET    4u
+int rnnd__infer_shm_key(const char *key);
+int rnnd__infer_shm_done(unsigned seen, const char *path, rnnd_error_t *err);
+int rnnd__infer_shm_input(struct rnnd_tensor *t, const struct rnnd_shm_ref *ref, bool has_data,
+                          const char *path, rnnd_error_t *err);
+
 /* Frees t's buffer if it owns one. */
 void rnnd__infer_tensor_done(struct rnnd_tensor *t);
 

@@ -34,10 +34,35 @@ struct kctx {
         uint64_t big_sequence_id; /* parameters.sequence_id past int64 (load_root), or 0 */
 };
 
+/*
+ * One shared_memory_* parameter (sub its path) into ref, its bit added to
+ * *seen; 0 when key is not one.  ref NULL: a response's outputs, which
+ * carry none.
+ */
+static int shm_param(struct kctx *c, const char *key, json_t *v, struct rnnd_shm_ref *ref,
+                     unsigned *seen, const char *sub)
+{
+        int k = rnnd__infer_shm_key(key);
+
+        if (k == 0)
+                return 0;
+        if (k < 0 || ref == NULL)
+                return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
+                                              k < 0 ? "unknown shared memory parameter"
+                                                    : "not supported here");
+        *seen |= (unsigned)k;
+        if (k == RNND__SHM_REGION)
+                return rnnd__infer_get_string(v, ref->region, sizeof(ref->region), true, sub,
+                                              c->err);
+        return rnnd__infer_get_uint(v, k == RNND__SHM_OFFSET ? &ref->offset : &ref->byte_size, sub,
+                                    c->err);
+}
+
 static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool *has_bds,
-                               uint64_t *bds)
+                               uint64_t *bds, struct rnnd_shm_ref *ref)
 {
         char sub[PATH_LEN], got[64];
+        unsigned seen = 0;
         const char *key;
         json_t *v;
         int r;
@@ -54,13 +79,12 @@ static int parse_tensor_params(struct kctx *c, json_t *p, const char *path, bool
                         if (r < 0)
                                 return r;
                         *has_bds = true;
-                } else if (strncmp(key, "shared_memory_", 14) == 0) {
-                        return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
-                                                      "shared memory is not supported");
+                } else if ((r = shm_param(c, key, v, ref, &seen, sub)) < 0) {
+                        return r;
                 }
                 /* Other parameters are not ours to judge; ignore them. */
         }
-        return 0;
+        return rnnd__infer_shm_done(seen, path, c->err);
 }
 
 /* Takes t's bytes from the binary section: borrowed when aligned, else copied. */
@@ -143,8 +167,9 @@ static int fill_span(struct kctx *c, const struct rnnd__infer_span *s, struct rn
         return rnnd__infer_path_error(c->err, RNND_EINVAL, sub, "not on the fast path");
 }
 
-/* inputs[i] (or outputs[i] of a response) into t. */
-static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_tensor *t)
+/* inputs[i] (or outputs[i] of a response: ref NULL) into t. */
+static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_tensor *t,
+                        struct rnnd_shm_ref *ref)
 {
         static const char *const keys[] = {"name", "shape", "datatype", "parameters", "data", NULL};
         char path[PATH_LEN], sub[PATH_LEN], got[64];
@@ -200,12 +225,14 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
         v = json_object_get(obj, "parameters");
         if (v != NULL) {
                 rnnd__infer_pathf(sub, "%s.parameters", path);
-                r = parse_tensor_params(c, v, sub, &has_bds, &bds);
+                r = parse_tensor_params(c, v, sub, &has_bds, &bds, ref);
                 if (r < 0)
                         return r;
         }
 
         data = json_object_get(obj, "data");
+        if (ref != NULL && ref->region[0] != '\0')
+                return rnnd__infer_shm_input(t, ref, data != NULL || has_bds, path, c->err);
         if (has_bds) {
                 if (data != NULL)
                         return rnnd__infer_path_error(
@@ -233,7 +260,8 @@ static int parse_tensor(struct kctx *c, json_t *obj, unsigned i, struct rnnd_ten
 }
 
 /* A list of tensors ("inputs" of a request or "outputs" of a response). */
-static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *ts, unsigned *n)
+static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *ts,
+                             struct rnnd_shm_ref *refs, unsigned *n)
 {
         char got[64];
         size_t i;
@@ -251,7 +279,8 @@ static int parse_tensor_list(struct kctx *c, json_t *list, struct rnnd_tensor *t
         for (i = 0; i < json_array_size(list); i++) {
                 /* Count it first, so that what it allocated is freed on failure too. */
                 *n = (unsigned)i + 1;
-                r = parse_tensor(c, json_array_get(list, i), (unsigned)i, &ts[i]);
+                r = parse_tensor(c, json_array_get(list, i), (unsigned)i, &ts[i],
+                                 refs != NULL ? &refs[i] : NULL);
                 if (r < 0)
                         return r;
         }
@@ -337,6 +366,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
         char path[PATH_LEN], sub[PATH_LEN], got[64];
         const char *key;
         json_t *o, *v, *p;
+        unsigned seen;
         size_t i;
         int r;
 
@@ -361,6 +391,7 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
                                                               "'%s' is requested twice", ro->name);
                 ro->binary = req->binary_data_output;
+                seen = 0;
                 p = json_object_get(o, "parameters");
                 if (p == NULL)
                         continue;
@@ -376,12 +407,17 @@ static int parse_outputs(struct kctx *c, json_t *list, struct rnnd_infer_request
                                 r = rnnd__infer_get_bool(v, &ro->binary, sub, c->err);
                                 if (r < 0)
                                         return r;
-                        } else if (strcmp(key, "classification") == 0 ||
-                                   strncmp(key, "shared_memory_", 14) == 0) {
+                        } else if (strcmp(key, "classification") == 0) {
                                 return rnnd__infer_path_error(c->err, RNND_EINVAL, sub,
                                                               "not supported");
+                        } else if ((r = shm_param(c, key, v, &ro->shm, &seen, sub)) < 0) {
+                                return r;
                         }
                 }
+                rnnd__infer_pathf(sub, "%s.parameters", path);
+                r = rnnd__infer_shm_done(seen, sub, c->err);
+                if (r < 0)
+                        return r;
         }
         req->n_outputs = (unsigned)json_array_size(list);
         return 0;
@@ -589,7 +625,8 @@ static int parse_request(struct kctx *c, const void *body, size_t len, size_t js
                 if (r < 0)
                         goto out;
         }
-        r = parse_tensor_list(c, json_object_get(root, "inputs"), req.inputs, &req.n_inputs);
+        r = parse_tensor_list(c, json_object_get(root, "inputs"), req.inputs, req.input_shm,
+                              &req.n_inputs);
         if (r < 0)
                 goto out;
         v = json_object_get(root, "outputs");
@@ -996,7 +1033,8 @@ int rnnd_kserve_parse_response(const void *body, size_t len, size_t json_len,
         r = parse_id(&c, json_object_get(root, "id"), resp.id, &resp.has_id);
         if (r < 0)
                 goto out;
-        r = parse_tensor_list(&c, json_object_get(root, "outputs"), resp.outputs, &resp.n_outputs);
+        r = parse_tensor_list(&c, json_object_get(root, "outputs"), resp.outputs, NULL,
+                              &resp.n_outputs);
         if (r < 0)
                 goto out;
         *ret = resp;

@@ -104,7 +104,9 @@ int rnnd_kserve_render(const char *model_name, uint64_t version, const char *id,
 
         rnnd_strbuf_init(&b);
         for (unsigned i = 0; i < o->n; i++)
-                est += o->binary[i] ? o->t[i].nbytes + 128 : o->t[i].numel * 16 + 128;
+                est += o->shm[i] != NULL ? 128
+                       : o->binary[i]    ? o->t[i].nbytes + 128
+                                         : o->t[i].numel * 16 + 128;
         rnnd_strbuf_reserve(&b, est);
         rnnd_strbuf_puts(&b, "{\"model_name\":");
         rnnd_strbuf_json_str(&b, model_name);
@@ -125,7 +127,14 @@ int rnnd_kserve_render(const char *model_name, uint64_t version, const char *id,
                 rnnd_strbuf_json_str(&b, t->name);
                 rnnd_strbuf_puts(&b, ",\"datatype\":\"FP32\",\"shape\":");
                 put_shape(&b, t->shape, t->ndim);
-                if (o->binary[i]) {
+                if (o->shm[i] != NULL) {
+                        /*
+                         * Its bytes are in the region: no data, and no parameters,
+                         * as Triton answers (Triton's C++ client reads
+                         * binary_data_size from any output that has parameters).
+                         */
+                        rnnd_strbuf_putc(&b, '}');
+                } else if (o->binary[i]) {
                         rnnd_strbuf_puts(&b, ",\"parameters\":{\"binary_data_size\":");
                         rnnd_strbuf_put_u64(&b, t->nbytes);
                         rnnd_strbuf_puts(&b, "}}");
@@ -138,7 +147,7 @@ int rnnd_kserve_render(const char *model_name, uint64_t version, const char *id,
         rnnd_strbuf_puts(&b, "]}");
         jl = b.len;
         for (unsigned i = 0; i < o->n; i++)
-                if (o->binary[i])
+                if (o->binary[i] && o->shm[i] == NULL)
                         rnnd_strbuf_putn(&b, o->t[i].data, o->t[i].nbytes);
         r = finish(&b, body, body_len, reterr);
         if (r < 0)

@@ -554,6 +554,50 @@ int rnnd__infer_alloc_data(struct rnnd_tensor *t, rnnd_error_t *err)
         return 0;
 }
 
+int rnnd__infer_shm_key(const char *key)
+{
+        if (strncmp(key, "shared_memory_", 14) != 0)
+                return 0;
+        if (strcmp(key + 14, "region") == 0)
+                return RNND__SHM_REGION;
+        if (strcmp(key + 14, "byte_size") == 0)
+                return RNND__SHM_BYTE_SIZE;
+        if (strcmp(key + 14, "offset") == 0)
+                return RNND__SHM_OFFSET;
+        return -1;
+}
+
+int rnnd__infer_shm_done(unsigned seen, const char *path, rnnd_error_t *err)
+{
+        if (seen != 0 && !(seen & RNND__SHM_REGION))
+                return rnnd__infer_path_error(err, RNND_EINVAL, path,
+                                              "shared_memory_%s without shared_memory_region",
+                                              seen & RNND__SHM_BYTE_SIZE ? "byte_size" : "offset");
+        if (seen != 0 && !(seen & RNND__SHM_BYTE_SIZE))
+                return rnnd__infer_path_error(err, RNND_EINVAL, path,
+                                              "shared_memory_region without "
+                                              "shared_memory_byte_size");
+        return 0;
+}
+
+int rnnd__infer_shm_input(struct rnnd_tensor *t, const struct rnnd_shm_ref *ref, bool has_data,
+                          const char *path, rnnd_error_t *err)
+{
+        char s[SHAPE_LEN];
+
+        if (has_data)
+                return rnnd__infer_path_error(err, RNND_EINVAL, path,
+                                              "has both data and "
+                                              "parameters.shared_memory_region");
+        if (ref->byte_size != t->nbytes)
+                return rnnd__infer_path_error(
+                        err, RNND_EINVAL, path,
+                        "parameters.shared_memory_byte_size is %" PRIu64 ", but %s %s takes %zu",
+                        ref->byte_size, rnnd_dtype_name(t->dtype),
+                        rnnd_shape_format(s, SHAPE_LEN, t->shape, t->ndim), t->nbytes);
+        return rnnd__infer_alloc_data(t, err);
+}
+
 void rnnd__infer_tensor_done(struct rnnd_tensor *t)
 {
         if (t->owned)

@@ -80,10 +80,24 @@ struct rnnd_tensor {
         bool owned; /* data is ours (freed by _done); else borrowed from the body */
 };
 
+/*
+ * Where a tensor's bytes are in a registered system shared memory region
+ * (Triton's shared memory extension, docs/HTTP.md): the parameters
+ * shared_memory_region, shared_memory_offset (0) and shared_memory_byte_size.
+ * region[0] == '\0': the tensor is not in shared memory.
+ */
+#define RNND_SHM_NAME_MAX RNND_CFG_NAME_MAX /* a region's name, incl. NUL */
+struct rnnd_shm_ref {
+        char region[RNND_SHM_NAME_MAX];
+        uint64_t offset;
+        uint64_t byte_size;
+};
+
 /* An entry of a KServe request's "outputs" list. */
 struct rnnd_requested_output {
         char name[RNND_INFER_NAME_MAX];
-        bool binary; /* parameters.binary_data, else the request's binary_data_output */
+        bool binary;             /* parameters.binary_data, else the request's binary_data_output */
+        struct rnnd_shm_ref shm; /* written to a region instead of the answer */
 };
 
 /* The request's "parameters" (the sequence and schedule-policy extensions). */
@@ -102,6 +116,11 @@ struct rnnd_infer_request {
         char id[RNND_INFER_ID_MAX]; /* "" when not given */
         unsigned n_inputs;
         struct rnnd_tensor inputs[RNND_INFER_MAX_TENSORS];
+        /*
+         * inputs[i] read from a region: its data is allocated (owned) by the
+         * parse and filled by the daemon, which holds the regions, before bind.
+         */
+        struct rnnd_shm_ref input_shm[RNND_INFER_MAX_TENSORS];
         bool outputs_given; /* an "outputs" list was given; empty means all */
         unsigned n_outputs;
         struct rnnd_requested_output outputs[RNND_INFER_MAX_TENSORS];
@@ -147,6 +166,8 @@ struct rnnd_infer_outputs {
         bool binary[RNND_OUT_COUNT];              /* of t[i] */
         float *by_kind[RNND_OUT_COUNT];           /* t[i].data by kind; NULL if not wanted */
         size_t stride[RNND_OUT_COUNT];            /* elements per sequence, by kind */
+        /* t[i] went to this region (set by the daemon; borrowed from the request), or NULL. */
+        const struct rnnd_shm_ref *shm[RNND_OUT_COUNT];
 };
 
 /* A parsed KServe v2 response (for clients and tests). */

@@ -76,7 +76,7 @@ if printf 'int main(void){return 0;}\n' | cc -fsanitize=thread -x c - -o "$probe
     meson setup "$tsan" -Db_sanitize=thread -Dbuildtype=debug -Db_lundef=false || exit 1
   ninja -C "$tsan" || exit 1
   meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
-    --logbase testlog-unit options metrics route pool || rc=1
+    --logbase testlog-unit options metrics route pool shm || rc=1
   meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
     --logbase testlog-integration --suite integration || rc=1
   meson test -C "$tsan" --print-errorlogs --num-processes 2 --timeout-multiplier 4 \

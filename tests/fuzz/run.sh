@@ -108,7 +108,7 @@ if [ "$mode" = cover ]; then
   done
   # shellcheck disable=SC2086
   llvm-cov report $objs_args -instr-profile="$out/cov/all.profdata" \
-    "$src/proto/infer.c" "$src/proto/modelcfg.c" "$src/proto/safetensors.c" "$src/proto/reporeq.c" \
+    "$src/proto/infer.c" "$src/proto/modelcfg.c" "$src/proto/safetensors.c" "$src/proto/reporeq.c" "$src/proto/shmreq.c" \
     "$src/proto/json.c" "$src/proto/tensor.c" "$src/engine/stfile.c" "$src/engine/model.c" |
     sed "s|$src/||"
   exit 0

@@ -99,6 +99,7 @@ put("repo", "index_ready", b"\x00" + js({"ready": True}).encode())
 put("repo", "load_params", b"\x01" + js({"parameters": {"config": "{}"}}).encode())
 put("repo", "unload_empty", b"\x02")
 put("repo", "unload_deps", b"\x02" + js({"parameters": {"unload_dependents": False}}).encode())
+put("repo", "shm_register", b"\x03" + js({"key": "/triton_shm", "offset": 64, "byte_size": 4096}).encode())
 
 
 # Encodings: the first byte picks gzip (odd) or deflate, tensors (2) or text; the rest is an

@@ -18,6 +18,8 @@ digits_gru) and one embedding model of the golden repository, and checks:
   perf_analyzer's request count, no failure; /metrics: no 4xx for the model);
 - the embedding model with `--input-data zero` (token id 0), JSON and binary:
   the same;
+- `--shared-memory system` (rnnd started with --max_shm_regions), HTTP and gRPC: the same,
+  and no region left registered after it;
 - `-i grpc` on the same models, and `--streaming` with sequences on a model
   with a sequence block (ModelStreamInfer): the same.  With random data its INT64 token ids are out of range and rnnd
   refuses them (400 naming tokens), which perf_analyzer reports and exits
@@ -172,15 +174,44 @@ def test_grpc(pa, d):
                   "%s: rnnd started and ended its sequences" % what, (started0, started, ended0, ended))
 
 
+def test_shared_memory(pa, d):
+    """--shared-memory system (inputs and outputs through POSIX shared memory regions it makes
+    and registers, docs/HTTP.md "Shared memory"), over HTTP and gRPC, JSON and binary tensors:
+    exit 0, every request a success, and every region it registered unregistered at its end
+    (it unregisters CUDA regions too, and takes an error there for a failed run)."""
+    for grpc in (False, True):
+        for fmt in (("json",) if grpc else ("json", "binary")):
+            what = "perf_analyzer -i %s --shared-memory system%s" % (
+                "grpc" if grpc else "http", "" if grpc else ", %s tensors" % fmt)
+            ok0, _ = stats(d, "digits_lstm")
+            err0 = client_errors(d, "digits_lstm")
+            args = ["--shape", "input:8,8", "--shared-memory", "system", "--output-shared-memory-size", "409600"]
+            if not grpc:
+                args += ["--input-tensor-format", fmt, "--output-tensor-format", fmt]
+            rc, out = run(pa, d, "digits_lstm", args, grpc=grpc)
+            check(rc == 0 and "error" not in out.lower() and "unable" not in out.lower(),
+                  "%s: exit 0, no error" % what, out[-1500:])
+            m = re.search(r"Client:\s+Request count: (\d+)", out)
+            ok1, fail1 = stats(d, "digits_lstm")
+            sent = int(m.group(1)) if m else REQUESTS
+            check(m is not None and ok1 - ok0 >= sent and fail1 == 0, "%s: rnnd served every request" % what,
+                  (ok0, ok1, fail1, sent))
+            check(client_errors(d, "digits_lstm") == err0, "%s: no 4xx/5xx answered" % what,
+                  client_errors(d, "digits_lstm"))
+            st, _, body = d.json("GET", "/v2/systemsharedmemory/status")
+            check(st == 200 and body == [], "%s: no region left registered" % what, (st, body))
+
+
 def main():
     pa = perf_analyzer_path()
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        d = Daemon(repo=repo(tmp))
+        d = Daemon("--max_shm_regions=16", repo=repo(tmp))
         try:
             run_test(test_runs, pa, d)
             run_test(test_sequences, pa, d)
             run_test(test_grpc, pa, d)
+            run_test(test_shared_memory, pa, d)
             rc, _ = d.stop()
             check(rc == 0, "SIGTERM exits 0", rc)
         finally:

@@ -342,10 +342,9 @@ def test_errors(c, d):
         except InferenceServerException as e:
             check(e.status() == "400" and sub in e.message(), "a bad request is 400 naming %r" % sub,
                   (e.status(), e.message()))
-    # Triton's extensions rnnd lacks: 501 saying so (they were 404 "no route", as for a typo),
-    # which is what perf_analyzer --shared-memory prints.
-    for call, what in ((lambda: c.register_system_shared_memory("r", "/rnnd-x", 64), "system shared memory"),
-                       (lambda: c.get_cuda_shared_memory_status(), "CUDA shared memory"),
+    # Triton's extensions rnnd lacks: 501 saying so (they were 404 "no route", as for a typo).
+    # (System shared memory: tests/interop/test_shm.py.)
+    for call, what in ((lambda: c.register_cuda_shared_memory("r", b"\0" * 64, 0, 64), "CUDA shared memory"),
                        (lambda: c.get_trace_settings(), "trace"),
                        (lambda: c.get_trace_settings(model_name=g_name), "trace"),
                        (lambda: c.update_log_settings({"log_verbose_level": 1}), "logging")):

@@ -945,10 +945,39 @@ static const struct bad bad[] = {
          REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
              "\"parameters\":[1],\"data\":[1,2,3]}"),
          0, -1, EINVAL_400, "inputs[0].parameters: must be an object, got an array of 1"},
+        /* The shared memory extension's parameters: both or none, and nothing else. */
         {KS, M_LSTM,
          REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
              "\"parameters\":{\"shared_memory_region\":\"r\"}}"),
-         0, -1, EINVAL_400, "inputs[0].parameters.shared_memory_region: shared memory is not"},
+         0, -1, EINVAL_400,
+         "inputs[0].parameters: shared_memory_region without shared_memory_byte_size"},
+        {KS, M_LSTM,
+         REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
+             "\"parameters\":{\"shared_memory_offset\":8}}"),
+         0, -1, EINVAL_400,
+         "inputs[0].parameters: shared_memory_offset without shared_memory_region"},
+        {KS, M_LSTM,
+         REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
+             "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":8}}"),
+         0, -1, EINVAL_400,
+         "inputs[0]: parameters.shared_memory_byte_size is 8, but FP32 [1, 1, 3] takes 12"},
+        {KS, M_LSTM,
+         REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],\"data\":[1,2,3],"
+             "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":12}}"),
+         0, -1, EINVAL_400, "inputs[0]: has both data and parameters.shared_memory_region"},
+        {KS, M_LSTM,
+         REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
+             "\"parameters\":{\"shared_memory_region\":\"\",\"shared_memory_byte_size\":12}}"),
+         0, -1, EINVAL_400, "inputs[0].parameters.shared_memory_region: "},
+        {KS, M_LSTM,
+         REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
+             "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":-1}}"),
+         0, -1, EINVAL_400, "inputs[0].parameters.shared_memory_byte_size: "},
+        {KS, M_LSTM,
+         REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],\"data\":[1,2,3],"
+             "\"parameters\":{\"shared_memory_handle\":1}}"),
+         0, -1, EINVAL_400,
+         "inputs[0].parameters.shared_memory_handle: unknown shared memory parameter"},
         {KS, M_LSTM,
          REQ("{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,3],"
              "\"parameters\":{\"binary_data_size\":-12}}"),
@@ -1059,6 +1088,11 @@ static const struct bad bad[] = {
          "{\"inputs\":[" X3 "],\"outputs\":[{\"name\":\"scores\",\"parameters\":"
          "{\"classification\":2}}]}",
          0, -1, EINVAL_400, "outputs[0].parameters.classification: not supported"},
+        {KS, M_LSTM,
+         "{\"inputs\":[" X3 "],\"outputs\":[{\"name\":\"h_n\",\"parameters\":"
+         "{\"shared_memory_byte_size\":8}}]}",
+         0, -1, EINVAL_400,
+         "outputs[0].parameters: shared_memory_byte_size without shared_memory_region"},
         {KS, M_LSTM, "{\"inputs\":[" X3 "],\"outputs\":[{\"name\":\"h_n\",\"parameters\":5}]}", 0,
          -1, EINVAL_400, "outputs[0].parameters: must be an object, got 5"},
         /* Binding: names. */
@@ -1570,6 +1604,55 @@ START_TEST(test_render_text)
 }
 END_TEST
 
+/*
+ * The shared memory extension: the parse notes where an input's bytes are
+ * and gives it a buffer (the daemon fills it); an output written to a
+ * region is answered with its name, datatype and shape only, and its bytes
+ * stay out of the body.
+ */
+START_TEST(test_render_shm)
+{
+        static const char body[] =
+                "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,2],"
+                "\"parameters\":{\"shared_memory_region\":\"in\",\"shared_memory_offset\":16,"
+                "\"shared_memory_byte_size\":8}}],\"outputs\":[{\"name\":\"h_n\",\"parameters\":"
+                "{\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":64}},"
+                "{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}";
+        static const char want[] =
+                "{\"model_name\":\"g\",\"outputs\":[{\"name\":\"h_n\",\"datatype\":\"FP32\","
+                "\"shape\":[1,4,3]},{\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[1,1,6],"
+                "\"parameters\":{\"binary_data_size\":24}}]}";
+        struct rnnd_model_config cfg;
+        struct rnnd_infer_request req;
+        struct rnnd_infer_bound b;
+        struct rnnd_infer_outputs o;
+        rnnd_error_t e = {0};
+        size_t len, jl;
+        char *out;
+
+        make_cfg(M_GRU, &cfg);
+        kserve_ok(body, M_GRU, &req, &b);
+        ck_assert_str_eq(req.input_shm[0].region, "in");
+        ck_assert_uint_eq(req.input_shm[0].offset, 16);
+        ck_assert_uint_eq(req.input_shm[0].byte_size, 8);
+        ck_assert(req.inputs[0].owned && req.inputs[0].data != NULL);
+        ck_assert_str_eq(req.outputs[0].shm.region, "out");
+        ck_assert_uint_eq(req.outputs[0].shm.byte_size, 64);
+        ck_assert_str_eq(req.outputs[1].shm.region, "");
+        ck_assert_int_eq(rnnd_infer_outputs_alloc(&b, &cfg, &o, &e), 0);
+        ck_assert_str_eq(o.t[0].name, "h_n");
+        o.shm[0] = &req.outputs[0].shm; /* the daemon's part (inference.c) */
+        o.by_kind[RNND_OUT_OUTPUT][5] = 1.0f;
+        ck_assert_int_eq(rnnd_kserve_render("g", 0, NULL, &o, &out, &len, &jl, &e), 0);
+        ck_assert_uint_eq(jl, strlen(want));
+        ck_assert_mem_eq(out, want, jl);
+        ck_assert_uint_eq(len, jl + 24); /* the binary output only */
+        rnnd_free(out);
+        rnnd_infer_outputs_done(&o);
+        release(&req, &b);
+}
+END_TEST
+
 /* TF Serving: rows cut to their own lengths; columnar keeps the padding. */
 START_TEST(test_tfs_render)
 {
@@ -1913,6 +1996,7 @@ static Suite *infer_suite(void)
         tcase_add_test(tc, test_outputs_alloc);
         tcase_add_loop_test(tc, test_render_roundtrip, 0, 2);
         tcase_add_test(tc, test_render_text);
+        tcase_add_test(tc, test_render_shm);
         tcase_add_test(tc, test_tfs_render);
         tcase_add_test(tc, test_render_nonfinite);
         tcase_add_loop_test(tc, test_error_render, 0, RNND_ELEMENTSOF(errors));

@@ -105,6 +105,7 @@ START_TEST(test_table_rows)
                 "max_tensor_elements",
                 "max_response_bytes",
                 "max_response_memory",
+                "max_shm_regions",
                 "max_json_depth",
                 "max_json_memory",
                 "per_connection_memory",
@@ -796,6 +797,7 @@ START_TEST(test_help_ranges)
                 "per_connection_memory",
                 "per_address_limit",
                 "log_format",
+                "max_shm_regions",
         };
         struct rnnd_options o;
         size_t n, i, n_fixed = 0;

@@ -431,7 +431,8 @@ static const struct {
         {RNND_EINVAL, "inputs[0].name: missing"},
         {RNND_EINVAL, "FP16 has no typed contents rnnd reads"},
         {RNND_EINVAL, "outputs[0].parameters.classification: not supported"},
-        {RNND_EINVAL, "inputs[1].parameters.shared_memory_region: shared memory is not supported"},
+        {RNND_EINVAL,
+         "inputs[1].parameters.shared_memory_region: must be a non-empty string_param"},
         {RNND_EINVAL, "outputs[0].name: missing"},
 };
 

@@ -501,9 +501,7 @@ static void m_shm_unregister(struct rnnd_grpc_call *c, const uint8_t *msg, size_
                    inference__system_shared_memory_unregister_request__descriptor, msg, len);
         if (q == NULL)
                 return;
-        r = strlen(q->name) >= RNND_SHM_NAME_MAX
-                    ? 0 /* no region has that name: nothing to unregister */
-                    : rnnd_shm_unregister(&rnnd_grpc_call_server(c)->shm, q->name, &err);
+        r = rnnd_shm_unregister(&rnnd_grpc_call_server(c)->shm, q->name, &err);
         rnnd_pbarena_done(&a);
         if (r < 0)
                 rnnd_grpc_fail(c, r, &err);

@@ -600,7 +600,7 @@ static int read_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
 static int plan_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
 {
         struct rnnd_infer_outputs *o = &c->outs;
-        char what[RNND_INFER_NAME_MAX + 16];
+        char what[RNND_INFER_NAME_MAX + 32];
         int r;
 
         for (unsigned i = 0; i < o->n; i++)
@@ -622,7 +622,7 @@ static int plan_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
 int rnnd_inference_write_shm(struct rnnd_inference *c, rnnd_error_t *reterr)
 {
         const struct rnnd_infer_outputs *o = &c->outs;
-        char what[RNND_INFER_NAME_MAX + 16];
+        char what[RNND_INFER_NAME_MAX + 32];
         int r;
 
         for (unsigned i = 0; i < o->n; i++) {

@@ -94,16 +94,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def zero_lstm(repo, name, hidden, max_len, **cfg):
-    """A one-layer LSTM (input 8) whose weights are all zero: slow enough per step to hold a
-    worker, and quick to write.  The time a step takes does not depend on the values.  cfg:
-    more config.json fields."""
+def zero_lstm(repo, name, hidden, max_len, input_size=8, **cfg):
+    """A one-layer LSTM (input 8 by default) whose weights are all zero: slow enough per step to
+    hold a worker, and quick to write.  The time a step takes does not depend on the values.
+    cfg: more config.json fields."""
     d = os.path.join(repo, name)
     os.makedirs(os.path.join(d, "1"))
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(dict({"cell": "lstm", "input_size": 8, "hidden_size": hidden, "num_layers": 1,
+        json.dump(dict({"cell": "lstm", "input_size": input_size, "hidden_size": hidden, "num_layers": 1,
                         "max_sequence_length": max_len}, **cfg), f)
-    shapes = [("weight_ih_l0", [4 * hidden, 8]), ("weight_hh_l0", [4 * hidden, hidden]),
+    shapes = [("weight_ih_l0", [4 * hidden, input_size]), ("weight_hh_l0", [4 * hidden, hidden]),
               ("bias_ih_l0", [4 * hidden]), ("bias_hh_l0", [4 * hidden])]
     header, off = {}, 0
     for n, shape in shapes:

@@ -157,7 +157,11 @@ static int bind_outputs(const struct rnnd_infer_request *req, const struct rnnd_
                                               ro->name);
                 b->out[b->n_out++] = (rnnd_infer_output_t)k;
                 b->want[k] = true;
-                b->binary[k] = ro->binary;
+                /*
+                 * One written to a region is not in the answer, but its tensor is
+                 * held: max_response_bytes counts it as a binary output.
+                 */
+                b->binary[k] = ro->binary || ro->shm.region[0] != '\0';
         }
         return 0;
 }

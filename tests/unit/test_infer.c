@@ -1639,6 +1639,7 @@ START_TEST(test_render_shm)
         ck_assert_str_eq(req.outputs[0].shm.region, "out");
         ck_assert_uint_eq(req.outputs[0].shm.byte_size, 64);
         ck_assert_str_eq(req.outputs[1].shm.region, "");
+        ck_assert(b.binary[RNND_OUT_H_N]); /* counted at 4 bytes a float (max_response_bytes) */
         ck_assert_int_eq(rnnd_infer_outputs_alloc(&b, &cfg, &o, &e), 0);
         ck_assert_str_eq(o.t[0].name, "h_n");
         o.shm[0] = &req.outputs[0].shm; /* the daemon's part (inference.c) */

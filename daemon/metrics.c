@@ -429,6 +429,10 @@ void rnnd_metrics_page(struct rnnd_strbuf *b, const struct rnnd_metrics_source *
                             "max_response_memory.\n"
                             "# TYPE rnnd_response_memory_bytes gauge\n");
         rnnd_strbuf_printf(b, "rnnd_response_memory_bytes %" PRIu64 "\n", src->answer_bytes);
+        rnnd_strbuf_puts(b, "# HELP rnnd_shm_regions System shared memory regions clients have "
+                            "registered, against max_shm_regions.\n"
+                            "# TYPE rnnd_shm_regions gauge\n");
+        rnnd_strbuf_printf(b, "rnnd_shm_regions %u\n", src->shm_regions);
         rnnd_strbuf_puts(b, "# HELP rnnd_requests_total HTTP requests answered, by model, "
                             "version and status code (model=\"\" for other paths).\n"
                             "# TYPE rnnd_requests_total counter\n");

@@ -97,6 +97,7 @@ struct rnnd_metrics_source {
         size_t models_loaded;
         unsigned inflight;
         uint64_t answer_bytes; /* held against max_response_memory */
+        unsigned shm_regions;  /* system shared memory regions registered */
         const struct rnnd_metrics_counters *other_requests;
         size_t n_models;
         /*

@@ -508,6 +508,7 @@ static void serve_metrics(struct rnnd_http_request *r, struct rnnd_route_req *q)
         struct metrics_walk w = {
                 .src = {.inflight = rnnd_http_inflight(rnnd_server_http(q->srv)),
                         .answer_bytes = atomic_load(&q->srv->answer_bytes),
+                        .shm_regions = rnnd_shm_count(&q->srv->shm),
                         .other_requests = rnnd_models_unmatched(t),
                         .model = metrics_model,
                         .version = metrics_version},

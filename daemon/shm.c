@@ -156,6 +156,16 @@ int rnnd_shm_register(struct rnnd_shm *t, const char *name, const struct rnnd_sh
         return ret;
 }
 
+unsigned rnnd_shm_count(struct rnnd_shm *t)
+{
+        unsigned n;
+
+        pthread_mutex_lock(&t->mu);
+        n = t->n;
+        pthread_mutex_unlock(&t->mu);
+        return n;
+}
+
 int rnnd_shm_unregister(struct rnnd_shm *t, const char *name, rnnd_error_t *reterr)
 {
         struct rnnd_shm_region **pp, *r;

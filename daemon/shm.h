@@ -51,6 +51,9 @@ void rnnd_shm_done(struct rnnd_shm *t);
 int rnnd_shm_register(struct rnnd_shm *t, const char *name, const struct rnnd_shmreq *q,
                       rnnd_error_t *reterr);
 
+/* How many regions are registered. */
+unsigned rnnd_shm_count(struct rnnd_shm *t);
+
 /* Unregisters region name ("": every one); one that is not registered is no error.  */
 int rnnd_shm_unregister(struct rnnd_shm *t, const char *name, rnnd_error_t *reterr);
 

@@ -37,7 +37,7 @@ from fetch_tool import fetch_tool  # noqa: E402
 # Every family, as prometheus_client names it (a counter without _total), and its type.
 FAMILIES = {
     "rnnd_up": "gauge", "rnnd_models_loaded": "gauge", "rnnd_http_requests_in_flight": "gauge",
-    "rnnd_start_time_seconds": "gauge", "rnnd_response_memory_bytes": "gauge",
+    "rnnd_start_time_seconds": "gauge", "rnnd_response_memory_bytes": "gauge", "rnnd_shm_regions": "gauge",
     "rnnd_requests": "counter",
     "rnnd_request_duration_seconds": "histogram", "rnnd_queue_duration_seconds": "histogram",
     "rnnd_compute_duration_seconds": "histogram", "rnnd_batch_size": "histogram",
@@ -102,7 +102,7 @@ def test_python_parser(text):
         check(len(f.samples) > 0, "family %s has samples" % name, f.documentation)
         if name not in ("rnnd_up", "rnnd_models_loaded", "rnnd_http_requests_in_flight", "rnnd_requests",
                         "rnnd_model_load_failed", "rnnd_start_time_seconds",
-                        "rnnd_response_memory_bytes"):
+                        "rnnd_response_memory_bytes", "rnnd_shm_regions"):
             for m in MODELS:
                 check(any(s.labels.get("model") == m and s.labels.get("version") == "1" for s in f.samples),
                       "family %s has a sample for %s version 1" % (name, m), f.samples[:3])

@@ -147,6 +147,9 @@ def test_register_and_status(d, hc, gc):
     gs = gc.get_system_shared_memory_status(region_name="in")
     check(list(gs.regions) == ["in"] and gs.regions["in"].key == key("in") and gs.regions["in"].byte_size == 4096,
           "gRPC status of one region", gs)
+    metrics = d.request("GET", "/metrics")[2].decode()
+    check("\nrnnd_shm_regions 2\n" in metrics, "/metrics: rnnd_shm_regions 2",
+          [l for l in metrics.splitlines() if "shm" in l])
     st, _, body = d.json("GET", "/v2/systemsharedmemory/region/nope/status")
     check(st == 404 and body["error"] == "no shared memory region 'nope' is registered",
           "status of a region not registered: 404 naming it", (st, body))

@@ -65,6 +65,7 @@ START_TEST(test_page)
                 .models_loaded = 1,
                 .inflight = 3,
                 .answer_bytes = 4096,
+                .shm_regions = 2,
                 .other_requests = &other,
                 .n_models = 1,
                 .model = fake_model,
@@ -88,6 +89,7 @@ START_TEST(test_page)
         ck_assert_ptr_nonnull(strstr(page, "\nrnnd_start_time_seconds 1"));
         ck_assert_ptr_nonnull(strstr(page, "\nrnnd_http_requests_in_flight 3\n"));
         ck_assert_ptr_nonnull(strstr(page, "\nrnnd_response_memory_bytes 4096\n"));
+        ck_assert_ptr_nonnull(strstr(page, "\nrnnd_shm_regions 2\n"));
         ck_assert_ptr_nonnull(
                 strstr(page, "\nrnnd_requests_total{model=\"\",version=\"\",code=\"404\"} 1\n"));
         ck_assert_ptr_nonnull(

@@ -176,6 +176,7 @@ int rnnd_shm_unregister(struct rnnd_shm *t, const char *name, rnnd_error_t *rete
         for (pp = name[0] != '\0' ? find_locked(t, name) : &t->head; (r = *pp) != NULL;) {
                 *pp = r->next;
                 t->n--;
+                rnnd_log(RNND_LOG_INFO, "shared memory region '%s' unregistered", r->name);
                 put_locked(r);
                 if (name[0] != '\0')
                         break;

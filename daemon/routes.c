@@ -608,7 +608,7 @@ static void serve_cuda_shm_status(struct rnnd_http_request *r, struct rnnd_route
 {
         struct rnnd_strbuf b;
 
-        if (q->name[0] == '\0' && strstr(q->route->pattern, "{name}") == NULL) {
+        if (strstr(q->route->pattern, "{name}") == NULL) {
                 rnnd_strbuf_init(&b);
                 rnnd_strbuf_puts(&b, "[]");
                 respond_json(r, 200, &b);

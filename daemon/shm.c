@@ -17,8 +17,7 @@
 struct rnnd_shm_region {
         struct rnnd_shm_region *next;
         char name[RNND_SHM_NAME_MAX];
-        char key[RNND_SHMREQ_KEY_MAX];
-        uint64_t offset, byte_size;
+        struct rnnd_shmreq q; /* its object's key, offset and byte_size, as registered */
         int fd;
         bool writable;
         unsigned refs; /* the table's one, and one per copy under way; guarded by mu */
@@ -123,9 +122,7 @@ int rnnd_shm_register(struct rnnd_shm *t, const char *name, const struct rnnd_sh
                 return rnnd_error_set(reterr, RNND_ENOMEM, "out of memory");
         }
         memcpy(r->name, name, strlen(name) + 1);
-        memcpy(r->key, q->key, strlen(q->key) + 1);
-        r->offset = q->offset;
-        r->byte_size = q->byte_size;
+        r->q = *q;
         r->fd = fd;
         r->writable = writable;
         r->refs = 1;
@@ -194,9 +191,9 @@ static void put_status(struct rnnd_strbuf *b, const struct rnnd_shm_region *r, b
         }
         rnnd_strbuf_putc(b, '{');
         rnnd_strbuf_json_kv_str(b, "name", r->name);
-        rnnd_strbuf_json_kv_str(b, "key", r->key);
-        rnnd_strbuf_json_kv_u64(b, "offset", r->offset);
-        rnnd_strbuf_json_kv_u64(b, "byte_size", r->byte_size);
+        rnnd_strbuf_json_kv_str(b, "key", r->q.key);
+        rnnd_strbuf_json_kv_u64(b, "offset", r->q.offset);
+        rnnd_strbuf_json_kv_u64(b, "byte_size", r->q.byte_size);
         rnnd_strbuf_putc(b, '}');
 }
 
@@ -253,12 +250,12 @@ static struct rnnd_shm_region *get(struct rnnd_shm *t, const struct rnnd_shm_ref
                                            : "");
                 return NULL;
         }
-        if (ref->offset > r->byte_size || ref->byte_size > r->byte_size - ref->offset) {
+        if (ref->offset > r->q.byte_size || ref->byte_size > r->q.byte_size - ref->offset) {
                 rnnd_error_set(reterr, RNND_EINVAL,
                                "%s: parameters.shared_memory_byte_size %" PRIu64
                                " at shared_memory_offset %" PRIu64
                                " does not fit region '%.64s' (%" PRIu64 " bytes)",
-                               what, ref->byte_size, ref->offset, r->name, r->byte_size);
+                               what, ref->byte_size, ref->offset, r->name, r->q.byte_size);
                 put(t, r);
                 return NULL;
         }
@@ -269,7 +266,7 @@ static struct rnnd_shm_region *get(struct rnnd_shm *t, const struct rnnd_shm_ref
 static int copy(struct rnnd_shm_region *r, uint64_t off, void *buf, size_t n, bool write,
                 const char *what, rnnd_error_t *reterr)
 {
-        uint64_t at = r->offset + off;
+        uint64_t at = r->q.offset + off;
         struct stat st;
         size_t done = 0;
         ssize_t k = 0;
@@ -279,7 +276,7 @@ static int copy(struct rnnd_shm_region *r, uint64_t off, void *buf, size_t n, bo
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "%s: region '%.64s': its object '%.64s' is shorter than "
                                       "when it was registered",
-                                      what, r->name, r->key);
+                                      what, r->name, r->q.key);
         while (done < n) {
                 k = write ? pwrite(r->fd, (const char *)buf + done, n - done, (off_t)(at + done))
                           : pread(r->fd, (char *)buf + done, n - done, (off_t)(at + done));
@@ -295,7 +292,7 @@ static int copy(struct rnnd_shm_region *r, uint64_t off, void *buf, size_t n, bo
                 return rnnd_error_set(reterr, RNND_EINVAL,
                                       "%s: region '%.64s': its object '%.64s' is shorter than "
                                       "when it was registered",
-                                      what, r->name, r->key);
+                                      what, r->name, r->q.key);
         return rnnd_error_set(reterr, RNND_EINVAL, "%s: region '%.64s': cannot %s it: %s", what,
                               r->name, write ? "write" : "read", strerror(errno));
 }
@@ -323,7 +320,7 @@ static struct rnnd_shm_region *get_writable(struct rnnd_shm *t, const struct rnn
                 rnnd_error_set(reterr, RNND_EINVAL,
                                "%s: region '%.64s': rnnd may only read its object '%.64s' (its "
                                "mode)",
-                               what, r->name, r->key);
+                               what, r->name, r->q.key);
                 put(t, r);
                 return NULL;
         }
